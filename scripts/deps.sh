@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Install the Debian 12 packages sandbox needs to build, test and benchmark.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config clang-format libevent-dev libseccomp-dev libjansson-dev
+      libcmocka-dev libsqlite3-dev libyaml-dev python3 nodejs bubblewrap hyperfine iproute2)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Every test, as root: unit, integration and security probes, first on the
+# release build, then on the ASan + UBSan build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [[ $(id -u) -ne 0 ]]; then
+  echo "scripts/test.sh: run as root (namespaces, cgroups and id mapping need it)" >&2
+  exit 1
+fi
+./scripts/deps.sh
+./scripts/build.sh --asan
+status=0
+for dir in build build-asan; do
+  echo "== ctest in $dir"
+  ctest --test-dir "$dir" --output-on-failure --timeout 600 || status=1
+done
+exit $status

@@ -1,0 +1,65 @@
+#include "base/err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static int vset(sbx_err *err, const char *stage, int errnum, const char *fmt, va_list ap)
+{
+    if (!err)
+        return -1;
+    err->errnum = errnum;
+    snprintf(err->stage, sizeof(err->stage), "%s", stage ? stage : "");
+    vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+    return -1;
+}
+
+int sbx_err_set(sbx_err *err, int errnum, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vset(err, NULL, errnum, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int sbx_err_stage(sbx_err *err, const char *stage, int errnum, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vset(err, stage, errnum, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+const char *sbx_errno_name(int errnum)
+{
+    static const struct {
+        int num;
+        const char *name;
+    } names[] = {
+        {EPERM, "EPERM"},   {ENOENT, "ENOENT"}, {ESRCH, "ESRCH"},   {EINTR, "EINTR"},
+        {EIO, "EIO"},       {E2BIG, "E2BIG"},   {ENOEXEC, "ENOEXEC"}, {EBADF, "EBADF"},
+        {ECHILD, "ECHILD"}, {EAGAIN, "EAGAIN"}, {ENOMEM, "ENOMEM"}, {EACCES, "EACCES"},
+        {EFAULT, "EFAULT"}, {EBUSY, "EBUSY"},   {EEXIST, "EEXIST"}, {EXDEV, "EXDEV"},
+        {ENOTDIR, "ENOTDIR"}, {EISDIR, "EISDIR"}, {EINVAL, "EINVAL"}, {EMFILE, "EMFILE"},
+        {ENOSPC, "ENOSPC"}, {EROFS, "EROFS"},   {EFBIG, "EFBIG"},   {ENOSYS, "ENOSYS"},
+        {ELOOP, "ELOOP"},   {ENAMETOOLONG, "ENAMETOOLONG"}, {EOVERFLOW, "EOVERFLOW"},
+        {EDQUOT, "EDQUOT"}, {ENOTSUP, "ENOTSUP"}, {ERANGE, "ERANGE"},
+    };
+    for (size_t i = 0; i < SBX_ARRAY_LEN(names); i++)
+        if (names[i].num == errnum)
+            return names[i].name;
+    return "E?";
+}
+
+const char *sbx_err_format(const sbx_err *err, char *buf, size_t len)
+{
+    const char *stage = err->stage[0] ? err->stage : NULL;
+    if (err->errnum)
+        snprintf(buf, len, "%s%s%s: %s (%s)", stage ? stage : "", stage ? ": " : "", err->msg,
+                 strerror(err->errnum), sbx_errno_name(err->errnum));
+    else
+        snprintf(buf, len, "%s%s%s", stage ? stage : "", stage ? ": " : "", err->msg);
+    return buf;
+}

@@ -1,0 +1,42 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon/cmd.h"
+#include "isolate/sandbox.h"
+
+#define SBX_VERSION "0.1.0"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: sandboxd run [options] -- COMMAND [ARGS...]\n"
+               "       sandboxd doctor [--json]\n"
+               "       sandboxd version\n"
+               "Run 'sandboxd run --help' for the run options.\n");
+}
+
+int main(int argc, char **argv, char **envp)
+{
+    /* A sandbox's pid 1 is a fresh exec of this binary under this name. */
+    if (argc > 0 && strcmp(argv[0], SBX_INIT_ARGV0) == 0)
+        sbx_init_main(argc, argv, envp);
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "run") == 0)
+        return sbx_cmd_run(argc - 1, argv + 1);
+    if (strcmp(cmd, "doctor") == 0)
+        return sbx_cmd_doctor(argc - 1, argv + 1);
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("sandboxd %s\n", SBX_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "sandboxd: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

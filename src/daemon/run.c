@@ -1,0 +1,329 @@
+/* sandboxd run [options] -- COMMAND [ARGS...]: one command in a fresh sandbox,
+ * stdio relayed, exit code passed on (128+N when killed by signal N, 124 on
+ * timeout, 125 when the sandbox could not be set up). */
+#include <event2/event.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/parse.h"
+#include "daemon/cmd.h"
+#include "exec/env.h"
+#include "exec/task.h"
+
+#define EXIT_SETUP 125
+#define MAX_TIMEOUT_S (24.0 * 3600)
+#define MAX_ENV 256
+
+struct run_opts {
+    struct sbx_cg_limits lim;
+    double timeout_s;
+    uint64_t file_size, output_limit, host_id_base, uid, gid;
+    const char *workspace;
+    enum sbx_net_policy net;
+    enum sbx_seccomp_profile seccomp;
+    const char *report;
+    bool force_rlimit;
+    const char *env[MAX_ENV];
+    size_t n_env;
+};
+
+struct run_state {
+    struct event_base *base;
+    struct sbx_task *task;
+    bool done;
+};
+
+static void run_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: sandboxd run [options] -- COMMAND [ARGS...]\n"
+            "  --memory SIZE        memory limit (default 256M)\n"
+            "  --pids N             process limit (default 32)\n"
+            "  --cpu CORES          CPU share in cores (default 0.25)\n"
+            "  --timeout SECONDS    wall-clock limit, fractions allowed (default 300)\n"
+            "  --file-size SIZE     largest file the task may write (default 100M)\n"
+            "  --output-limit SIZE  stdout and stderr kept, each (default 10M)\n"
+            "  --workspace DIR      bound read-write at /workspace (default: a temporary one)\n"
+            "  --net none|host      network policy (default none: loopback only)\n"
+            "  --env KEY=VALUE      add to the task's environment (repeatable)\n"
+            "  --uid N, --gid N     ids of the task inside the sandbox (default 10001)\n"
+            "  --host-id-base N     host id the sandbox's id 0 maps to (default %u)\n"
+            "  --seccomp default|strict\n"
+            "  --cgroup auto|rlimit force the rlimit fallback with 'rlimit'\n"
+            "  --report FILE        write the outcome as JSON to FILE ('-': stderr)\n",
+            SBX_DEFAULT_HOST_ID_BASE);
+}
+
+static int bad(const char *opt, const sbx_err *e)
+{
+    fprintf(stderr, "sandboxd run: %s: %s\n", opt, e->msg);
+    return -1;
+}
+
+static int parse_run_opts(int argc, char **argv, struct run_opts *o)
+{
+    enum { O_MEM = 1, O_PIDS, O_CPU, O_TIMEOUT, O_FSIZE, O_OUT, O_WS, O_NET, O_ENV, O_UID,
+           O_GID, O_BASE, O_SECCOMP, O_REPORT, O_CGROUP, O_HELP };
+    static const struct option longopts[] = {
+        {"memory", required_argument, NULL, O_MEM},
+        {"pids", required_argument, NULL, O_PIDS},
+        {"cpu", required_argument, NULL, O_CPU},
+        {"timeout", required_argument, NULL, O_TIMEOUT},
+        {"file-size", required_argument, NULL, O_FSIZE},
+        {"output-limit", required_argument, NULL, O_OUT},
+        {"workspace", required_argument, NULL, O_WS},
+        {"net", required_argument, NULL, O_NET},
+        {"env", required_argument, NULL, O_ENV},
+        {"uid", required_argument, NULL, O_UID},
+        {"gid", required_argument, NULL, O_GID},
+        {"host-id-base", required_argument, NULL, O_BASE},
+        {"seccomp", required_argument, NULL, O_SECCOMP},
+        {"report", required_argument, NULL, O_REPORT},
+        {"cgroup", required_argument, NULL, O_CGROUP},
+        {"help", no_argument, NULL, O_HELP},
+        {0},
+    };
+    sbx_err e = {0};
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+        const char *name = optind > 1 ? argv[optind - 1] : "?";
+        switch (c) {
+        case O_MEM:
+            if (sbx_parse_size(optarg, &o->lim.memory_bytes, &e) < 0)
+                return bad("--memory", &e);
+            if (o->lim.memory_bytes < (8u << 20))
+                return bad("--memory", &(sbx_err){ERANGE, "", "must be at least 8M"});
+            break;
+        case O_PIDS:
+            if (sbx_parse_uint(optarg, 1, 1 << 22, &o->lim.pids, &e) < 0)
+                return bad("--pids", &e);
+            break;
+        case O_CPU:
+            if (sbx_parse_cpu(optarg, 1024, &o->lim.cpu_cores, &e) < 0)
+                return bad("--cpu", &e);
+            break;
+        case O_TIMEOUT:
+            if (sbx_parse_seconds(optarg, MAX_TIMEOUT_S, &o->timeout_s, &e) < 0)
+                return bad("--timeout", &e);
+            break;
+        case O_FSIZE:
+            if (sbx_parse_size(optarg, &o->file_size, &e) < 0)
+                return bad("--file-size", &e);
+            break;
+        case O_OUT:
+            if (sbx_parse_size(optarg, &o->output_limit, &e) < 0)
+                return bad("--output-limit", &e);
+            break;
+        case O_WS:
+            o->workspace = optarg;
+            break;
+        case O_NET:
+            if (sbx_net_policy_parse(optarg, &o->net, &e) < 0)
+                return bad("--net", &e);
+            break;
+        case O_ENV:
+            if (sbx_parse_env_assignment(optarg, &e) < 0)
+                return bad("--env", &e);
+            if (o->n_env == MAX_ENV)
+                return bad("--env", &(sbx_err){E2BIG, "", "too many (at most 256)"});
+            o->env[o->n_env++] = optarg;
+            break;
+        case O_UID:
+        case O_GID:
+            if (sbx_parse_uint(optarg, 1, SBX_ID_RANGE - 2, c == O_UID ? &o->uid : &o->gid,
+                               &e) < 0)
+                return bad(c == O_UID ? "--uid" : "--gid", &e);
+            break;
+        case O_BASE:
+            if (sbx_parse_uint(optarg, SBX_ID_RANGE, UINT32_MAX - SBX_ID_RANGE, &o->host_id_base,
+                               &e) < 0)
+                return bad("--host-id-base", &e);
+            break;
+        case O_SECCOMP:
+            if (sbx_seccomp_profile_parse(optarg, &o->seccomp, &e) < 0)
+                return bad("--seccomp", &e);
+            break;
+        case O_REPORT:
+            o->report = optarg;
+            break;
+        case O_CGROUP:
+            if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "rlimit") != 0)
+                return bad("--cgroup",
+                           &(sbx_err){EINVAL, "", "must be auto or rlimit"});
+            o->force_rlimit = strcmp(optarg, "rlimit") == 0;
+            break;
+        case O_HELP:
+            run_usage(stdout);
+            exit(0);
+        default:
+            fprintf(stderr, "sandboxd run: unknown or incomplete option '%s'\n", name);
+            return -1;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "sandboxd run: no command given (sandboxd run [options] -- COMMAND)\n");
+        return -1;
+    }
+    return optind;
+}
+
+static void write_all(int fd, const char *buf, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, buf, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return; /* our reader went away; the task still runs to its end */
+        buf += w, n -= (size_t)w;
+    }
+}
+
+static void relay_output(void *ud, enum sbx_stream s, const char *buf, size_t n)
+{
+    write_all(s == SBX_STDOUT ? STDOUT_FILENO : STDERR_FILENO, buf, n);
+}
+
+static void task_done(void *ud, struct sbx_task *t)
+{
+    struct run_state *st = ud;
+    st->done = true;
+    event_base_loopbreak(st->base);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *ud)
+{
+    struct run_state *st = ud;
+    if (st->task)
+        sbx_task_cancel(st->task);
+}
+
+static int write_report(const char *where, const struct sbx_report *r)
+{
+    char *json = sbx_report_to_json(r);
+    if (!json)
+        return -1;
+    int rc = 0;
+    if (strcmp(where, "-") == 0) {
+        fprintf(stderr, "%s\n", json);
+    } else {
+        FILE *f = fopen(where, "we");
+        if (!f || fprintf(f, "%s\n", json) < 0 || fclose(f) != 0) {
+            fprintf(stderr, "sandboxd run: --report %s: %s\n", where, strerror(errno));
+            rc = -1;
+        }
+    }
+    free(json);
+    return rc;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    remove(path);
+    return 0;
+}
+
+int sbx_cmd_run(int argc, char **argv)
+{
+    struct run_opts o = {
+        .lim = {.memory_bytes = 256ull << 20, .pids = 32, .cpu_cores = 0.25},
+        .timeout_s = 300,
+        .file_size = 100ull << 20,
+        .output_limit = 10ull << 20,
+        .host_id_base = SBX_DEFAULT_HOST_ID_BASE,
+        .uid = SBX_RUNNER_ID,
+        .gid = SBX_RUNNER_ID,
+    };
+    int cmd_at = parse_run_opts(argc, argv, &o);
+    if (cmd_at < 0)
+        return EXIT_SETUP;
+
+    sbx_err e = {0};
+    char msg[600];
+    int rc = EXIT_SETUP;
+    char tmp_ws[] = "/tmp/sandbox-ws-XXXXXX";
+    const char *workspace = o.workspace;
+    if (!workspace && !(workspace = mkdtemp(tmp_ws))) {
+        fprintf(stderr, "sandboxd run: temporary workspace: %s\n", strerror(errno));
+        return EXIT_SETUP;
+    }
+    char **env = sbx_env_build(o.env, o.n_env, &e);
+    struct sbx_cg_host cg_host;
+    int exe_fd = -1;
+    struct run_state st = {0};
+    struct event *sigs[3] = {0};
+    char name[64];
+    snprintf(name, sizeof(name), "run-%d", (int)getpid());
+    signal(SIGPIPE, SIG_IGN);
+
+    if (!env || sbx_cg_host_detect(o.force_rlimit, &cg_host, &e) < 0 ||
+        (exe_fd = sbx_init_exe_open(&e)) < 0 || !(st.base = event_base_new())) {
+        fprintf(stderr, "sandboxd run: %s\n", sbx_err_format(&e, msg, sizeof(msg)));
+        goto out;
+    }
+    struct sbx_task_opts to = {
+        .spec = {
+            .argv = argv + cmd_at,
+            .envp = env,
+            .workspace = workspace,
+            .uid = (uid_t)o.uid,
+            .gid = (gid_t)o.gid,
+            .host_id_base = (uint32_t)o.host_id_base,
+            .net = o.net,
+            .seccomp = o.seccomp,
+            .cg_host = &cg_host,
+            .cg_limits = o.lim,
+            .file_size_bytes = o.file_size,
+            .tmp_size_bytes = 64ull << 20,
+            .nofile = 1024,
+            .name = name,
+            .init_exe_fd = exe_fd,
+        },
+        .timeout_s = o.timeout_s,
+        .output_limit = o.output_limit,
+        .stdin_fd = STDIN_FILENO,
+        .on_output = relay_output,
+        .on_done = task_done,
+        .ud = &st,
+    };
+    int signals[] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) {
+        sigs[i] = evsignal_new(st.base, signals[i], on_signal, &st);
+        if (sigs[i])
+            event_add(sigs[i], NULL);
+    }
+    st.task = sbx_task_start(st.base, &to, &e);
+    if (!st.task) {
+        fprintf(stderr, "sandboxd run: %s\n", sbx_err_format(&e, msg, sizeof(msg)));
+        goto out;
+    }
+    while (!st.done && event_base_loop(st.base, 0) == 0)
+        ;
+    const struct sbx_report *r = sbx_task_report(st.task);
+    if (r->outcome == SBX_OUTCOME_SETUP_ERROR)
+        fprintf(stderr, "sandboxd run: sandbox setup failed: %s\n", r->message);
+    if (o.report)
+        write_report(o.report, r);
+    rc = r->exit_code;
+
+out:
+    if (st.task)
+        sbx_task_free(st.task);
+    for (int i = 0; i < 3; i++)
+        if (sigs[i])
+            event_free(sigs[i]);
+    if (st.base)
+        event_base_free(st.base);
+    if (exe_fd >= 0)
+        close(exe_fd);
+    sbx_env_free(env);
+    if (!o.workspace)
+        nftw(tmp_ws, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    return rc;
+}

@@ -1,0 +1,383 @@
+#include "exec/task.h"
+
+#include <event2/buffer.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define READ_CHUNK 65536
+/* Relayed stdin kept in memory before we stop reading the caller's fd. */
+#define STDIN_HIGH_WATER (1 << 20)
+
+struct sbx_task;
+struct stream {
+    struct sbx_task *task;
+    int idx; /* 0 stdout, 1 stderr */
+    struct event *ev;
+    struct evbuffer *kept;
+    uint64_t total;
+    bool truncated;
+    bool eof;
+};
+
+struct sbx_task {
+    struct sbx_task_opts o;
+    struct event_base *base;
+    struct sbx_sandbox sb;
+    struct stream out[2]; /* stdout, stderr */
+    struct event *ev_sync, *ev_exit, *ev_timer, *ev_stdin_w, *ev_stdin_r;
+    struct evbuffer *stdin_buf;
+    bool stdin_src_eof, stdin_pollable;
+    bool init_gone, timed_out, canceled, finished;
+    struct sbx_init_msg exited, setup_error, exec_error;
+    bool have_exited, have_setup_error, have_exec_error;
+    struct timespec t0;
+    struct sbx_report report;
+};
+
+static double since(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static void set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static void describe_msg(char *buf, size_t len, const struct sbx_init_msg *m)
+{
+    if (m->errnum)
+        snprintf(buf, len, "%s: %s: %s (%s)", m->stage, m->text, strerror(m->errnum),
+                 sbx_errno_name(m->errnum));
+    else
+        snprintf(buf, len, "%s: %s", m->stage, m->text);
+}
+
+static void build_report(struct sbx_task *t)
+{
+    struct sbx_report *r = &t->report;
+    struct sbx_cg_stats st = {0};
+    sbx_cgroup_stats(&t->sb.cg, &st, NULL);
+    r->wall_s = since(&t->t0);
+    r->cgroup_mode = t->sb.cg.mode;
+    r->limits.cpu_enforced = t->sb.cg.cpu_enforced;
+    r->cpu_s = st.have_cpu ? (double)st.cpu_usec / 1e6
+                           : (double)(t->exited.utime_us + t->exited.stime_us) / 1e6;
+    r->peak_memory_bytes =
+        st.have_mem ? st.peak_mem_bytes : (uint64_t)t->exited.maxrss_kb * 1024;
+    r->oom_killed = st.oom_kills > 0;
+    r->stdout_bytes = t->out[0].total, r->stdout_truncated = t->out[0].truncated;
+    r->stderr_bytes = t->out[1].total, r->stderr_truncated = t->out[1].truncated;
+
+    int ws = t->exited.wstatus;
+    if (t->have_setup_error) {
+        r->outcome = SBX_OUTCOME_SETUP_ERROR, r->exit_code = 125;
+        describe_msg(r->message, sizeof(r->message), &t->setup_error);
+    } else if (t->timed_out) {
+        r->outcome = SBX_OUTCOME_TIMEOUT, r->exit_code = 124;
+        snprintf(r->message, sizeof(r->message), "timed out after %gs; every process killed",
+                 t->o.timeout_s);
+    } else if (t->canceled) {
+        r->outcome = SBX_OUTCOME_CANCELED, r->exit_code = 124;
+        snprintf(r->message, sizeof(r->message), "canceled; every process killed");
+    } else if (t->have_exited && WIFSIGNALED(ws)) {
+        r->signal = WTERMSIG(ws), r->exit_code = 128 + r->signal;
+        r->outcome = r->signal == SIGKILL && r->oom_killed ? SBX_OUTCOME_OOM : SBX_OUTCOME_SIGNALED;
+        if (r->outcome == SBX_OUTCOME_OOM)
+            snprintf(r->message, sizeof(r->message), "killed by the OOM killer at the %llu-byte "
+                     "memory limit", (unsigned long long)r->limits.memory_bytes);
+        else
+            snprintf(r->message, sizeof(r->message), "killed by signal %d (%s)", r->signal,
+                     strsignal(r->signal));
+    } else if (t->have_exited) {
+        r->outcome = SBX_OUTCOME_EXITED, r->exit_code = WEXITSTATUS(ws);
+        if (t->have_exec_error)
+            describe_msg(r->message, sizeof(r->message), &t->exec_error);
+    } else if (r->oom_killed) {
+        r->outcome = SBX_OUTCOME_OOM, r->exit_code = 137, r->signal = SIGKILL;
+        snprintf(r->message, sizeof(r->message), "the sandbox was killed by the OOM killer");
+    } else {
+        r->outcome = SBX_OUTCOME_SETUP_ERROR, r->exit_code = 125;
+        snprintf(r->message, sizeof(r->message), "sandbox init ended before the task did");
+    }
+}
+
+/* Everything is over when init is gone and both output pipes reached EOF. */
+static void maybe_finish(struct sbx_task *t)
+{
+    if (t->finished || !t->init_gone || !t->out[0].eof || !t->out[1].eof)
+        return;
+    t->finished = true;
+    event_del(t->ev_timer);
+    event_del(t->ev_sync);
+    /* Drain the last messages init sent before exiting. */
+    struct sbx_init_msg m;
+    while (recv(t->sb.sync_fd, &m, sizeof(m), MSG_DONTWAIT) == (ssize_t)sizeof(m)) {
+        if (m.kind == SBX_MSG_EXITED)
+            t->exited = m, t->have_exited = true;
+        else if (m.kind == SBX_MSG_SETUP_ERROR)
+            t->setup_error = m, t->have_setup_error = true;
+        else if (m.kind == SBX_MSG_EXEC_ERROR)
+            t->exec_error = m, t->have_exec_error = true;
+    }
+    build_report(t);
+    sbx_sandbox_release(&t->sb, NULL);
+    if (t->o.on_done)
+        t->o.on_done(t->o.ud, t);
+}
+
+static void on_sync(evutil_socket_t fd, short what, void *arg)
+{
+    struct sbx_task *t = arg;
+    struct sbx_init_msg m;
+    ssize_t n = recv(fd, &m, sizeof(m), MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        event_del(t->ev_sync);
+        return;
+    }
+    if (n != (ssize_t)sizeof(m))
+        return;
+    switch (m.kind) {
+    case SBX_MSG_EXITED: t->exited = m, t->have_exited = true; break;
+    case SBX_MSG_SETUP_ERROR: t->setup_error = m, t->have_setup_error = true; break;
+    case SBX_MSG_EXEC_ERROR: t->exec_error = m, t->have_exec_error = true; break;
+    default: break;
+    }
+}
+
+static void on_exit_ev(evutil_socket_t fd, short what, void *arg)
+{
+    struct sbx_task *t = arg;
+    t->init_gone = true;
+    maybe_finish(t);
+}
+
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct sbx_task *t = arg;
+    t->timed_out = true;
+    sbx_sandbox_kill(&t->sb);
+}
+
+static void on_stream(evutil_socket_t fd, short what, void *arg)
+{
+    struct stream *s = arg;
+    struct sbx_task *t = s->task;
+    int idx = s->idx;
+    char buf[READ_CHUNK];
+    for (int rounds = 0; rounds < 16; rounds++) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        if (n <= 0) {
+            s->eof = true;
+            event_del(s->ev);
+            maybe_finish(t);
+            return;
+        }
+        uint64_t room = s->total < t->o.output_limit ? t->o.output_limit - s->total : 0;
+        size_t keep = (uint64_t)n < room ? (size_t)n : (size_t)room;
+        s->total += (uint64_t)n;
+        if (keep < (size_t)n)
+            s->truncated = true;
+        if (keep) {
+            evbuffer_add(s->kept, buf, keep);
+            if (t->o.on_output)
+                t->o.on_output(t->o.ud, idx == 0 ? SBX_STDOUT : SBX_STDERR, buf, keep);
+        }
+    }
+}
+
+static void close_stdin(struct sbx_task *t)
+{
+    if (t->ev_stdin_w)
+        event_del(t->ev_stdin_w);
+    if (t->ev_stdin_r)
+        event_del(t->ev_stdin_r);
+    if (t->sb.stdin_fd >= 0) {
+        close(t->sb.stdin_fd);
+        t->sb.stdin_fd = -1;
+    }
+}
+
+/* Pull from the caller's fd into the buffer; for a regular file (which
+ * cannot be polled) this is done whenever the pipe has room. */
+static void fill_stdin(struct sbx_task *t)
+{
+    char buf[READ_CHUNK];
+    ssize_t n = read(t->o.stdin_fd, buf, sizeof(buf));
+    if (n > 0)
+        evbuffer_add(t->stdin_buf, buf, (size_t)n);
+    else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+        t->stdin_src_eof = true;
+}
+
+static void on_stdin_writable(evutil_socket_t fd, short what, void *arg)
+{
+    struct sbx_task *t = arg;
+    if (t->o.stdin_fd >= 0 && !t->stdin_pollable && !t->stdin_src_eof &&
+        evbuffer_get_length(t->stdin_buf) == 0)
+        fill_stdin(t);
+    if (evbuffer_get_length(t->stdin_buf) > 0) {
+        int n = evbuffer_write(t->stdin_buf, fd);
+        if (n < 0 && errno != EAGAIN && errno != EINTR) {
+            close_stdin(t); /* the task closed its stdin: fine */
+            return;
+        }
+    }
+    if (evbuffer_get_length(t->stdin_buf) == 0) {
+        if (t->stdin_src_eof || t->o.stdin_fd < 0) {
+            close_stdin(t);
+            return;
+        }
+        if (t->stdin_pollable) {
+            event_del(t->ev_stdin_w);
+            event_add(t->ev_stdin_r, NULL);
+        }
+    }
+}
+
+static void on_stdin_readable(evutil_socket_t fd, short what, void *arg)
+{
+    struct sbx_task *t = arg;
+    fill_stdin(t);
+    event_add(t->ev_stdin_w, NULL);
+    if (t->stdin_src_eof || evbuffer_get_length(t->stdin_buf) > STDIN_HIGH_WATER)
+        event_del(t->ev_stdin_r);
+}
+
+static int setup_stdin(struct sbx_task *t, sbx_err *err)
+{
+    set_nonblock(t->sb.stdin_fd);
+    t->stdin_buf = evbuffer_new();
+    t->ev_stdin_w = event_new(t->base, t->sb.stdin_fd, EV_WRITE | EV_PERSIST, on_stdin_writable, t);
+    if (!t->stdin_buf || !t->ev_stdin_w)
+        return sbx_err_set(err, ENOMEM, "stdin relay");
+    if (t->o.stdin_data && t->o.stdin_len)
+        evbuffer_add(t->stdin_buf, t->o.stdin_data, t->o.stdin_len);
+    if (t->o.stdin_fd < 0) {
+        t->stdin_src_eof = true;
+        if (evbuffer_get_length(t->stdin_buf) == 0) {
+            close_stdin(t);
+            return 0;
+        }
+        return event_add(t->ev_stdin_w, NULL);
+    }
+    /* epoll refuses regular files and devices like /dev/null: those never
+     * block, so they are read whenever the pipe has room. */
+    struct stat st;
+    if (fstat(t->o.stdin_fd, &st) < 0)
+        return sbx_err_set(err, errno, "stdin");
+    t->stdin_pollable = S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || isatty(t->o.stdin_fd);
+    if (!t->stdin_pollable)
+        return event_add(t->ev_stdin_w, NULL);
+    t->ev_stdin_r = event_new(t->base, t->o.stdin_fd, EV_READ | EV_PERSIST, on_stdin_readable, t);
+    if (!t->ev_stdin_r)
+        return sbx_err_set(err, ENOMEM, "stdin relay");
+    return event_add(t->ev_stdin_r, NULL);
+}
+
+struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_opts *o,
+                                sbx_err *err)
+{
+    struct sbx_task *t = calloc(1, sizeof(*t));
+    if (!t) {
+        sbx_err_set(err, ENOMEM, "task");
+        return NULL;
+    }
+    t->o = *o;
+    t->base = base;
+    struct sbx_applied_limits *l = &t->report.limits;
+    l->memory_bytes = o->spec.cg_limits.memory_bytes;
+    l->pids = o->spec.cg_limits.pids;
+    l->cpu_cores = o->spec.cg_limits.cpu_cores;
+    l->timeout_s = o->timeout_s;
+    l->file_size_bytes = o->spec.file_size_bytes;
+    l->output_limit_bytes = o->output_limit;
+    clock_gettime(CLOCK_MONOTONIC, &t->t0);
+    if (sbx_sandbox_spawn(&t->o.spec, &t->sb, err) < 0) {
+        free(t);
+        return NULL;
+    }
+    set_nonblock(t->sb.stdout_fd);
+    set_nonblock(t->sb.stderr_fd);
+    int out_fds[2] = {t->sb.stdout_fd, t->sb.stderr_fd};
+    for (int i = 0; i < 2; i++) {
+        t->out[i].task = t, t->out[i].idx = i;
+        t->out[i].kept = evbuffer_new();
+        t->out[i].ev = event_new(base, out_fds[i], EV_READ | EV_PERSIST, on_stream, &t->out[i]);
+    }
+    t->ev_sync = event_new(base, t->sb.sync_fd, EV_READ | EV_PERSIST, on_sync, t);
+    t->ev_exit = event_new(base, t->sb.pidfd, EV_READ, on_exit_ev, t);
+    t->ev_timer = evtimer_new(base, on_timeout, t);
+    double secs = o->timeout_s > 0 ? o->timeout_s : 365.0 * 86400;
+    struct timeval tv = {.tv_sec = (time_t)secs,
+                         .tv_usec = (suseconds_t)((secs - floor(secs)) * 1e6)};
+    if (!t->out[0].kept || !t->out[1].kept || !t->out[0].ev || !t->out[1].ev || !t->ev_sync ||
+        !t->ev_exit || !t->ev_timer || event_add(t->out[0].ev, NULL) < 0 ||
+        event_add(t->out[1].ev, NULL) < 0 || event_add(t->ev_sync, NULL) < 0 ||
+        event_add(t->ev_exit, NULL) < 0 || event_add(t->ev_timer, &tv) < 0 ||
+        setup_stdin(t, err) < 0) {
+        if (!err || !err->msg[0])
+            sbx_err_set(err, ENOMEM, "task events");
+        sbx_sandbox_kill(&t->sb);
+        sbx_sandbox_release(&t->sb, NULL);
+        t->finished = true;
+        sbx_task_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void sbx_task_cancel(struct sbx_task *t)
+{
+    if (t->finished || t->timed_out)
+        return;
+    t->canceled = true;
+    sbx_sandbox_kill(&t->sb);
+}
+
+const struct sbx_report *sbx_task_report(const struct sbx_task *t)
+{
+    return &t->report;
+}
+
+const char *sbx_task_output(const struct sbx_task *t, enum sbx_stream s, size_t *len)
+{
+    struct evbuffer *b = t->out[s == SBX_STDOUT ? 0 : 1].kept;
+    *len = evbuffer_get_length(b);
+    return (const char *)evbuffer_pullup(b, -1);
+}
+
+void sbx_task_free(struct sbx_task *t)
+{
+    if (!t)
+        return;
+    if (!t->finished) {
+        sbx_sandbox_kill(&t->sb);
+        sbx_sandbox_release(&t->sb, NULL);
+    }
+    struct event *evs[] = {t->out[0].ev, t->out[1].ev, t->ev_sync, t->ev_exit,
+                           t->ev_timer,  t->ev_stdin_w, t->ev_stdin_r};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(evs); i++)
+        if (evs[i])
+            event_free(evs[i]);
+    for (int i = 0; i < 2; i++)
+        if (t->out[i].kept)
+            evbuffer_free(t->out[i].kept);
+    if (t->stdin_buf)
+        evbuffer_free(t->stdin_buf);
+    free(t);
+}

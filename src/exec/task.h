@@ -1,0 +1,41 @@
+/* Supervision of one task on the caller's libevent loop: stdio relay with
+ * per-stream caps, the timeout, cancel, and the outcome. Nothing here blocks
+ * the loop for long: every fd is non-blocking and watched by events. */
+#pragma once
+
+#include <event2/event.h>
+#include <stddef.h>
+
+#include "exec/report.h"
+#include "isolate/sandbox.h"
+
+enum sbx_stream { SBX_STDOUT = 1, SBX_STDERR = 2 };
+
+struct sbx_task;
+
+struct sbx_task_opts {
+    struct sbx_spec spec;
+    double timeout_s;
+    uint64_t output_limit; /* bytes kept per stream */
+    /* stdin: either a buffer, or an fd of the caller to relay (-1: neither). */
+    const char *stdin_data;
+    size_t stdin_len;
+    int stdin_fd;
+    /* Called with each piece of output that is kept (within the cap). */
+    void (*on_output)(void *ud, enum sbx_stream s, const char *buf, size_t n);
+    /* Called once, when the task and everything of its sandbox are gone. */
+    void (*on_done)(void *ud, struct sbx_task *t);
+    void *ud;
+};
+
+/* Spawn the sandbox and start watching it. The spec's strings must outlive
+ * the task. Returns NULL with err when the sandbox could not even be cloned
+ * (later setup failures end as outcome setup_error). */
+struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_opts *o,
+                                sbx_err *err);
+/* Kill the whole tree now; on_done follows with outcome canceled. */
+void sbx_task_cancel(struct sbx_task *t);
+const struct sbx_report *sbx_task_report(const struct sbx_task *t);
+/* The kept output of a stream (not NUL-terminated). */
+const char *sbx_task_output(const struct sbx_task *t, enum sbx_stream s, size_t *len);
+void sbx_task_free(struct sbx_task *t);

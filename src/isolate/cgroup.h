@@ -1,0 +1,112 @@
+/* Resource limits through cgroups: v2 where its controllers are available, v1
+ * hybrid otherwise, and rlimits (applied by the task itself, see limits.h) when
+ * neither is writable. Every sandbox gets its own cgroup inside a "sandboxd/"
+ * child of the calling process's own cgroup in each hierarchy; hierarchies are
+ * never remounted and controllers never moved. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <limits.h>
+
+#include "base/err.h"
+
+enum sbx_cg_mode {
+    SBX_CG_RLIMIT = 0, /* no writable cgroup: rlimits only */
+    SBX_CG_V1 = 1,     /* v1 hierarchies (memory, pids, cpu, cpuacct, freezer) */
+    SBX_CG_V2 = 2,     /* unified hierarchy with memory, pids, cpu */
+};
+
+/* v1 controllers we use, in this order. */
+enum sbx_cg_ctrl {
+    SBX_CGC_MEMORY,
+    SBX_CGC_PIDS,
+    SBX_CGC_CPU,
+    SBX_CGC_CPUACCT,
+    SBX_CGC_FREEZER,
+    SBX_CGC_COUNT,
+};
+
+const char *sbx_cg_mode_name(enum sbx_cg_mode mode); /* "v2", "v1", "rlimit" */
+const char *sbx_cg_ctrl_name(enum sbx_cg_ctrl c);    /* "memory", ... */
+
+/* What the host offers, found once at start-up. */
+struct sbx_cg_host {
+    enum sbx_cg_mode mode;
+    /* v2: <mount>/<own cgroup>/sandboxd */
+    char v2_base[PATH_MAX];
+    /* v1: per controller <mount>/<own cgroup>/sandboxd, "" when unavailable */
+    char v1_base[SBX_CGC_COUNT][PATH_MAX];
+    bool v1_has[SBX_CGC_COUNT];
+    char why[256]; /* when mode is SBX_CG_RLIMIT (or a v1 controller missing): why */
+};
+
+/* Pure: find the cgroup bases from the texts of /proc/self/mountinfo and
+ * /proc/self/cgroup. Writes nothing to disk. mode is the best candidate
+ * (v2 if the unified mount's own cgroup lists memory, pids and cpu in
+ * cgroup.controllers, which this reads from disk, else v1 if memory and pids
+ * hierarchies exist, else rlimit). */
+int sbx_cg_host_parse(const char *mountinfo, const char *proc_cgroup, struct sbx_cg_host *host,
+                      sbx_err *err);
+
+/* Detect from the live system (reading /proc/self/{mountinfo,cgroup}), then make
+ * sure the "sandboxd/" bases exist and are writable (mkdir; on v2 enabling
+ * +memory +pids +cpu in subtree_control along the way). When force_rlimit is
+ * true, or nothing is writable, mode becomes SBX_CG_RLIMIT with why set.
+ * Never fails for lack of cgroups: only for a bad argument. */
+int sbx_cg_host_detect(bool force_rlimit, struct sbx_cg_host *host, sbx_err *err);
+/* Same, from explicit file paths (tests point these at a temporary tree). */
+int sbx_cg_host_detect_at(const char *mountinfo_path, const char *proc_cgroup_path,
+                          bool force_rlimit, struct sbx_cg_host *host, sbx_err *err);
+
+struct sbx_cg_limits {
+    uint64_t memory_bytes; /* 0 = unlimited */
+    uint64_t pids;         /* 0 = unlimited */
+    double cpu_cores;      /* 0 = unlimited */
+};
+
+/* One sandbox's cgroup. */
+struct sbx_cgroup {
+    enum sbx_cg_mode mode;
+    char path[SBX_CGC_COUNT][PATH_MAX]; /* v1: per controller; "" if absent */
+    char v2_path[PATH_MAX];
+    bool cpu_enforced;
+};
+
+/* Longest sandbox cgroup name accepted by sbx_cg_child_path. */
+#define SBX_CG_NAME_MAX 128
+
+/* Pure: the directory of sandbox `name` under a base ("<base>/<name>"). name
+ * must be a single safe segment ([A-Za-z0-9._-], not "." or "..", at most
+ * SBX_CG_NAME_MAX bytes). */
+int sbx_cg_child_path(const char *base, const char *name, char *out, size_t len, sbx_err *err);
+
+/* Create the sandbox's cgroup (mkdir in each hierarchy) and write the limits.
+ * In SBX_CG_RLIMIT mode this only records the mode. A cgroup of that name that
+ * already exists is an error (EEXIST) and is left alone. On failure nothing is
+ * left behind. */
+int sbx_cgroup_create(const struct sbx_cg_host *host, const char *name,
+                      const struct sbx_cg_limits *lim, struct sbx_cgroup *cg, sbx_err *err);
+/* Move pid into the cgroup (every hierarchy). No-op in rlimit mode. */
+int sbx_cgroup_attach(const struct sbx_cgroup *cg, pid_t pid, sbx_err *err);
+/* v2 only: an O_DIRECTORY fd of the cgroup for CLONE_INTO_CGROUP; -1 otherwise. */
+int sbx_cgroup_open_dir(const struct sbx_cgroup *cg, sbx_err *err);
+/* Freeze or thaw (v1 freezer.state FROZEN/THAWED, v2 cgroup.freeze). Returns 0
+ * and does nothing when no freezer is available. */
+int sbx_cgroup_freeze(const struct sbx_cgroup *cg, bool frozen, sbx_err *err);
+/* SIGKILL every process in the cgroup (v2 cgroup.kill; v1 freeze, kill each
+ * pid from cgroup.procs, thaw). */
+int sbx_cgroup_kill_all(const struct sbx_cgroup *cg, sbx_err *err);
+
+struct sbx_cg_stats {
+    uint64_t cpu_usec;       /* cpuacct.usage / cpu.stat usage_usec */
+    uint64_t peak_mem_bytes; /* memory.max_usage_in_bytes / memory.peak */
+    uint64_t oom_kills;      /* memory.oom_control oom_kill / memory.events oom_kill */
+    bool have_cpu, have_mem;
+};
+/* Fills what the cgroup can tell (have_* say which); fails only for a bad
+ * argument. All zero in rlimit mode. */
+int sbx_cgroup_stats(const struct sbx_cgroup *cg, struct sbx_cg_stats *st, sbx_err *err);
+/* rmdir in every hierarchy, retrying briefly while the kernel releases it. */
+int sbx_cgroup_destroy(struct sbx_cgroup *cg, sbx_err *err);

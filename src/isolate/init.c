@@ -1,0 +1,197 @@
+/* pid 1 of every sandbox: a fresh exec of our own binary. It starts the task
+ * with every privilege dropped, reaps whatever is reparented to it, forwards
+ * signals from outside, and reports the task's end to its creator over the sync
+ * socket (fd 3). When it exits, the kernel kills everything else in the pid
+ * namespace: that is the whole-tree kill. */
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/parse.h"
+#include "isolate/sandbox.h"
+#include "isolate/seccomp.h"
+
+#define SYNC_FD 3
+
+struct init_opts {
+    uid_t uid;
+    gid_t gid;
+    enum sbx_seccomp_profile seccomp;
+    uint64_t fsize, nofile, data, nproc;
+    char **argv;
+};
+
+static void send_msg(const struct sbx_init_msg *m)
+{
+    while (send(SYNC_FD, m, sizeof(*m), MSG_NOSIGNAL) < 0 && errno == EINTR)
+        ;
+}
+
+static __attribute__((noreturn)) void fail(int code, const sbx_err *e)
+{
+    struct sbx_init_msg m = {.kind = code == 125 ? SBX_MSG_SETUP_ERROR : SBX_MSG_EXEC_ERROR,
+                             .errnum = e->errnum};
+    snprintf(m.stage, sizeof(m.stage), "%s", e->stage[0] ? e->stage : "task");
+    snprintf(m.text, sizeof(m.text), "%s", e->msg);
+    send_msg(&m);
+    _exit(code);
+}
+
+static int parse_opts(int argc, char **argv, struct init_opts *o, sbx_err *err)
+{
+    uint64_t v;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *eq = strchr(a, '=');
+        if (strcmp(a, "--") == 0) {
+            if (i + 1 >= argc)
+                return sbx_err_stage(err, "init", EINVAL, "no command");
+            o->argv = &argv[i + 1];
+            return 0;
+        }
+        if (!eq)
+            return sbx_err_stage(err, "init", EINVAL, "bad argument %s", a);
+        if (strncmp(a, "--seccomp=", 10) == 0) {
+            if (sbx_seccomp_profile_parse(eq + 1, &o->seccomp, err) < 0)
+                return -1;
+            continue;
+        }
+        if (sbx_parse_uint(eq + 1, 0, UINT64_MAX, &v, err) < 0)
+            return -1;
+        if (strncmp(a, "--uid=", 6) == 0)
+            o->uid = (uid_t)v;
+        else if (strncmp(a, "--gid=", 6) == 0)
+            o->gid = (gid_t)v;
+        else if (strncmp(a, "--fsize=", 8) == 0)
+            o->fsize = v;
+        else if (strncmp(a, "--nofile=", 9) == 0)
+            o->nofile = v;
+        else if (strncmp(a, "--data=", 7) == 0)
+            o->data = v;
+        else if (strncmp(a, "--nproc=", 8) == 0)
+            o->nproc = v;
+        else
+            return sbx_err_stage(err, "init", EINVAL, "unknown argument %s", a);
+    }
+    return sbx_err_stage(err, "init", EINVAL, "no command");
+}
+
+static int set_rlimit(int res, uint64_t v, const char *name, sbx_err *err)
+{
+    struct rlimit rl = {.rlim_cur = v, .rlim_max = v};
+    if (setrlimit(res, &rl) < 0)
+        return sbx_err_stage(err, "rlimit", errno, "%s", name);
+    return 0;
+}
+
+static int drop_privileges(const struct init_opts *o, sbx_err *err)
+{
+    if (setgroups(0, NULL) < 0)
+        return sbx_err_stage(err, "credentials", errno, "setgroups");
+    for (int cap = 0; cap <= 63; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+            return sbx_err_stage(err, "capabilities", errno, "drop bounding cap %d", cap);
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+        return sbx_err_stage(err, "capabilities", errno, "clear ambient");
+    if (setresgid(o->gid, o->gid, o->gid) < 0)
+        return sbx_err_stage(err, "credentials", errno, "setresgid %u", (unsigned)o->gid);
+    if (setresuid(o->uid, o->uid, o->uid) < 0)
+        return sbx_err_stage(err, "credentials", errno, "setresuid %u", (unsigned)o->uid);
+    /* setresuid cleared effective and permitted; inheritable goes explicitly. */
+    struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct data[2] = {{0}};
+    if (syscall(SYS_capset, &hdr, data) < 0)
+        return sbx_err_stage(err, "capabilities", errno, "capset");
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return sbx_err_stage(err, "no_new_privs", errno, "prctl");
+    return 0;
+}
+
+/* The task process: new session, limits, credentials, fds, seccomp, exec. */
+static __attribute__((noreturn)) void run_task(const struct init_opts *o)
+{
+    sbx_err e = {0};
+    sigset_t none;
+    sigemptyset(&none);
+    for (int sig = 1; sig < NSIG; sig++)
+        signal(sig, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (setsid() < 0)
+        fail(125, &(sbx_err){errno, "session", "setsid"});
+    if ((o->fsize && set_rlimit(RLIMIT_FSIZE, o->fsize, "RLIMIT_FSIZE", &e) < 0) ||
+        (o->nofile && set_rlimit(RLIMIT_NOFILE, o->nofile, "RLIMIT_NOFILE", &e) < 0) ||
+        (o->data && set_rlimit(RLIMIT_DATA, o->data, "RLIMIT_DATA", &e) < 0) ||
+        (o->nproc && set_rlimit(RLIMIT_NPROC, o->nproc, "RLIMIT_NPROC", &e) < 0) ||
+        set_rlimit(RLIMIT_CORE, 0, "RLIMIT_CORE", &e) < 0)
+        fail(125, &e);
+    if (drop_privileges(o, &e) < 0)
+        fail(125, &e);
+    /* Nothing but stdio crosses exec; the sync socket stays for an exec error. */
+    syscall(SYS_close_range, 4, ~0U, 0);
+    if (fcntl(SYNC_FD, F_SETFD, FD_CLOEXEC) < 0)
+        fail(125, &(sbx_err){errno, "fds", "cloexec sync socket"});
+    if (sbx_seccomp_load(o->seccomp, &e) < 0)
+        fail(125, &e);
+    execvp(o->argv[0], o->argv);
+    int saved = errno;
+    sbx_err_stage(&e, "exec", saved, "%s", o->argv[0]);
+    fail(saved == ENOENT ? 127 : 126, &e);
+}
+
+void sbx_init_main(int argc, char **argv, char **envp)
+{
+    struct init_opts o = {.uid = SBX_RUNNER_ID, .gid = SBX_RUNNER_ID};
+    sbx_err e = {0};
+    (void)envp;
+    if (parse_opts(argc, argv, &o, &e) < 0)
+        fail(125, &e);
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+
+    pid_t task = fork();
+    if (task < 0)
+        fail(125, &(sbx_err){errno, "fork task", "fork"});
+    if (task == 0)
+        run_task(&o);
+    send_msg(&(struct sbx_init_msg){.kind = SBX_MSG_STARTED, .pid = task});
+
+    for (;;) {
+        siginfo_t si;
+        int sig = sigwaitinfo(&all, &si);
+        if (sig < 0)
+            continue;
+        if (sig != SIGCHLD) {
+            /* From our creator (nothing inside may signal us): pass it on. */
+            kill(-task, sig);
+            continue;
+        }
+        int status;
+        pid_t pid;
+        while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+            if (pid != task)
+                continue;
+            struct rusage ru;
+            getrusage(RUSAGE_CHILDREN, &ru);
+            send_msg(&(struct sbx_init_msg){
+                .kind = SBX_MSG_EXITED,
+                .wstatus = status,
+                .pid = pid,
+                .utime_us = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec,
+                .stime_us = (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec,
+                .maxrss_kb = ru.ru_maxrss,
+            });
+            /* Our exit kills every process left in the namespace. */
+            _exit(0);
+        }
+    }
+}

@@ -1,0 +1,249 @@
+#include "isolate/rootfs.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Where the new root is assembled: a tmpfs mounted over /tmp of our private
+ * mount namespace (the host's /tmp is untouched). Sources under the host's /tmp
+ * are reached through fds opened before, never through paths. */
+#define NEWROOT "/tmp"
+
+/* Host system directories bound read-only, or recreated as symlinks when the
+ * host has them as symlinks (merged /usr). */
+static const char *const system_dirs[] = {"usr", "bin", "sbin", "lib", "lib64", "lib32", "libx32"};
+
+/* The host /etc entries programs need, bound read-only (symlinks copied); never
+ * the whole /etc, where an operator keeps config and tokens. */
+static const char *const etc_entries[] = {
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl",      "ca-certificates", "alternatives",
+    "localtime",   "mime.types", "protocols",    "services", "os-release",      "python3",
+    "python3.11",  "debian_version", "gai.conf", "host.conf", "inputrc", "magic",
+};
+
+static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+/* Mount flags a remount inside a user namespace must keep: the kernel locks
+ * them on mounts inherited from the host. */
+static unsigned long locked_flags(const char *path)
+{
+    struct statvfs sv;
+    if (statvfs(path, &sv) < 0)
+        return 0;
+    unsigned long f = 0;
+    if (sv.f_flag & ST_NOSUID)
+        f |= MS_NOSUID;
+    if (sv.f_flag & ST_NODEV)
+        f |= MS_NODEV;
+    if (sv.f_flag & ST_NOEXEC)
+        f |= MS_NOEXEC;
+    if (sv.f_flag & ST_NOATIME)
+        f |= MS_NOATIME;
+    if (sv.f_flag & ST_NODIRATIME)
+        f |= MS_NODIRATIME;
+    if (sv.f_flag & ST_RELATIME)
+        f |= MS_RELATIME;
+    return f;
+}
+
+static int bind_mount(const char *src, const char *dst, unsigned long flags, sbx_err *err)
+{
+    if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+        return sbx_err_stage(err, "bind mount", errno, "%s on %s", src, dst);
+    flags |= MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | locked_flags(dst);
+    if (mount(NULL, dst, NULL, flags, NULL) < 0)
+        return sbx_err_stage(err, "remount", errno, "%s", dst);
+    return 0;
+}
+
+static int make_dir(const char *path, mode_t mode, sbx_err *err)
+{
+    if (mkdir(path, mode) < 0 && errno != EEXIST)
+        return sbx_err_stage(err, "mkdir", errno, "%s", path);
+    return 0;
+}
+
+static int write_file(const char *path, const char *content, sbx_err *err)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return sbx_err_stage(err, "write /etc", errno, "%s", path);
+    size_t len = strlen(content);
+    ssize_t n = write(fd, content, len);
+    int saved = errno;
+    close(fd);
+    if (n != (ssize_t)len)
+        return sbx_err_stage(err, "write /etc", n < 0 ? saved : EIO, "%s", path);
+    return 0;
+}
+
+/* Copy a host entry into the new root: a symlink stays a symlink, a directory
+ * or file is bound read-only (extra flags added), a missing one is skipped. */
+static int mirror_entry(const char *host, const char *dst, unsigned long extra, sbx_err *err)
+{
+    struct stat st;
+    if (lstat(host, &st) < 0)
+        return 0;
+    if (S_ISLNK(st.st_mode)) {
+        char target[PATH_MAX];
+        ssize_t n = readlink(host, target, sizeof(target) - 1);
+        if (n < 0)
+            return sbx_err_stage(err, "readlink", errno, "%s", host);
+        target[n] = '\0';
+        if (symlink(target, dst) < 0)
+            return sbx_err_stage(err, "symlink", errno, "%s", dst);
+        return 0;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        if (make_dir(dst, 0755, err) < 0)
+            return -1;
+    } else {
+        int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+        if (fd < 0)
+            return sbx_err_stage(err, "create mount point", errno, "%s", dst);
+        close(fd);
+    }
+    return bind_mount(host, dst, MS_RDONLY | extra, err);
+}
+
+static int mount_tmpfs(const char *dst, const char *opts, unsigned long flags, sbx_err *err)
+{
+    if (mount("tmpfs", dst, "tmpfs", flags, opts) < 0)
+        return sbx_err_stage(err, "mount tmpfs", errno, "%s", dst);
+    return 0;
+}
+
+static int setup_etc(const struct sbx_rootfs_opts *o, sbx_err *err)
+{
+    char buf[512], host[PATH_MAX], dst[PATH_MAX];
+    if (make_dir(NEWROOT "/etc", 0755, err) < 0)
+        return -1;
+    snprintf(buf, sizeof(buf),
+             "root:x:0:0:root:/root:/bin/sh\n"
+             "runner:x:%u:%u:runner:/home/runner:/bin/sh\n"
+             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+             o->runner_id, o->runner_id);
+    if (write_file(NEWROOT "/etc/passwd", buf, err) < 0)
+        return -1;
+    snprintf(buf, sizeof(buf), "root:x:0:\nrunner:x:%u:\nnogroup:x:65534:\n", o->runner_id);
+    if (write_file(NEWROOT "/etc/group", buf, err) < 0 ||
+        write_file(NEWROOT "/etc/hostname", "sandbox\n", err) < 0 ||
+        write_file(NEWROOT "/etc/hosts",
+                   "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+                   err) < 0 ||
+        write_file(NEWROOT "/etc/nsswitch.conf",
+                   "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"
+                   "networks: files\nprotocols: files\nservices: files\n",
+                   err) < 0)
+        return -1;
+    if (o->host_resolv) {
+        if (mirror_entry("/etc/resolv.conf", NEWROOT "/etc/resolv.conf", 0, err) < 0)
+            return -1;
+    } else if (write_file(NEWROOT "/etc/resolv.conf", "nameserver 127.0.0.1\n", err) < 0) {
+        return -1;
+    }
+    for (size_t i = 0; i < SBX_ARRAY_LEN(etc_entries); i++) {
+        snprintf(host, sizeof(host), "/etc/%s", etc_entries[i]);
+        snprintf(dst, sizeof(dst), NEWROOT "/etc/%s", etc_entries[i]);
+        if (mirror_entry(host, dst, 0, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int setup_dev(const struct sbx_rootfs_opts *o, sbx_err *err)
+{
+    char host[64], dst[64], opts[64];
+    if (make_dir(NEWROOT "/dev", 0755, err) < 0 ||
+        mount_tmpfs(NEWROOT "/dev", "mode=0755,size=64k", MS_NOSUID | MS_NOEXEC, err) < 0)
+        return -1;
+    for (size_t i = 0; i < SBX_ARRAY_LEN(dev_nodes); i++) {
+        snprintf(host, sizeof(host), "/dev/%s", dev_nodes[i]);
+        snprintf(dst, sizeof(dst), NEWROOT "/dev/%s", dev_nodes[i]);
+        int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0)
+            return sbx_err_stage(err, "create device node", errno, "%s", dst);
+        close(fd);
+        /* Device binds keep their devices working; everything else is nodev. */
+        if (mount(host, dst, NULL, MS_BIND, NULL) < 0)
+            return sbx_err_stage(err, "bind mount", errno, "%s", host);
+    }
+    if (make_dir(NEWROOT "/dev/pts", 0755, err) < 0)
+        return -1;
+    if (mount("devpts", NEWROOT "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+              "newinstance,ptmxmode=0666,mode=620") < 0)
+        return sbx_err_stage(err, "mount devpts", errno, "/dev/pts");
+    if (symlink("pts/ptmx", NEWROOT "/dev/ptmx") < 0 ||
+        symlink("/proc/self/fd", NEWROOT "/dev/fd") < 0 ||
+        symlink("/proc/self/fd/0", NEWROOT "/dev/stdin") < 0 ||
+        symlink("/proc/self/fd/1", NEWROOT "/dev/stdout") < 0 ||
+        symlink("/proc/self/fd/2", NEWROOT "/dev/stderr") < 0)
+        return sbx_err_stage(err, "symlink", errno, "/dev");
+    snprintf(opts, sizeof(opts), "mode=1777,size=%llu", (unsigned long long)o->tmp_size_bytes);
+    if (make_dir(NEWROOT "/dev/shm", 01777, err) < 0 ||
+        mount_tmpfs(NEWROOT "/dev/shm", opts, MS_NOSUID | MS_NODEV, err) < 0)
+        return -1;
+    return 0;
+}
+
+int sbx_rootfs_setup(const struct sbx_rootfs_opts *o, sbx_err *err)
+{
+    char host[PATH_MAX], dst[PATH_MAX], opts[128];
+
+    /* Cut propagation before anything is mounted: nothing leaks to the host. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return sbx_err_stage(err, "make / private", errno, "/");
+    if (mount_tmpfs(NEWROOT, "mode=0755,size=1m", MS_NOSUID | MS_NODEV, err) < 0)
+        return -1;
+    for (size_t i = 0; i < SBX_ARRAY_LEN(system_dirs); i++) {
+        snprintf(host, sizeof(host), "/%s", system_dirs[i]);
+        snprintf(dst, sizeof(dst), NEWROOT "/%s", system_dirs[i]);
+        if (mirror_entry(host, dst, 0, err) < 0)
+            return -1;
+    }
+    if (setup_etc(o, err) < 0 || setup_dev(o, err) < 0)
+        return -1;
+
+    if (make_dir(NEWROOT "/proc", 0555, err) < 0)
+        return -1;
+    if (mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        return sbx_err_stage(err, "mount /proc", errno, "proc");
+
+    snprintf(opts, sizeof(opts), "mode=1777,size=%llu", (unsigned long long)o->tmp_size_bytes);
+    if (make_dir(NEWROOT "/tmp", 01777, err) < 0 ||
+        mount_tmpfs(NEWROOT "/tmp", opts, MS_NOSUID | MS_NODEV, err) < 0)
+        return -1;
+    snprintf(opts, sizeof(opts), "mode=0700,uid=%u,gid=%u,size=%llu", o->runner_id, o->runner_id,
+             (unsigned long long)o->tmp_size_bytes);
+    if (make_dir(NEWROOT "/home", 0755, err) < 0 ||
+        make_dir(NEWROOT "/home/runner", 0700, err) < 0 ||
+        mount_tmpfs(NEWROOT "/home/runner", opts, MS_NOSUID | MS_NODEV, err) < 0)
+        return -1;
+
+    /* The workspace through its fd: the path may lie under the host's /tmp. */
+    snprintf(host, sizeof(host), "/proc/self/fd/%d", o->workspace_fd);
+    if (make_dir(NEWROOT "/workspace", 0755, err) < 0 ||
+        bind_mount(host, NEWROOT "/workspace", 0, err) < 0)
+        return -1;
+
+    if (chdir(NEWROOT) < 0)
+        return sbx_err_stage(err, "pivot_root", errno, "chdir %s", NEWROOT);
+    /* Stack the old root under the new one, then detach it. */
+    if (syscall(SYS_pivot_root, ".", ".") < 0)
+        return sbx_err_stage(err, "pivot_root", errno, "%s", NEWROOT);
+    if (umount2(".", MNT_DETACH) < 0)
+        return sbx_err_stage(err, "detach old root", errno, "/");
+    if (chdir("/") < 0)
+        return sbx_err_stage(err, "pivot_root", errno, "chdir /");
+    if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+        return sbx_err_stage(err, "remount / read-only", errno, "/");
+    if (chdir("/workspace") < 0)
+        return sbx_err_stage(err, "chdir /workspace", errno, "/workspace");
+    return 0;
+}

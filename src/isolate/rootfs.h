@@ -1,0 +1,21 @@
+/* The sandbox's root filesystem, built inside its new mount namespace. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+struct sbx_rootfs_opts {
+    int workspace_fd;        /* O_PATH fd of the host workspace directory */
+    uint64_t tmp_size_bytes; /* /tmp, /home/runner and /dev/shm tmpfs size */
+    bool host_resolv;        /* bind the host's resolv.conf (net host) */
+    unsigned runner_id;
+};
+
+/* In the calling process's own (fresh) mount namespace: make / private, build a
+ * tmpfs root with read-only binds of the host's system directories, a
+ * generated /etc, fresh /proc, minimal /dev, tmpfs /tmp and home, /workspace,
+ * pivot into it and leave the working directory at /workspace. Errors carry
+ * the stage ("mount /proc"). */
+int sbx_rootfs_setup(const struct sbx_rootfs_opts *o, sbx_err *err);

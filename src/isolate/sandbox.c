@@ -1,0 +1,349 @@
+#include "isolate/sandbox.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "isolate/rootfs.h"
+
+int sbx_net_policy_parse(const char *s, enum sbx_net_policy *out, sbx_err *err)
+{
+    if (s && strcmp(s, "none") == 0)
+        *out = SBX_NET_NONE;
+    else if (s && strcmp(s, "host") == 0)
+        *out = SBX_NET_HOST;
+    else
+        return sbx_err_set(err, EINVAL, "unknown network policy '%s' (none, host)", s ? s : "");
+    return 0;
+}
+
+const char *sbx_net_policy_name(enum sbx_net_policy p)
+{
+    return p == SBX_NET_HOST ? "host" : "none";
+}
+
+int sbx_init_exe_open(sbx_err *err)
+{
+    cleanup_fd int src = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (src < 0)
+        return sbx_err_stage(err, "init binary", errno, "open /proc/self/exe");
+    struct stat st;
+    if (fstat(src, &st) < 0)
+        return sbx_err_stage(err, "init binary", errno, "stat /proc/self/exe");
+    cleanup_fd int fd = memfd_create("sandbox-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return sbx_err_stage(err, "init binary", errno, "memfd_create");
+    for (off_t done = 0; done < st.st_size;) {
+        ssize_t n = sendfile(fd, src, NULL, (size_t)(st.st_size - done));
+        if (n <= 0)
+            return sbx_err_stage(err, "init binary", n < 0 ? errno : EIO, "copy to memfd");
+        done += n;
+    }
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+        return sbx_err_stage(err, "init binary", errno, "seal memfd");
+    return sbx_steal_fd(&fd);
+}
+
+/* What the cloned child needs; everything is prepared by the parent so the
+ * child allocates nothing. */
+struct child_ctx {
+    const struct sbx_spec *spec;
+    int sync_fd;
+    int stdio[3];
+    char **init_argv;
+};
+
+static __attribute__((noreturn)) void child_fail(int sync_fd, const sbx_err *e)
+{
+    struct sbx_init_msg m = {.kind = SBX_MSG_SETUP_ERROR, .errnum = e->errnum};
+    snprintf(m.stage, sizeof(m.stage), "%s", e->stage[0] ? e->stage : "setup");
+    snprintf(m.text, sizeof(m.text), "%s", e->msg);
+    (void)!send(sync_fd, &m, sizeof(m), MSG_NOSIGNAL);
+    _exit(125);
+}
+
+static int loopback_up(sbx_err *err)
+{
+    cleanup_fd int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return sbx_err_stage(err, "loopback", errno, "socket");
+    struct ifreq ifr = {0};
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+    if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+        return sbx_err_stage(err, "loopback", errno, "SIOCGIFFLAGS lo");
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+        return sbx_err_stage(err, "loopback", errno, "SIOCSIFFLAGS lo");
+    return 0;
+}
+
+/* Move an fd to `to`, leaving it open across exec. */
+static int place_fd(int fd, int to, sbx_err *err)
+{
+    if (fd == to)
+        return fcntl(fd, F_SETFD, 0) < 0 ? sbx_err_stage(err, "stdio", errno, "fd %d", to) : 0;
+    if (dup2(fd, to) < 0)
+        return sbx_err_stage(err, "stdio", errno, "dup2 %d to %d", fd, to);
+    return 0;
+}
+
+/* The whole in-sandbox setup, one step a line; the task's own steps (ids,
+ * capabilities, rlimits, seccomp) are init's, just before its execve. */
+static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
+{
+    const struct sbx_spec *spec = c->spec;
+    sbx_err e = {0};
+    char go;
+
+    /* The sandbox never outlives its creator. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+        child_fail(c->sync_fd, &(sbx_err){errno, "pdeathsig", "prctl"});
+    /* Wait until the parent has written our id maps and moved us into the cgroup. */
+    /* Open the workspace while our ids are still the creator's (so a root-owned
+     * path is traversable) and from inside our own mount namespace (a bind
+     * source must belong to it). */
+    int ws = open(spec->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (ws < 0)
+        child_fail(c->sync_fd, &(sbx_err){errno, "workspace", "open"});
+    if (read(c->sync_fd, &go, 1) != 1)
+        _exit(125);
+    /* Become the namespace's own root (host id base): until now our ids were
+     * the creator's, unmapped here, and files could not be created. */
+    if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0 || setgroups(0, NULL) < 0)
+        child_fail(c->sync_fd, &(sbx_err){errno, "user namespace", "become root inside"});
+    /* A cgroup namespace rooted at our own cgroup hides the host's hierarchy. */
+    if (unshare(CLONE_NEWCGROUP) < 0)
+        child_fail(c->sync_fd, &(sbx_err){errno, "cgroup namespace", "unshare"});
+    if (sethostname("sandbox", 7) < 0)
+        child_fail(c->sync_fd, &(sbx_err){errno, "hostname", "sethostname"});
+    if (spec->net == SBX_NET_NONE && loopback_up(&e) < 0)
+        child_fail(c->sync_fd, &e);
+    struct sbx_rootfs_opts ro = {
+        .workspace_fd = ws,
+        .tmp_size_bytes = spec->tmp_size_bytes,
+        .host_resolv = spec->net == SBX_NET_HOST,
+        .runner_id = spec->uid,
+    };
+    if (sbx_rootfs_setup(&ro, &e) < 0)
+        child_fail(c->sync_fd, &e);
+    /* stdio on our pipes, the sync socket as fd 3, nothing else crosses exec. */
+    if (place_fd(c->stdio[0], 0, &e) < 0 || place_fd(c->stdio[1], 1, &e) < 0 ||
+        place_fd(c->stdio[2], 2, &e) < 0 || place_fd(c->sync_fd, 3, &e) < 0)
+        child_fail(c->sync_fd, &e);
+    syscall(SYS_close_range, 4, ~0U, CLOSE_RANGE_CLOEXEC);
+    /* init exits with _exit() only, so a sanitizer build runs no leak check there. */
+    syscall(SYS_execveat, spec->init_exe_fd, "", c->init_argv, spec->envp, AT_EMPTY_PATH);
+    child_fail(3, &(sbx_err){errno, "exec init", "execveat"});
+}
+
+static int write_map(pid_t pid, const char *file, uint32_t base, sbx_err *err)
+{
+    char path[64], line[64];
+    snprintf(path, sizeof(path), "/proc/%d/%s", pid, file);
+    int n = snprintf(line, sizeof(line), "0 %u %u\n", base, SBX_ID_RANGE);
+    cleanup_fd int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, line, (size_t)n) != n)
+        return sbx_err_stage(err, "user namespace", errno, "write %s", path);
+    return 0;
+}
+
+/* init's argv: our settings, then "--", then the command. envp is the task's. */
+static __attribute__((format(printf, 1, 2))) char *fmt(const char *f, ...)
+{
+    char *s;
+    va_list ap;
+    va_start(ap, f);
+    int n = vasprintf(&s, f, ap);
+    va_end(ap);
+    return n < 0 ? NULL : s;
+}
+
+static char **build_init_argv(const struct sbx_spec *spec, const struct sbx_cgroup *cg)
+{
+    size_t argc = 0;
+    while (spec->argv[argc])
+        argc++;
+    char **v = calloc(argc + 12, sizeof(*v));
+    if (!v)
+        return NULL;
+    size_t i = 0;
+    bool rl = cg->mode == SBX_CG_RLIMIT;
+    v[i++] = strdup(SBX_INIT_ARGV0);
+    v[i++] = fmt("--uid=%u", (unsigned)spec->uid);
+    v[i++] = fmt("--gid=%u", (unsigned)spec->gid);
+    v[i++] = strdup(spec->seccomp == SBX_SECCOMP_STRICT ? "--seccomp=strict" : "--seccomp=default");
+    v[i++] = fmt("--fsize=%llu", (unsigned long long)spec->file_size_bytes);
+    v[i++] = fmt("--nofile=%llu", (unsigned long long)spec->nofile);
+    /* Without cgroups, memory and processes fall back to rlimits. */
+    v[i++] = fmt("--data=%llu", rl ? (unsigned long long)spec->cg_limits.memory_bytes : 0ULL);
+    v[i++] = fmt("--nproc=%llu", rl ? (unsigned long long)spec->cg_limits.pids : 0ULL);
+    v[i++] = strdup("--");
+    for (size_t a = 0; a < argc; a++)
+        v[i++] = strdup(spec->argv[a]);
+    for (size_t a = 0; a < i; a++)
+        if (!v[a]) { /* an allocation failed: free what was made */
+            for (size_t b = 0; b < i; b++)
+                free(v[b]);
+            free(v);
+            return NULL;
+        }
+    return v;
+}
+
+static void free_argv(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+static void close_pair(int p[2])
+{
+    for (int i = 0; i < 2; i++)
+        if (p[i] >= 0)
+            close(p[i]);
+}
+
+int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_err *err)
+{
+    *sb = (struct sbx_sandbox){
+        .init_pid = -1, .pidfd = -1, .sync_fd = -1, .stdin_fd = -1, .stdout_fd = -1,
+        .stderr_fd = -1};
+    int sv[2] = {-1, -1}, in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
+    cleanup_fd int ws = -1;
+    cleanup_fd int cgfd = -1;
+    char **init_argv = NULL;
+    uint32_t host_uid = spec->host_id_base + spec->uid, host_gid = spec->host_id_base + spec->gid;
+
+    /* Checked and chowned here, opened again by the child for its bind. */
+    ws = open(spec->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (ws < 0) {
+        sbx_err_stage(err, "workspace", errno, "open %s", spec->workspace);
+        goto fail;
+    }
+    struct stat st;
+    /* The workspace root belongs to the sandbox's runner on the host. */
+    if (fstat(ws, &st) < 0 ||
+        ((st.st_uid != host_uid || st.st_gid != host_gid) &&
+         fchownat(ws, "", host_uid, host_gid, AT_EMPTY_PATH) < 0)) {
+        sbx_err_stage(err, "workspace", errno, "chown %s to %u", spec->workspace, host_uid);
+        goto fail;
+    }
+    /* init is one more process in the cgroup than the task's own budget. */
+    struct sbx_cg_limits lim = spec->cg_limits;
+    if (lim.pids)
+        lim.pids += 1;
+    if (sbx_cgroup_create(spec->cg_host, spec->name, &lim, &sb->cg, err) < 0)
+        goto fail;
+    sb->cg_made = true;
+    if (sb->cg.mode == SBX_CG_V2 && (cgfd = sbx_cgroup_open_dir(&sb->cg, err)) < 0)
+        goto fail;
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
+        pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+        sbx_err_stage(err, "spawn", errno, "socketpair/pipe");
+        goto fail;
+    }
+    init_argv = build_init_argv(spec, &sb->cg);
+    if (!init_argv) {
+        sbx_err_stage(err, "spawn", ENOMEM, "init argv");
+        goto fail;
+    }
+
+    struct clone_args ca = {
+        .flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
+                 CLONE_PIDFD | (spec->net == SBX_NET_NONE ? CLONE_NEWNET : 0),
+        .pidfd = (uint64_t)(uintptr_t)&sb->pidfd,
+        .exit_signal = SIGCHLD,
+    };
+    if (cgfd >= 0) {
+        ca.flags |= CLONE_INTO_CGROUP;
+        ca.cgroup = (uint64_t)cgfd;
+    }
+    struct child_ctx c = {
+        .spec = spec, .sync_fd = sv[1], .stdio = {in[0], out[1], errp[1]},
+        .init_argv = init_argv};
+    pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+    if (pid < 0) {
+        sbx_err_stage(err, "clone", errno, "clone3 with new namespaces");
+        goto fail;
+    }
+    if (pid == 0)
+        child_main(&c);
+    sb->init_pid = pid;
+    free_argv(sbx_steal_pointer(&init_argv));
+    close(sv[1]), close(in[0]), close(out[1]), close(errp[1]);
+    sv[1] = in[0] = out[1] = errp[1] = -1;
+    sb->sync_fd = sv[0], sb->stdin_fd = in[1], sb->stdout_fd = out[0], sb->stderr_fd = errp[0];
+    if ((cgfd < 0 && sbx_cgroup_attach(&sb->cg, pid, err) < 0) ||
+        write_map(pid, "uid_map", spec->host_id_base, err) < 0 ||
+        write_map(pid, "gid_map", spec->host_id_base, err) < 0)
+        goto fail_child;
+    if (write(sb->sync_fd, "g", 1) != 1) {
+        sbx_err_stage(err, "spawn", errno, "release child");
+        goto fail_child;
+    }
+    return 0;
+
+fail_child:
+    sbx_sandbox_kill(sb);
+    sbx_sandbox_release(sb, NULL);
+    return -1;
+fail:
+    free_argv(init_argv);
+    close_pair(sv), close_pair(in), close_pair(out), close_pair(errp);
+    if (sb->cg_made)
+        sbx_cgroup_destroy(&sb->cg, NULL);
+    sb->cg_made = false;
+    return -1;
+}
+
+void sbx_sandbox_kill(struct sbx_sandbox *sb)
+{
+    if (sb->pidfd < 0)
+        return;
+    /* Frozen first, so nothing forks or double-forks while it dies. */
+    sbx_cgroup_freeze(&sb->cg, true, NULL);
+    syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+    sbx_cgroup_freeze(&sb->cg, false, NULL);
+}
+
+int sbx_sandbox_release(struct sbx_sandbox *sb, sbx_err *err)
+{
+    int rc = 0;
+    if (sb->pidfd >= 0) {
+        siginfo_t si;
+        /* init's exit tears down its pid namespace; its waiting ends after all. */
+        while (waitid(P_PIDFD, (id_t)sb->pidfd, &si, WEXITED) < 0 && errno == EINTR)
+            ;
+        close(sb->pidfd);
+        sb->pidfd = -1;
+    }
+    if (sb->cg_made) {
+        sbx_cgroup_kill_all(&sb->cg, NULL);
+        if (sbx_cgroup_destroy(&sb->cg, err) < 0)
+            rc = -1;
+        sb->cg_made = false;
+    }
+    int *fds[] = {&sb->sync_fd, &sb->stdin_fd, &sb->stdout_fd, &sb->stderr_fd};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(fds); i++)
+        if (*fds[i] >= 0) {
+            close(*fds[i]);
+            *fds[i] = -1;
+        }
+    return rc;
+}

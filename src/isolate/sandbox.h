@@ -1,0 +1,96 @@
+/* One sandbox: a process tree in new user, pid, mount, ipc, uts, cgroup and
+ * (unless the policy is `host`) net namespaces, on a fresh tmpfs root, with our
+ * own init as pid 1 and one task under it. This layer only builds and tears down;
+ * supervision (timeouts, output, outcome) is exec/'s. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include "base/err.h"
+#include "isolate/cgroup.h"
+#include "isolate/seccomp.h"
+
+enum sbx_net_policy {
+    SBX_NET_NONE = 0, /* loopback only */
+    SBX_NET_HOST = 1, /* the host's network namespace (explicit opt-in) */
+};
+int sbx_net_policy_parse(const char *s, enum sbx_net_policy *out, sbx_err *err);
+const char *sbx_net_policy_name(enum sbx_net_policy p);
+
+#define SBX_RUNNER_ID 10001
+#define SBX_DEFAULT_HOST_ID_BASE 100000u
+/* Each sandbox's user namespace maps this many ids, from 0 inside. */
+#define SBX_ID_RANGE 65536u
+
+struct sbx_spec {
+    char *const *argv;     /* the command, argv[0] looked up in the task's PATH */
+    char *const *envp;     /* the task's whole environment */
+    const char *workspace; /* host directory bound read-write at /workspace */
+    uid_t uid;             /* inside (10001) */
+    gid_t gid;
+    uint32_t host_id_base; /* inside 0..65535 -> host base..base+65535 */
+    enum sbx_net_policy net;
+    enum sbx_seccomp_profile seccomp;
+    const struct sbx_cg_host *cg_host;
+    struct sbx_cg_limits cg_limits;
+    uint64_t file_size_bytes; /* RLIMIT_FSIZE; 0 = unlimited */
+    uint64_t tmp_size_bytes;  /* size of /tmp and /home/runner tmpfs */
+    uint64_t nofile;          /* RLIMIT_NOFILE */
+    const char *name;         /* unique, a safe path segment (cgroup name) */
+    int init_exe_fd;          /* from sbx_init_exe_open() */
+};
+
+/* A live sandbox as its creator holds it. */
+struct sbx_sandbox {
+    pid_t init_pid;
+    int pidfd;     /* of init; readable when the whole sandbox is gone */
+    int sync_fd;   /* SOCK_SEQPACKET to init: struct sbx_init_msg */
+    int stdin_fd;  /* write end, -1 once closed */
+    int stdout_fd; /* read ends */
+    int stderr_fd;
+    struct sbx_cgroup cg;
+    bool cg_made;
+};
+
+/* Messages init sends on sync_fd. */
+enum sbx_init_msg_kind {
+    SBX_MSG_SETUP_ERROR = 1, /* the sandbox could not be set up: stage, errnum, text */
+    SBX_MSG_STARTED = 2,     /* the task process exists: pid (inside) */
+    SBX_MSG_EXEC_ERROR = 3,  /* execve of the command failed: errnum, text */
+    SBX_MSG_EXITED = 4,      /* the task ended: wstatus and rusage of all reaped */
+};
+
+struct sbx_init_msg {
+    int32_t kind;
+    int32_t errnum;
+    int32_t wstatus;
+    int32_t pid;
+    int64_t utime_us;
+    int64_t stime_us;
+    int64_t maxrss_kb;
+    char stage[SBX_ERR_STAGE_MAX];
+    char text[SBX_ERR_MSG_MAX];
+};
+
+/* A sealed memfd copy of our own binary that each sandbox's init is exec'd
+ * from, so no daemon memory or fd crosses into it and nothing inside can write
+ * to the binary. Made once per process; the caller owns the fd. */
+int sbx_init_exe_open(sbx_err *err);
+
+/* Make the cgroup, clone the sandbox and let it run. On success *sb owns every
+ * fd and the cgroup; the task's setup goes on in the child and its failures
+ * arrive later as SBX_MSG_SETUP_ERROR. */
+int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_err *err);
+/* SIGKILL the whole sandbox: freeze where a freezer exists, kill init (and so
+ * its pid namespace), thaw. Safe to call more than once. */
+void sbx_sandbox_kill(struct sbx_sandbox *sb);
+/* After init has exited (pidfd readable): reap it, kill anything the cgroup
+ * still holds, remove the cgroup, close the fds. */
+int sbx_sandbox_release(struct sbx_sandbox *sb, sbx_err *err);
+
+/* Entry point of the init process (argv[0] == SBX_INIT_ARGV0). Never returns. */
+#define SBX_INIT_ARGV0 "sandbox-init"
+__attribute__((noreturn)) void sbx_init_main(int argc, char **argv, char **envp);

@@ -1,0 +1,46 @@
+/* The seccomp profiles applied to every task, as data tables (unit-tested) and
+ * a loader. `default` allows everything but the SECURITY.md list; `strict` is an
+ * allowlist sufficient for python3, node and sh running ordinary code. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/err.h"
+
+enum sbx_seccomp_profile {
+    SBX_SECCOMP_DEFAULT = 0,
+    SBX_SECCOMP_STRICT = 1,
+};
+
+/* "default" / "strict" -> profile; -1 with err naming the value otherwise. */
+int sbx_seccomp_profile_parse(const char *s, enum sbx_seccomp_profile *out, sbx_err *err);
+const char *sbx_seccomp_profile_name(enum sbx_seccomp_profile p);
+
+/* How a listed syscall is answered. */
+enum sbx_sc_action {
+    SBX_SC_ERRNO_EPERM,
+    SBX_SC_ERRNO_ENOSYS,
+};
+
+struct sbx_sc_rule {
+    const char *name;          /* syscall name as libseccomp knows it */
+    enum sbx_sc_action action;
+};
+
+/* The syscalls denied outright by the default profile (SECURITY.md list). */
+extern const struct sbx_sc_rule sbx_seccomp_denied[];
+extern const size_t sbx_seccomp_denied_len;
+/* The syscalls the strict profile allows (besides the argument-filtered ones). */
+extern const char *const sbx_seccomp_strict_allowed[];
+extern const size_t sbx_seccomp_strict_allowed_len;
+
+/* Namespace flags whose presence makes clone()/unshare() fail with EPERM. */
+extern const unsigned long sbx_seccomp_ns_flags;
+
+/* Build the profile's filter and load it into the calling thread. Requires
+ * NO_NEW_PRIVS already set (or CAP_SYS_ADMIN). Call last before execve. */
+int sbx_seccomp_load(enum sbx_seccomp_profile p, sbx_err *err);
+/* Export the profile's BPF program (for tests and `doctor`): returns the
+ * number of instructions, or -1. */
+int sbx_seccomp_bpf_len(enum sbx_seccomp_profile p, sbx_err *err);

@@ -1,0 +1,106 @@
+"""Small harness for the integration and security tests: runs the real
+build/sandboxd as a user would, parses its JSON report, and keeps a tally that
+ends in the conventional 'N passed, N failed' line."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+SANDBOXD = os.environ.get("SANDBOXD") or os.path.join(
+    os.path.dirname(__file__), "..", "..", "build", "sandboxd")
+HELPERS = os.environ.get("SBX_HELPERS") or os.path.join(os.path.dirname(SANDBOXD), "helpers")
+
+
+class Result:
+    def __init__(self, proc, report, stdout, stderr):
+        self.code = proc.returncode
+        self.report = report
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def __repr__(self):
+        return "code=%r report=%r stdout=%r stderr=%r" % (
+            self.code, self.report, self.stdout[:400], self.stderr[:400])
+
+
+def run(cmd, *opts, workspace=None, stdin=None, timeout=60, env=None):
+    """sandboxd run [opts] -- cmd; returns Result with the parsed report."""
+    fd, report_path = tempfile.mkstemp(prefix="sbx-report-")
+    os.close(fd)
+    args = [SANDBOXD, "run", "--report", report_path]
+    if workspace:
+        args += ["--workspace", workspace]
+    args += list(opts) + ["--"] + list(cmd)
+    try:
+        p = subprocess.run(args, input=stdin, capture_output=True, timeout=timeout,
+                           env=env if env is not None else os.environ.copy())
+        with open(report_path) as f:
+            text = f.read()
+        report = json.loads(text) if text.strip() else None
+    finally:
+        os.unlink(report_path)
+    return Result(p, report, p.stdout, p.stderr)
+
+
+def workspace_with_helpers(*names):
+    """A temporary workspace holding copies of the named helper programs."""
+    ws = tempfile.mkdtemp(prefix="sbx-ws-")
+    os.chmod(ws, 0o755)
+    for n in names:
+        dst = os.path.join(ws, n)
+        shutil.copy(os.path.join(HELPERS, n), dst)
+        os.chmod(dst, 0o755)
+    return ws
+
+
+def pids_of_uid(uid):
+    """Host pids whose real uid is uid."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/status" % d) as f:
+                for line in f:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid:
+                            out.append(int(d))
+                        break
+        except OSError:
+            pass
+    return out
+
+
+class Suite:
+    def __init__(self, name):
+        self.name = name
+        self.passed = 0
+        self.failed = 0
+
+    def case(self, fn):
+        label = fn.__name__
+        t0 = time.monotonic()
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - every failure is reported, then counted
+            self.failed += 1
+            print("FAIL %s (%.2fs)" % (label, time.monotonic() - t0))
+            traceback.print_exc(file=sys.stdout)
+        else:
+            self.passed += 1
+            print("ok   %s (%.2fs)" % (label, time.monotonic() - t0))
+        sys.stdout.flush()
+        return fn
+
+    def finish(self):
+        print("%s: %d passed, %d failed" % (self.name, self.passed, self.failed))
+        sys.exit(1 if self.failed or not self.passed else 0)
+
+
+def check(cond, what, res=None):
+    if not cond:
+        raise AssertionError(what + ("" if res is None else "\n  " + repr(res)))

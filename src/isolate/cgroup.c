@@ -780,6 +780,43 @@ int sbx_cgroup_attach(const struct sbx_cgroup *cg, pid_t pid, sbx_err *err)
     return 0;
 }
 
+int sbx_cgroup_open_join(const struct sbx_cgroup *cg, int fds[SBX_CGC_COUNT], sbx_err *err)
+{
+    for (int c = 0; c < SBX_CGC_COUNT; c++)
+        fds[c] = -1;
+    if (!cg || cg->mode != SBX_CG_V1)
+        return 0;
+    for (int c = 0; c < SBX_CGC_COUNT; c++) {
+        if (!cg->path[c][0] || v1_earlier(cg, c, cg->path[c]))
+            continue;
+        char path[PATH_MAX];
+        if (join(path, sizeof(path), cg->path[c], "tasks") < 0 ||
+            (fds[c] = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
+            int saved = errno;
+            sbx_cgroup_close_join(fds);
+            return sbx_err_set(err, saved, "cgroup open %s/tasks", cg->path[c]);
+        }
+    }
+    return 0;
+}
+
+int sbx_cgroup_join_self(const int fds[SBX_CGC_COUNT])
+{
+    for (int c = 0; c < SBX_CGC_COUNT; c++)
+        if (fds[c] >= 0 && write(fds[c], "0", 1) != 1)
+            return -errno;
+    return 0;
+}
+
+void sbx_cgroup_close_join(int fds[SBX_CGC_COUNT])
+{
+    for (int c = 0; c < SBX_CGC_COUNT; c++)
+        if (fds[c] >= 0) {
+            close(fds[c]);
+            fds[c] = -1;
+        }
+}
+
 int sbx_cgroup_open_dir(const struct sbx_cgroup *cg, sbx_err *err)
 {
     if (!cg)

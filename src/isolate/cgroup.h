@@ -90,6 +90,17 @@ int sbx_cgroup_create(const struct sbx_cg_host *host, const char *name,
                       const struct sbx_cg_limits *lim, struct sbx_cgroup *cg, sbx_err *err);
 /* Move pid into the cgroup (every hierarchy). No-op in rlimit mode. */
 int sbx_cgroup_attach(const struct sbx_cgroup *cg, pid_t pid, sbx_err *err);
+/* v1: open each hierarchy's `tasks` file for writing (one fd per distinct
+ * directory, -1 elsewhere), for a child to join with sbx_cgroup_join_self().
+ * Writing "0" to `tasks` moves only the calling thread, which the kernel does
+ * without the global threadgroup lock (and the RCU grace period, milliseconds)
+ * that writing another process's pid to cgroup.procs costs; for a freshly
+ * cloned, single-threaded child that is the whole process. The fds are
+ * O_CLOEXEC and checked against the opener's credentials. Not v1: all -1. */
+int sbx_cgroup_open_join(const struct sbx_cgroup *cg, int fds[SBX_CGC_COUNT], sbx_err *err);
+/* In the joining process: 0, or -errno of the first failed write. */
+int sbx_cgroup_join_self(const int fds[SBX_CGC_COUNT]);
+void sbx_cgroup_close_join(int fds[SBX_CGC_COUNT]);
 /* v2 only: an O_DIRECTORY fd of the cgroup for CLONE_INTO_CGROUP; -1 otherwise. */
 int sbx_cgroup_open_dir(const struct sbx_cgroup *cg, sbx_err *err);
 /* Freeze or thaw (v1 freezer.state FROZEN/THAWED, v2 cgroup.freeze). Returns 0

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -19,12 +20,13 @@
  * host has them as symlinks (merged /usr). */
 static const char *const system_dirs[] = {"usr", "bin", "sbin", "lib", "lib64", "lib32", "libx32"};
 
-/* The host /etc entries programs need, bound read-only (symlinks copied); never
- * the whole /etc, where an operator keeps config and tokens. */
+/* The host /etc entries programs need: files copied, directories bound
+ * read-only, symlinks recreated; never the whole /etc, where an operator keeps
+ * config and tokens. */
 static const char *const etc_entries[] = {
     "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl",      "ca-certificates", "alternatives",
     "localtime",   "mime.types", "protocols",    "services", "os-release",      "python3",
-    "python3.11",  "debian_version", "gai.conf", "host.conf", "inputrc", "magic",
+    "python3.11",  "debian_version", "gai.conf", "host.conf",
 };
 
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
@@ -83,9 +85,32 @@ static int write_file(const char *path, const char *content, sbx_err *err)
     return 0;
 }
 
-/* Copy a host entry into the new root: a symlink stays a symlink, a directory
- * or file is bound read-only (extra flags added), a missing one is skipped. */
-static int mirror_entry(const char *host, const char *dst, unsigned long extra, sbx_err *err)
+/* A private copy of a small host file: cheaper than a bind mount and its
+ * remount, and no host inode is exposed. */
+static int copy_file(const char *host, const char *dst, off_t size, sbx_err *err)
+{
+    cleanup_fd int in = open(host, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (in < 0)
+        return sbx_err_stage(err, "copy /etc", errno, "%s", host);
+    cleanup_fd int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (out < 0)
+        return sbx_err_stage(err, "copy /etc", errno, "%s", dst);
+    for (off_t done = 0; done < size;) {
+        ssize_t n = sendfile(out, in, NULL, (size_t)(size - done));
+        if (n < 0)
+            return sbx_err_stage(err, "copy /etc", errno, "%s", host);
+        if (n == 0)
+            break;
+        done += n;
+    }
+    return 0;
+}
+
+/* Bring a host entry into the new root: a symlink stays a symlink, a directory
+ * is bound read-only (extra flags added), a regular file is copied when
+ * copy_files is set and bound otherwise; a missing one is skipped. */
+static int mirror_entry(const char *host, const char *dst, unsigned long extra, bool copy_files,
+                        sbx_err *err)
 {
     struct stat st;
     if (lstat(host, &st) < 0)
@@ -100,6 +125,8 @@ static int mirror_entry(const char *host, const char *dst, unsigned long extra, 
             return sbx_err_stage(err, "symlink", errno, "%s", dst);
         return 0;
     }
+    if (S_ISREG(st.st_mode) && copy_files)
+        return copy_file(host, dst, st.st_size, err);
     if (S_ISDIR(st.st_mode)) {
         if (make_dir(dst, 0755, err) < 0)
             return -1;
@@ -143,7 +170,7 @@ static int setup_etc(const struct sbx_rootfs_opts *o, sbx_err *err)
                    err) < 0)
         return -1;
     if (o->host_resolv) {
-        if (mirror_entry("/etc/resolv.conf", NEWROOT "/etc/resolv.conf", 0, err) < 0)
+        if (mirror_entry("/etc/resolv.conf", NEWROOT "/etc/resolv.conf", 0, false, err) < 0)
             return -1;
     } else if (write_file(NEWROOT "/etc/resolv.conf", "nameserver 127.0.0.1\n", err) < 0) {
         return -1;
@@ -151,7 +178,7 @@ static int setup_etc(const struct sbx_rootfs_opts *o, sbx_err *err)
     for (size_t i = 0; i < SBX_ARRAY_LEN(etc_entries); i++) {
         snprintf(host, sizeof(host), "/etc/%s", etc_entries[i]);
         snprintf(dst, sizeof(dst), NEWROOT "/etc/%s", etc_entries[i]);
-        if (mirror_entry(host, dst, 0, err) < 0)
+        if (mirror_entry(host, dst, 0, true, err) < 0)
             return -1;
     }
     return 0;
@@ -199,12 +226,12 @@ int sbx_rootfs_setup(const struct sbx_rootfs_opts *o, sbx_err *err)
     /* Cut propagation before anything is mounted: nothing leaks to the host. */
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return sbx_err_stage(err, "make / private", errno, "/");
-    if (mount_tmpfs(NEWROOT, "mode=0755,size=1m", MS_NOSUID | MS_NODEV, err) < 0)
+    if (mount_tmpfs(NEWROOT, "mode=0755,size=4m", MS_NOSUID | MS_NODEV, err) < 0)
         return -1;
     for (size_t i = 0; i < SBX_ARRAY_LEN(system_dirs); i++) {
         snprintf(host, sizeof(host), "/%s", system_dirs[i]);
         snprintf(dst, sizeof(dst), NEWROOT "/%s", system_dirs[i]);
-        if (mirror_entry(host, dst, 0, err) < 0)
+        if (mirror_entry(host, dst, 0, false, err) < 0)
             return -1;
     }
     if (setup_etc(o, err) < 0 || setup_dev(o, err) < 0)

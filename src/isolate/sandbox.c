@@ -66,6 +66,7 @@ struct child_ctx {
     int sync_fd;
     int stdio[3];
     char **init_argv;
+    const int *cg_join; /* v1 `tasks` fds, see sbx_cgroup_open_join() */
 };
 
 static __attribute__((noreturn)) void child_fail(int sync_fd, const sbx_err *e)
@@ -114,6 +115,10 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
         child_fail(c->sync_fd, &(sbx_err){errno, "pdeathsig", "prctl"});
     /* Wait until the parent has written our id maps and moved us into the cgroup. */
+    /* Into the sandbox's cgroup before anything is allocated on its behalf. */
+    int rc = sbx_cgroup_join_self(c->cg_join);
+    if (rc < 0)
+        child_fail(c->sync_fd, &(sbx_err){-rc, "cgroup", "join"});
     /* Open the workspace while our ids are still the creator's (so a root-owned
      * path is traversable) and from inside our own mount namespace (a bind
      * source must belong to it). */
@@ -126,9 +131,6 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
      * the creator's, unmapped here, and files could not be created. */
     if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0 || setgroups(0, NULL) < 0)
         child_fail(c->sync_fd, &(sbx_err){errno, "user namespace", "become root inside"});
-    /* A cgroup namespace rooted at our own cgroup hides the host's hierarchy. */
-    if (unshare(CLONE_NEWCGROUP) < 0)
-        child_fail(c->sync_fd, &(sbx_err){errno, "cgroup namespace", "unshare"});
     if (sethostname("sandbox", 7) < 0)
         child_fail(c->sync_fd, &(sbx_err){errno, "hostname", "sethostname"});
     if (spec->net == SBX_NET_NONE && loopback_up(&e) < 0)
@@ -141,6 +143,9 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
     };
     if (sbx_rootfs_setup(&ro, &e) < 0)
         child_fail(c->sync_fd, &e);
+    /* A cgroup namespace rooted at our own cgroup hides the host's hierarchy. */
+    if (unshare(CLONE_NEWCGROUP) < 0)
+        child_fail(c->sync_fd, &(sbx_err){errno, "cgroup namespace", "unshare"});
     /* stdio on our pipes, the sync socket as fd 3, nothing else crosses exec. */
     if (place_fd(c->stdio[0], 0, &e) < 0 || place_fd(c->stdio[1], 1, &e) < 0 ||
         place_fd(c->stdio[2], 2, &e) < 0 || place_fd(c->sync_fd, 3, &e) < 0)
@@ -227,6 +232,9 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
     int sv[2] = {-1, -1}, in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
     cleanup_fd int ws = -1;
     cleanup_fd int cgfd = -1;
+    int cg_join[SBX_CGC_COUNT];
+    for (int i = 0; i < SBX_CGC_COUNT; i++)
+        cg_join[i] = -1;
     char **init_argv = NULL;
     uint32_t host_uid = spec->host_id_base + spec->uid, host_gid = spec->host_id_base + spec->gid;
 
@@ -253,6 +261,8 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
     sb->cg_made = true;
     if (sb->cg.mode == SBX_CG_V2 && (cgfd = sbx_cgroup_open_dir(&sb->cg, err)) < 0)
         goto fail;
+    if (sbx_cgroup_open_join(&sb->cg, cg_join, err) < 0)
+        goto fail;
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
         pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
         sbx_err_stage(err, "spawn", errno, "socketpair/pipe");
@@ -276,7 +286,7 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
     }
     struct child_ctx c = {
         .spec = spec, .sync_fd = sv[1], .stdio = {in[0], out[1], errp[1]},
-        .init_argv = init_argv};
+        .init_argv = init_argv, .cg_join = cg_join};
     pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
     if (pid < 0) {
         sbx_err_stage(err, "clone", errno, "clone3 with new namespaces");
@@ -285,15 +295,15 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
     if (pid == 0)
         child_main(&c);
     sb->init_pid = pid;
+    sbx_cgroup_close_join(cg_join);
     free_argv(sbx_steal_pointer(&init_argv));
     close(sv[1]), close(in[0]), close(out[1]), close(errp[1]);
     sv[1] = in[0] = out[1] = errp[1] = -1;
     sb->sync_fd = sv[0], sb->stdin_fd = in[1], sb->stdout_fd = out[0], sb->stderr_fd = errp[0];
-    if ((cgfd < 0 && sbx_cgroup_attach(&sb->cg, pid, err) < 0) ||
-        write_map(pid, "uid_map", spec->host_id_base, err) < 0 ||
+    if (write_map(pid, "uid_map", spec->host_id_base, err) < 0 ||
         write_map(pid, "gid_map", spec->host_id_base, err) < 0)
         goto fail_child;
-    if (write(sb->sync_fd, "g", 1) != 1) {
+    if (write(sb->sync_fd, "u", 1) != 1) {
         sbx_err_stage(err, "spawn", errno, "release child");
         goto fail_child;
     }
@@ -304,6 +314,7 @@ fail_child:
     sbx_sandbox_release(sb, NULL);
     return -1;
 fail:
+    sbx_cgroup_close_join(cg_join);
     free_argv(init_argv);
     close_pair(sv), close_pair(in), close_pair(out), close_pair(errp);
     if (sb->cg_made)

@@ -1,6 +1,7 @@
 /* The seccomp profiles applied to every task, as data tables (unit-tested) and
  * a loader. `default` allows everything but the SECURITY.md list; `strict` is an
- * allowlist sufficient for python3, node and sh running ordinary code. */
+ * allowlist sufficient for python3, node and sh running ordinary code, stacked
+ * on the `default` filter (two filters, so never looser than `default`). */
 #pragma once
 
 #include <stdbool.h>
@@ -42,5 +43,5 @@ extern const unsigned long sbx_seccomp_ns_flags;
  * NO_NEW_PRIVS already set (or CAP_SYS_ADMIN). Call last before execve. */
 int sbx_seccomp_load(enum sbx_seccomp_profile p, sbx_err *err);
 /* Export the profile's BPF program (for tests and `doctor`): returns the
- * number of instructions, or -1. */
+ * number of instructions (summed over the profile's filters), or -1. */
 int sbx_seccomp_bpf_len(enum sbx_seccomp_profile p, sbx_err *err);

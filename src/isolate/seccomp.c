@@ -1,0 +1,440 @@
+#include "isolate/seccomp.h"
+
+#include <errno.h>
+#include <linux/filter.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/personality.h>
+#include <unistd.h>
+
+/* How the profiles are built.
+ *
+ * The kernel runs every filter a task has stacked and keeps the strictest
+ * answer. `default` is one filter: allow by default, refuse the denied table and
+ * the argument patterns below. `strict` stacks that same filter and an
+ * allowlist filter (refuse by default), so strict is never looser than default,
+ * by construction. Stacking also covers what one libseccomp filter cannot say:
+ * it refuses a rule whose action equals the filter's default, and compares an
+ * argument at most once per rule. So "ioctl except TIOCSTI" is said by the deny
+ * filter and strict's allowlist simply allows ioctl; "personality only for
+ * these values" is a plain allowlist in strict's filter and is spelled out bit
+ * by bit in the deny filter (add_persona_denials).
+ *
+ * Only the native architecture is added; any other (i386 through int 0x80) hits
+ * the bad-arch action, KILL_PROCESS. On x86_64 libseccomp also sends x32
+ * numbers (bit 30 set) to the bad-arch action when x32 is not in the filter, so
+ * no explicit guard is needed: tests/unit/isolate/test_seccomp.c proves it. */
+
+#define STAGE "seccomp"
+
+/* clone(2) takes its flags in the second argument on s390, the first elsewhere. */
+#if defined(__s390__) || defined(__s390x__)
+#define CLONE_FLAGS_ARG 1
+#else
+#define CLONE_FLAGS_ARG 0
+#endif
+
+/* The kernel reads ioctl's request and personality's argument as unsigned int:
+ * compare only the low 32 bits so high bits cannot slip past (CVE-2019-10063). */
+#define LOW32 0xffffffffu
+
+/* personality(2) values a task may pass: Linux, optionally with the 32-bit
+ * address space or the 2.6 uname, and 0xffffffff, which only queries. */
+#define PERSONA_FLAGS_OK ((uint32_t)(PER_LINUX32 | UNAME26))
+static const uint32_t persona_ok[] = {
+    PER_LINUX, PER_LINUX32, UNAME26, UNAME26 | PER_LINUX32, 0xffffffffu,
+};
+
+const unsigned long sbx_seccomp_ns_flags = CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC |
+                                           CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET |
+                                           CLONE_NEWCGROUP | CLONE_NEWTIME;
+
+const struct sbx_sc_rule sbx_seccomp_denied[] = {
+    /* io_uring does file and socket I/O out of seccomp's sight. */
+    {"io_uring_setup", SBX_SC_ERRNO_EPERM},
+    {"io_uring_enter", SBX_SC_ERRNO_EPERM},
+    {"io_uring_register", SBX_SC_ERRNO_EPERM},
+    /* Kernel attack surface with a long exploit history. */
+    {"userfaultfd", SBX_SC_ERRNO_EPERM},
+    {"bpf", SBX_SC_ERRNO_EPERM},
+    {"perf_event_open", SBX_SC_ERRNO_EPERM},
+    {"keyctl", SBX_SC_ERRNO_EPERM},
+    {"add_key", SBX_SC_ERRNO_EPERM},
+    {"request_key", SBX_SC_ERRNO_EPERM},
+    {"lookup_dcookie", SBX_SC_ERRNO_EPERM},
+    /* Reaching into other processes. */
+    {"ptrace", SBX_SC_ERRNO_EPERM},
+    {"process_vm_readv", SBX_SC_ERRNO_EPERM},
+    {"process_vm_writev", SBX_SC_ERRNO_EPERM},
+    {"process_madvise", SBX_SC_ERRNO_EPERM},
+    {"pidfd_getfd", SBX_SC_ERRNO_EPERM},
+    {"kcmp", SBX_SC_ERRNO_EPERM},
+    /* Kernels and modules. */
+    {"kexec_load", SBX_SC_ERRNO_EPERM},
+    {"kexec_file_load", SBX_SC_ERRNO_EPERM},
+    {"init_module", SBX_SC_ERRNO_EPERM},
+    {"finit_module", SBX_SC_ERRNO_EPERM},
+    {"delete_module", SBX_SC_ERRNO_EPERM},
+    {"create_module", SBX_SC_ERRNO_EPERM},
+    {"get_kernel_syms", SBX_SC_ERRNO_EPERM},
+    {"query_module", SBX_SC_ERRNO_EPERM},
+    /* Mounts and the root. */
+    {"mount", SBX_SC_ERRNO_EPERM},
+    {"umount2", SBX_SC_ERRNO_EPERM},
+    {"pivot_root", SBX_SC_ERRNO_EPERM},
+    {"chroot", SBX_SC_ERRNO_EPERM},
+    {"move_mount", SBX_SC_ERRNO_EPERM},
+    {"open_tree", SBX_SC_ERRNO_EPERM},
+    {"fsopen", SBX_SC_ERRNO_EPERM},
+    {"fsmount", SBX_SC_ERRNO_EPERM},
+    {"fsconfig", SBX_SC_ERRNO_EPERM},
+    {"fspick", SBX_SC_ERRNO_EPERM},
+    {"mount_setattr", SBX_SC_ERRNO_EPERM},
+    /* Namespaces. A task never needs unshare, whatever the flags; clone is
+     * refused only with namespace flags (argument rule). clone3 passes its
+     * flags in memory seccomp cannot read: ENOSYS makes glibc fall back to
+     * clone, where it can; EPERM would fail every thread. */
+    {"unshare", SBX_SC_ERRNO_EPERM},
+    {"setns", SBX_SC_ERRNO_EPERM},
+    {"clone3", SBX_SC_ERRNO_ENOSYS},
+    /* File handles bypass the path walk (and so the new root). */
+    {"open_by_handle_at", SBX_SC_ERRNO_EPERM},
+    {"name_to_handle_at", SBX_SC_ERRNO_EPERM},
+    /* Host-wide state. */
+    {"acct", SBX_SC_ERRNO_EPERM},
+    {"swapon", SBX_SC_ERRNO_EPERM},
+    {"swapoff", SBX_SC_ERRNO_EPERM},
+    {"reboot", SBX_SC_ERRNO_EPERM},
+    {"syslog", SBX_SC_ERRNO_EPERM},
+    {"settimeofday", SBX_SC_ERRNO_EPERM},
+    {"clock_settime", SBX_SC_ERRNO_EPERM},
+    {"clock_adjtime", SBX_SC_ERRNO_EPERM},
+    {"adjtimex", SBX_SC_ERRNO_EPERM},
+    {"quotactl", SBX_SC_ERRNO_EPERM},
+    {"iopl", SBX_SC_ERRNO_EPERM},
+    {"ioperm", SBX_SC_ERRNO_EPERM},
+};
+const size_t sbx_seccomp_denied_len = SBX_ARRAY_LEN(sbx_seccomp_denied);
+
+/* Enough for python3, node and sh with coreutils. clone, clone3, ioctl and
+ * personality are handled by argument rules, not listed here. */
+/* clang-format off */
+const char *const sbx_seccomp_strict_allowed[] = {
+    /* Descriptors. */
+    "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2",
+    "pwritev2", "lseek", "sendfile", "splice", "tee", "vmsplice", "copy_file_range", "close",
+    "close_range", "dup", "dup2", "dup3", "fcntl", "flock", "fsync", "fdatasync", "sync", "syncfs",
+    "sync_file_range", "ftruncate", "truncate", "fallocate", "fadvise64", "readahead", "pipe",
+    "pipe2", "eventfd", "eventfd2", "memfd_create",
+    /* Paths. */
+    "open", "openat", "openat2", "creat", "stat", "fstat", "lstat", "newfstatat", "statx", "statfs",
+    "fstatfs", "access", "faccessat", "faccessat2", "readlink", "readlinkat", "getdents",
+    "getdents64", "getcwd", "chdir", "fchdir", "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat",
+    "rename", "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat", "chmod", "fchmod",
+    "fchmodat", "chown", "fchown", "lchown", "fchownat", "umask", "utime", "utimes", "utimensat",
+    "futimesat", "mknod", "mknodat", "getxattr", "lgetxattr", "fgetxattr", "listxattr",
+    "llistxattr", "flistxattr", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
+    "fremovexattr", "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch",
+    /* Memory. */
+    "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "mincore", "msync", "mlock", "mlock2",
+    "munlock", "mlockall", "munlockall", "membarrier", "pkey_alloc", "pkey_free", "pkey_mprotect",
+    "get_mempolicy",
+    /* Processes and threads. */
+    "fork", "vfork", "execve", "execveat", "exit", "exit_group", "wait4", "waitid", "kill", "tkill",
+    "tgkill", "pidfd_open", "pidfd_send_signal", "getpid", "getppid", "gettid", "getpgid",
+    "setpgid", "getpgrp", "getsid", "setsid", "getuid", "geteuid", "getgid", "getegid", "getresuid",
+    "getresgid", "getgroups", "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid",
+    "setgroups", "setfsuid", "setfsgid", "capget", "capset", "prctl", "arch_prctl",
+    "set_tid_address", "set_robust_list", "get_robust_list", "rseq", "futex", "futex_waitv",
+    "sched_yield", "sched_getaffinity", "sched_setaffinity", "sched_getparam", "sched_setparam",
+    "sched_getscheduler", "sched_setscheduler", "sched_get_priority_max", "sched_get_priority_min",
+    "sched_rr_get_interval", "sched_getattr", "sched_setattr", "getpriority", "setpriority",
+    "ioprio_get", "ioprio_set", "getrlimit", "setrlimit", "prlimit64", "getrusage", "times",
+    "uname", "sysinfo", "getrandom", "getcpu",
+    /* Signals. */
+    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigsuspend", "rt_sigpending",
+    "rt_sigtimedwait", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "sigaltstack", "signalfd",
+    "signalfd4", "pause", "restart_syscall",
+    /* Time. */
+    "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time",
+    "alarm", "getitimer", "setitimer", "timer_create", "timer_settime", "timer_gettime",
+    "timer_getoverrun", "timer_delete", "timerfd_create", "timerfd_settime", "timerfd_gettime",
+    /* Waiting. */
+    "poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl",
+    "epoll_wait", "epoll_pwait", "epoll_pwait2",
+    /* Sockets (the network namespace decides where they reach). */
+    "socket", "socketpair", "bind", "listen", "accept", "accept4", "connect", "getsockname",
+    "getpeername", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown",
+    "setsockopt", "getsockopt",
+    /* System V and POSIX IPC (the IPC namespace is the sandbox's own). */
+    "shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop", "semctl", "msgget",
+    "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive",
+    "mq_notify", "mq_getsetattr",
+};
+/* clang-format on */
+const size_t sbx_seccomp_strict_allowed_len = SBX_ARRAY_LEN(sbx_seccomp_strict_allowed);
+
+int sbx_seccomp_profile_parse(const char *s, enum sbx_seccomp_profile *out, sbx_err *err)
+{
+    if (s && strcmp(s, "default") == 0)
+        *out = SBX_SECCOMP_DEFAULT;
+    else if (s && strcmp(s, "strict") == 0)
+        *out = SBX_SECCOMP_STRICT;
+    else
+        return sbx_err_set(err, EINVAL, "seccomp profile '%s' is unknown (use default or strict)",
+                           s ? s : "");
+    return 0;
+}
+
+const char *sbx_seccomp_profile_name(enum sbx_seccomp_profile p)
+{
+    switch (p) {
+    case SBX_SECCOMP_DEFAULT:
+        return "default";
+    case SBX_SECCOMP_STRICT:
+        return "strict";
+    }
+    return "unknown";
+}
+
+static void scmp_releasep(scmp_filter_ctx *ctx)
+{
+    if (*ctx)
+        seccomp_release(*ctx);
+}
+#define cleanup_scmp __attribute__((cleanup(scmp_releasep)))
+
+static uint32_t sc_action(enum sbx_sc_action a)
+{
+    return a == SBX_SC_ERRNO_ENOSYS ? SCMP_ACT_ERRNO(ENOSYS) : SCMP_ACT_ERRNO(EPERM);
+}
+
+static int rule_add(scmp_filter_ctx ctx, uint32_t action, int nr, const char *what,
+                    unsigned int ncmp, const struct scmp_arg_cmp *cmp, sbx_err *err)
+{
+    int rc = seccomp_rule_add_array(ctx, action, nr, ncmp, cmp);
+    if (rc < 0)
+        return sbx_err_stage(err, STAGE, -rc, "rule for %s", what);
+    return 0;
+}
+
+/* A listed name this architecture lacks resolves negative and is skipped. */
+static int named_rule_add(scmp_filter_ctx ctx, uint32_t action, const char *name, sbx_err *err)
+{
+    int nr = seccomp_syscall_resolve_name(name);
+    if (nr < 0)
+        return 0;
+    return rule_add(ctx, action, nr, name, 0, NULL, err);
+}
+
+static int add_clone_denials(scmp_filter_ctx ctx, sbx_err *err)
+{
+    /* One rule per flag: the rules of a syscall are alternatives. */
+    for (unsigned long rest = sbx_seccomp_ns_flags; rest; rest &= rest - 1) {
+        unsigned long flag = rest & -rest;
+        struct scmp_arg_cmp cmp = SCMP_CMP(CLONE_FLAGS_ARG, SCMP_CMP_MASKED_EQ, flag, flag);
+        if (rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), "clone", 1, &cmp, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int add_ioctl_denials(scmp_filter_ctx ctx, sbx_err *err)
+{
+    static const unsigned long requests[] = {TIOCSTI, TIOCLINUX};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(requests); i++) {
+        struct scmp_arg_cmp cmp = SCMP_A1(SCMP_CMP_MASKED_EQ, LOW32, requests[i]);
+        if (rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), "ioctl", 1, &cmp, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int deny_persona_pattern(scmp_filter_ctx ctx, unsigned set, unsigned clear, sbx_err *err)
+{
+    uint32_t set_bit = 1u << set, clear_bit = 1u << clear;
+    struct scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_MASKED_EQ, set_bit | clear_bit, set_bit);
+    return rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), "personality", 1, &cmp, err);
+}
+
+/* Refuse every persona but persona_ok[] in an allow-by-default filter, where
+ * "not one of these" cannot be said directly. The refused values are those
+ * (low 32 bits) with a bit outside PERSONA_FLAGS_OK set that are not
+ * 0xffffffff, and they are exactly the union of the patterns "bit b set, bit c
+ * clear" for each bit b outside the allowed flags, with c = b + 1 and also, when
+ * b + 1 is an allowed flag, c = b + 2 (cyclically). Each pattern refuses only
+ * such values (b set, some bit clear). Each such value matches one: walk up
+ * from a disallowed set bit to the first clear bit; the last disallowed bit
+ * before it is b, followed by at most one allowed flag, since those are not
+ * adjacent. */
+static int add_persona_denials(scmp_filter_ctx ctx, sbx_err *err)
+{
+    _Static_assert(((PERSONA_FLAGS_OK << 1 | PERSONA_FLAGS_OK >> 31) & PERSONA_FLAGS_OK) == 0,
+                   "allowed persona flags must not be adjacent bits");
+    for (unsigned b = 0; b < 32; b++) {
+        if (PERSONA_FLAGS_OK & (1u << b))
+            continue;
+        unsigned next = (b + 1) % 32;
+        if (deny_persona_pattern(ctx, b, next, err) < 0)
+            return -1;
+        if ((PERSONA_FLAGS_OK & (1u << next)) &&
+            deny_persona_pattern(ctx, b, (b + 2) % 32, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int add_deny_rules(scmp_filter_ctx ctx, sbx_err *err)
+{
+    for (size_t i = 0; i < sbx_seccomp_denied_len; i++) {
+        const struct sbx_sc_rule *r = &sbx_seccomp_denied[i];
+        if (named_rule_add(ctx, sc_action(r->action), r->name, err) < 0)
+            return -1;
+    }
+    if (add_clone_denials(ctx, err) < 0 || add_ioctl_denials(ctx, err) < 0 ||
+        add_persona_denials(ctx, err) < 0)
+        return -1;
+    return 0;
+}
+
+/* Meant to run stacked under the deny filter, which alone refuses TIOCSTI and
+ * TIOCLINUX (an ioctl rule here could only allow). */
+static int add_allow_rules(scmp_filter_ctx ctx, sbx_err *err)
+{
+    for (size_t i = 0; i < sbx_seccomp_strict_allowed_len; i++)
+        if (named_rule_add(ctx, SCMP_ACT_ALLOW, sbx_seccomp_strict_allowed[i], err) < 0)
+            return -1;
+    /* A denied syscall answered other than EPERM (clone3) must say the same
+     * here: of two filters answering ERRNO, the kernel takes the newer one. */
+    for (size_t i = 0; i < sbx_seccomp_denied_len; i++) {
+        const struct sbx_sc_rule *r = &sbx_seccomp_denied[i];
+        if (r->action != SBX_SC_ERRNO_EPERM &&
+            named_rule_add(ctx, sc_action(r->action), r->name, err) < 0)
+            return -1;
+    }
+    struct scmp_arg_cmp no_ns =
+        SCMP_CMP(CLONE_FLAGS_ARG, SCMP_CMP_MASKED_EQ, sbx_seccomp_ns_flags, 0);
+    if (rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), "clone", 1, &no_ns, err) < 0 ||
+        rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), "ioctl", 0, NULL, err) < 0)
+        return -1;
+    for (size_t i = 0; i < SBX_ARRAY_LEN(persona_ok); i++) {
+        struct scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_MASKED_EQ, LOW32, persona_ok[i]);
+        if (rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), "personality", 1, &cmp, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+struct filter_spec {
+    uint32_t default_action;
+    int (*add_rules)(scmp_filter_ctx ctx, sbx_err *err);
+};
+
+static const struct filter_spec deny_filter = {SCMP_ACT_ALLOW, add_deny_rules};
+static const struct filter_spec allow_filter = {SCMP_ACT_ERRNO(EPERM), add_allow_rules};
+
+/* Each profile's filters, in loading order: the deny filter first, so that the
+ * allowlist need not let seccomp() and prctl() through for its own loading. */
+#define MAX_FILTERS 2
+static const struct filter_spec *const profile_filters[][MAX_FILTERS] = {
+    [SBX_SECCOMP_DEFAULT] = {&deny_filter, NULL},
+    [SBX_SECCOMP_STRICT] = {&deny_filter, &allow_filter},
+};
+
+static int attr_set(scmp_filter_ctx ctx, enum scmp_filter_attr attr, uint32_t value,
+                    const char *what, sbx_err *err)
+{
+    int rc = seccomp_attr_set(ctx, attr, value);
+    if (rc < 0)
+        return sbx_err_stage(err, STAGE, -rc, "filter attribute %s", what);
+    return 0;
+}
+
+/* On success *out is the caller's, to seccomp_release(). */
+static int filter_build(const struct filter_spec *spec, scmp_filter_ctx *out, sbx_err *err)
+{
+    cleanup_scmp scmp_filter_ctx ctx = seccomp_init(spec->default_action);
+    if (!ctx)
+        return sbx_err_stage(err, STAGE, ENOMEM, "seccomp_init");
+    /* Binary-tree dispatch: a syscall costs a few comparisons, not a walk of
+     * the whole list. Raw return codes: errors carry the kernel's errno. */
+    if (attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS, "bad-arch action", err) < 0 ||
+        attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2, "optimize", err) < 0 ||
+        attr_set(ctx, SCMP_FLTATR_API_SYSRAWRC, 1, "raw return codes", err) < 0)
+        return -1;
+    if (spec->add_rules(ctx, err) < 0)
+        return -1;
+    *out = sbx_steal_pointer(&ctx);
+    return 0;
+}
+
+static const struct filter_spec *const *filters_of(enum sbx_seccomp_profile p, sbx_err *err)
+{
+    if ((unsigned)p >= SBX_ARRAY_LEN(profile_filters)) {
+        sbx_err_stage(err, STAGE, EINVAL, "unknown seccomp profile %d", (int)p);
+        return NULL;
+    }
+    return profile_filters[p];
+}
+
+static void filters_release(scmp_filter_ctx (*ctxs)[MAX_FILTERS])
+{
+    for (size_t i = 0; i < MAX_FILTERS; i++)
+        scmp_releasep(&(*ctxs)[i]);
+}
+
+/* Build every filter of the profile before loading any, so that a build error
+ * loads nothing. After any error the caller must not exec the task. */
+int sbx_seccomp_load(enum sbx_seccomp_profile p, sbx_err *err)
+{
+    const struct filter_spec *const *specs = filters_of(p, err);
+    if (!specs)
+        return -1;
+    __attribute__((cleanup(filters_release))) scmp_filter_ctx ctxs[MAX_FILTERS] = {0};
+    for (size_t i = 0; i < MAX_FILTERS && specs[i]; i++)
+        if (filter_build(specs[i], &ctxs[i], err) < 0)
+            return -1;
+    for (size_t i = 0; i < MAX_FILTERS && ctxs[i]; i++) {
+        int rc = seccomp_load(ctxs[i]);
+        if (rc < 0)
+            return sbx_err_stage(err, STAGE, -rc, "load the %s profile",
+                                 sbx_seccomp_profile_name(p));
+    }
+    return 0;
+}
+
+static int filter_bpf_len(scmp_filter_ctx ctx, sbx_err *err)
+{
+    cleanup_fd int fd = memfd_create("sbx-seccomp-bpf", MFD_CLOEXEC);
+    if (fd < 0)
+        return sbx_err_stage(err, STAGE, errno, "memfd for the BPF export");
+    int rc = seccomp_export_bpf(ctx, fd);
+    if (rc < 0)
+        return sbx_err_stage(err, STAGE, -rc, "export the BPF program");
+    off_t size = lseek(fd, 0, SEEK_END);
+    if (size < 0)
+        return sbx_err_stage(err, STAGE, errno, "size of the BPF export");
+    return (int)(size / (off_t)sizeof(struct sock_filter));
+}
+
+int sbx_seccomp_bpf_len(enum sbx_seccomp_profile p, sbx_err *err)
+{
+    const struct filter_spec *const *specs = filters_of(p, err);
+    if (!specs)
+        return -1;
+    int total = 0;
+    for (size_t i = 0; i < MAX_FILTERS && specs[i]; i++) {
+        cleanup_scmp scmp_filter_ctx ctx = NULL;
+        if (filter_build(specs[i], &ctx, err) < 0)
+            return -1;
+        int len = filter_bpf_len(ctx, err);
+        if (len < 0)
+            return -1;
+        total += len;
+    }
+    return total;
+}

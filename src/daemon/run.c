@@ -255,7 +255,7 @@ int sbx_cmd_run(int argc, char **argv)
     }
     char **env = sbx_env_build(o.env, o.n_env, &e);
     struct sbx_cg_host cg_host;
-    int exe_fd = -1;
+    int exe_fd = -1, seccomp_fd = -1;
     struct run_state st = {0};
     struct event *sigs[3] = {0};
     char name[64];
@@ -263,7 +263,9 @@ int sbx_cmd_run(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     if (!env || sbx_cg_host_detect(o.force_rlimit, &cg_host, &e) < 0 ||
-        (exe_fd = sbx_init_exe_open(&e)) < 0 || !(st.base = event_base_new())) {
+        (exe_fd = sbx_init_exe_open(&e)) < 0 ||
+        (seccomp_fd = sbx_seccomp_compile_fd(o.seccomp, &e)) < 0 ||
+        !(st.base = event_base_new())) {
         fprintf(stderr, "sandboxd run: %s\n", sbx_err_format(&e, msg, sizeof(msg)));
         goto out;
     }
@@ -276,7 +278,7 @@ int sbx_cmd_run(int argc, char **argv)
             .gid = (gid_t)o.gid,
             .host_id_base = (uint32_t)o.host_id_base,
             .net = o.net,
-            .seccomp = o.seccomp,
+            .seccomp_fd = seccomp_fd,
             .cg_host = &cg_host,
             .cg_limits = o.lim,
             .file_size_bytes = o.file_size,
@@ -322,6 +324,8 @@ out:
         event_base_free(st.base);
     if (exe_fd >= 0)
         close(exe_fd);
+    if (seccomp_fd >= 0)
+        close(seccomp_fd);
     sbx_env_free(env);
     if (!o.workspace)
         nftw(tmp_ws, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);

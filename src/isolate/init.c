@@ -21,11 +21,12 @@
 #include "isolate/seccomp.h"
 
 #define SYNC_FD 3
+#define SECCOMP_FD 4
 
 struct init_opts {
     uid_t uid;
     gid_t gid;
-    enum sbx_seccomp_profile seccomp;
+    struct sbx_seccomp_progs seccomp;
     uint64_t fsize, nofile, data, nproc;
     char **argv;
 };
@@ -60,11 +61,6 @@ static int parse_opts(int argc, char **argv, struct init_opts *o, sbx_err *err)
         }
         if (!eq)
             return sbx_err_stage(err, "init", EINVAL, "bad argument %s", a);
-        if (strncmp(a, "--seccomp=", 10) == 0) {
-            if (sbx_seccomp_profile_parse(eq + 1, &o->seccomp, err) < 0)
-                return -1;
-            continue;
-        }
         if (sbx_parse_uint(eq + 1, 0, UINT64_MAX, &v, err) < 0)
             return -1;
         if (strncmp(a, "--uid=", 6) == 0)
@@ -136,10 +132,10 @@ static __attribute__((noreturn)) void run_task(const struct init_opts *o)
     if (drop_privileges(o, &e) < 0)
         fail(125, &e);
     /* Nothing but stdio crosses exec; the sync socket stays for an exec error. */
-    syscall(SYS_close_range, 4, ~0U, 0);
+    syscall(SYS_close_range, SECCOMP_FD, ~0U, 0);
     if (fcntl(SYNC_FD, F_SETFD, FD_CLOEXEC) < 0)
         fail(125, &(sbx_err){errno, "fds", "cloexec sync socket"});
-    if (sbx_seccomp_load(o->seccomp, &e) < 0)
+    if (sbx_seccomp_progs_load(&o->seccomp, &e) < 0)
         fail(125, &e);
     execvp(o->argv[0], o->argv);
     int saved = errno;
@@ -154,6 +150,11 @@ void sbx_init_main(int argc, char **argv, char **envp)
     (void)envp;
     if (parse_opts(argc, argv, &o, &e) < 0)
         fail(125, &e);
+    /* The seccomp programs were compiled by our creator; read them now, while
+     * we may still allocate, and keep the fd from the task. */
+    if (sbx_seccomp_progs_read(SECCOMP_FD, &o.seccomp, &e) < 0)
+        fail(125, &e);
+    close(SECCOMP_FD);
     sigset_t all;
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, NULL);

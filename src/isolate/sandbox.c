@@ -93,13 +93,17 @@ static int loopback_up(sbx_err *err)
     return 0;
 }
 
-/* Move an fd to `to`, leaving it open across exec. */
-static int place_fd(int fd, int to, sbx_err *err)
+/* Put the fds init inherits at 0..n-1: each is first copied above n, so no
+ * dup2 can clobber a source that happens to sit at a target number. */
+static int place_fds(const int *src, int n, sbx_err *err)
 {
-    if (fd == to)
-        return fcntl(fd, F_SETFD, 0) < 0 ? sbx_err_stage(err, "stdio", errno, "fd %d", to) : 0;
-    if (dup2(fd, to) < 0)
-        return sbx_err_stage(err, "stdio", errno, "dup2 %d to %d", fd, to);
+    int moved[8];
+    for (int i = 0; i < n; i++)
+        if ((moved[i] = fcntl(src[i], F_DUPFD_CLOEXEC, n)) < 0)
+            return sbx_err_stage(err, "fds", errno, "copy fd %d", src[i]);
+    for (int i = 0; i < n; i++)
+        if (dup2(moved[i], i) < 0)
+            return sbx_err_stage(err, "fds", errno, "dup2 %d to %d", moved[i], i);
     return 0;
 }
 
@@ -146,13 +150,17 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
     /* A cgroup namespace rooted at our own cgroup hides the host's hierarchy. */
     if (unshare(CLONE_NEWCGROUP) < 0)
         child_fail(c->sync_fd, &(sbx_err){errno, "cgroup namespace", "unshare"});
-    /* stdio on our pipes, the sync socket as fd 3, nothing else crosses exec. */
-    if (place_fd(c->stdio[0], 0, &e) < 0 || place_fd(c->stdio[1], 1, &e) < 0 ||
-        place_fd(c->stdio[2], 2, &e) < 0 || place_fd(c->sync_fd, 3, &e) < 0)
+    /* stdio on our pipes, the sync socket as fd 3, the task's seccomp
+     * programs as fd 4; nothing else crosses exec. */
+    const int inherit[] = {c->stdio[0], c->stdio[1], c->stdio[2], c->sync_fd, spec->seccomp_fd};
+    int exe = fcntl(spec->init_exe_fd, F_DUPFD_CLOEXEC, 5);
+    if (exe < 0)
+        child_fail(c->sync_fd, &(sbx_err){errno, "fds", "copy init binary fd"});
+    if (place_fds(inherit, 5, &e) < 0)
         child_fail(c->sync_fd, &e);
-    syscall(SYS_close_range, 4, ~0U, CLOSE_RANGE_CLOEXEC);
+    syscall(SYS_close_range, 5, ~0U, CLOSE_RANGE_CLOEXEC);
     /* init exits with _exit() only, so a sanitizer build runs no leak check there. */
-    syscall(SYS_execveat, spec->init_exe_fd, "", c->init_argv, spec->envp, AT_EMPTY_PATH);
+    syscall(SYS_execveat, exe, "", c->init_argv, spec->envp, AT_EMPTY_PATH);
     child_fail(3, &(sbx_err){errno, "exec init", "execveat"});
 }
 
@@ -191,7 +199,6 @@ static char **build_init_argv(const struct sbx_spec *spec, const struct sbx_cgro
     v[i++] = strdup(SBX_INIT_ARGV0);
     v[i++] = fmt("--uid=%u", (unsigned)spec->uid);
     v[i++] = fmt("--gid=%u", (unsigned)spec->gid);
-    v[i++] = strdup(spec->seccomp == SBX_SECCOMP_STRICT ? "--seccomp=strict" : "--seccomp=default");
     v[i++] = fmt("--fsize=%llu", (unsigned long long)spec->file_size_bytes);
     v[i++] = fmt("--nofile=%llu", (unsigned long long)spec->nofile);
     /* Without cgroups, memory and processes fall back to rlimits. */

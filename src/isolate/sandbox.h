@@ -33,7 +33,7 @@ struct sbx_spec {
     gid_t gid;
     uint32_t host_id_base; /* inside 0..65535 -> host base..base+65535 */
     enum sbx_net_policy net;
-    enum sbx_seccomp_profile seccomp;
+    int seccomp_fd; /* the profile compiled by sbx_seccomp_compile_fd() */
     const struct sbx_cg_host *cg_host;
     struct sbx_cg_limits cg_limits;
     uint64_t file_size_bytes; /* RLIMIT_FSIZE; 0 = unlimited */

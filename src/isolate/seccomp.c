@@ -1,14 +1,20 @@
 #include "isolate/seccomp.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/seccomp.h>
 #include <linux/filter.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* How the profiles are built.
@@ -437,4 +443,97 @@ int sbx_seccomp_bpf_len(enum sbx_seccomp_profile p, sbx_err *err)
         total += len;
     }
     return total;
+}
+
+/* Append one filter's program to out as <count><instructions>. */
+static int export_filter(scmp_filter_ctx ctx, int out, sbx_err *err)
+{
+    cleanup_fd int tmp = memfd_create("seccomp-export", MFD_CLOEXEC);
+    if (tmp < 0)
+        return sbx_err_stage(err, STAGE, errno, "memfd_create");
+    int rc = seccomp_export_bpf(ctx, tmp);
+    if (rc < 0)
+        return sbx_err_stage(err, STAGE, -rc, "export BPF");
+    off_t size = lseek(tmp, 0, SEEK_END);
+    if (size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0)
+        return sbx_err_stage(err, STAGE, EINVAL, "exported BPF has a bad size");
+    uint32_t count = (uint32_t)(size / (off_t)sizeof(struct sock_filter));
+    if (write(out, &count, sizeof(count)) != (ssize_t)sizeof(count))
+        return sbx_err_stage(err, STAGE, errno, "write BPF");
+    for (off_t off = 0; off < size;) {
+        ssize_t n = sendfile(out, tmp, &off, (size_t)(size - off));
+        if (n <= 0)
+            return sbx_err_stage(err, STAGE, n < 0 ? errno : EIO, "copy BPF");
+    }
+    return 0;
+}
+
+int sbx_seccomp_compile_fd(enum sbx_seccomp_profile p, sbx_err *err)
+{
+    const struct filter_spec *const *specs = filters_of(p, err);
+    if (!specs)
+        return -1;
+    cleanup_fd int fd = memfd_create("seccomp-bpf", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return sbx_err_stage(err, STAGE, errno, "memfd_create");
+    for (size_t i = 0; i < MAX_FILTERS && specs[i]; i++) {
+        cleanup_scmp scmp_filter_ctx ctx = NULL;
+        if (filter_build(specs[i], &ctx, err) < 0 || export_filter(ctx, fd, err) < 0)
+            return -1;
+    }
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+        return sbx_err_stage(err, STAGE, errno, "seal BPF memfd");
+    return sbx_steal_fd(&fd);
+}
+
+int sbx_seccomp_progs_read(int fd, struct sbx_seccomp_progs *out, sbx_err *err)
+{
+    struct stat st;
+    *out = (struct sbx_seccomp_progs){0};
+    if (fstat(fd, &st) < 0)
+        return sbx_err_stage(err, STAGE, errno, "stat BPF fd");
+    if (st.st_size <= 0 || st.st_size > (1 << 20))
+        return sbx_err_stage(err, STAGE, EINVAL, "BPF fd has a bad size");
+    out->buf = malloc((size_t)st.st_size);
+    if (!out->buf)
+        return sbx_err_stage(err, STAGE, ENOMEM, "BPF buffer");
+    out->len = (size_t)st.st_size;
+    for (size_t done = 0; done < out->len;) {
+        ssize_t n = pread(fd, (char *)out->buf + done, out->len - done, (off_t)done);
+        if (n <= 0) {
+            sbx_seccomp_progs_free(out);
+            return sbx_err_stage(err, STAGE, n < 0 ? errno : EIO, "read BPF fd");
+        }
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+int sbx_seccomp_progs_load(const struct sbx_seccomp_progs *p, sbx_err *err)
+{
+    const char *at = p->buf, *end = at + p->len;
+    if (!p->buf || p->len == 0)
+        return sbx_err_stage(err, STAGE, EINVAL, "no BPF program");
+    while (at < end) {
+        uint32_t count;
+        if ((size_t)(end - at) < sizeof(count))
+            return sbx_err_stage(err, STAGE, EINVAL, "truncated BPF header");
+        memcpy(&count, at, sizeof(count));
+        at += sizeof(count);
+        size_t bytes = (size_t)count * sizeof(struct sock_filter);
+        if (count == 0 || count > BPF_MAXINSNS || (size_t)(end - at) < bytes)
+            return sbx_err_stage(err, STAGE, EINVAL, "truncated BPF program");
+        struct sock_fprog prog = {.len = (unsigned short)count,
+                                  .filter = (struct sock_filter *)(uintptr_t)at};
+        if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
+            return sbx_err_stage(err, STAGE, errno, "install BPF program");
+        at += bytes;
+    }
+    return 0;
+}
+
+void sbx_seccomp_progs_free(struct sbx_seccomp_progs *p)
+{
+    free(p->buf);
+    *p = (struct sbx_seccomp_progs){0};
 }

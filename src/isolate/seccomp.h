@@ -45,3 +45,20 @@ int sbx_seccomp_load(enum sbx_seccomp_profile p, sbx_err *err);
 /* Export the profile's BPF program (for tests and `doctor`): returns the
  * number of instructions (summed over the profile's filters), or -1. */
 int sbx_seccomp_bpf_len(enum sbx_seccomp_profile p, sbx_err *err);
+
+/* Compile the profile once, in the parent, into a sealed memfd holding its raw
+ * BPF programs (each as a uint32 instruction count, then the instructions).
+ * Returns the fd (O_CLOEXEC), or -1. Compiling costs about a millisecond, so a
+ * process does it once per profile and every sandbox reuses the result. */
+int sbx_seccomp_compile_fd(enum sbx_seccomp_profile p, sbx_err *err);
+
+/* The compiled programs read back from such an fd, for loading after fork. */
+struct sbx_seccomp_progs {
+    void *buf;
+    size_t len;
+};
+int sbx_seccomp_progs_read(int fd, struct sbx_seccomp_progs *out, sbx_err *err);
+/* Install every program in order (NO_NEW_PRIVS must already be set); last
+ * step before execve. */
+int sbx_seccomp_progs_load(const struct sbx_seccomp_progs *p, sbx_err *err);
+void sbx_seccomp_progs_free(struct sbx_seccomp_progs *p);

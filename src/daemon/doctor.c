@@ -1,9 +1,321 @@
+/* sandboxd doctor [--json]: what the host offers (cgroups, namespaces, seccomp,
+ * nftables, landlock, clone3, pidfds) and the isolation `sandboxd run` will
+ * therefore apply. Exit 0 when full isolation is possible, 1 when something
+ * required is missing (the warnings say what), 2 for a bad option. */
+#include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "daemon/cmd.h"
+#include "isolate/probe_host.h"
+
+#define KEY_WIDTH 20
+
+struct doctor {
+    struct sbx_host_probe probe;
+    struct sbx_cg_host cg;
+    struct sbx_isolation_plan plan;
+};
+
+static void doctor_usage(FILE *f)
+{
+    fprintf(f, "usage: sandboxd doctor [--json]\n"
+               "  --json  one JSON object instead of text\n"
+               "Exit 0 when full isolation is possible, 1 when something required is missing.\n");
+}
+
+/* ---- text ---- */
+
+__attribute__((format(printf, 2, 3))) static void line(const char *key, const char *fmt, ...)
+{
+    char k[64];
+    snprintf(k, sizeof(k), "%s:", key);
+    printf("  %-*s ", KEY_WIDTH, k);
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+}
+
+static const char *yes_no(bool b)
+{
+    return b ? "yes" : "no";
+}
+
+/* "no (EPERM: Operation not permitted)" into buf. */
+static const char *no_because(int errnum, char *buf, size_t len)
+{
+    if (errnum)
+        snprintf(buf, len, "no (%s: %s)", sbx_errno_name(errnum), strerror(errnum));
+    else
+        snprintf(buf, len, "no");
+    return buf;
+}
+
+static void text_cgroup(const struct sbx_cg_host *cg)
+{
+    line("cgroup mode", "%s", sbx_cg_mode_name(cg->mode));
+    if (cg->mode == SBX_CG_V2)
+        line("cgroup base", "%s", cg->v2_base);
+    for (int c = 0; cg->mode == SBX_CG_V1 && c < SBX_CGC_COUNT; c++) {
+        char key[32];
+        snprintf(key, sizeof(key), "cgroup %s", sbx_cg_ctrl_name((enum sbx_cg_ctrl)c));
+        if (cg->v1_has[c])
+            line(key, "yes  %s", cg->v1_base[c]);
+        else
+            line(key, "no");
+    }
+    if (cg->mode == SBX_CG_RLIMIT)
+        line("cgroup controllers", "none writable");
+    if (cg->why[0])
+        line("cgroup why", "%s", cg->why);
+}
+
+/* "pid mount net ipc uts cgroup", then any missing with why. */
+static const char *other_namespaces(const struct sbx_host_probe *p, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = SBX_NS_USER + 1; i < SBX_NS_COUNT && n < len; i++) {
+            const struct sbx_feature *f = &p->ns[i];
+            if (f->ok != (pass == 0))
+                continue;
+            const char *name = sbx_ns_name((enum sbx_ns)i);
+            int w = f->ok ? snprintf(buf + n, len - n, "%s%s", n ? " " : "", name)
+                          : snprintf(buf + n, len - n, "%s%s: no (%s)", n ? "; " : "", name,
+                                     f->errnum ? sbx_errno_name(f->errnum) : "not found");
+            n += w > 0 ? (size_t)w : 0;
+        }
+    return buf[0] ? buf : "none";
+}
+
+static void text_host(const struct doctor *d)
+{
+    const struct sbx_host_probe *p = &d->probe;
+    char buf[160], max[48] = "";
+    printf("Host\n");
+    line("kernel", "%s", p->kernel[0] ? p->kernel : "unknown");
+    line("root", "%s", yes_no(p->root));
+    text_cgroup(&d->cg);
+    if (p->max_user_ns >= 0)
+        snprintf(max, sizeof(max), " (max %ld)", p->max_user_ns);
+    line("user namespaces", "%s%s",
+         p->ns[SBX_NS_USER].ok ? "yes" : no_because(p->ns[SBX_NS_USER].errnum, buf, sizeof(buf)),
+         max);
+    line("other namespaces", "%s", other_namespaces(p, buf, sizeof(buf)));
+    if (p->seccomp.ok && p->seccomp_bpf_len >= 0)
+        line("seccomp", "yes, filter mode (default profile: %d BPF instructions)",
+             p->seccomp_bpf_len);
+    else if (p->seccomp.ok)
+        line("seccomp", "yes, filter mode (default profile does not compile)");
+    else
+        line("seccomp", "%s", no_because(p->seccomp.errnum, buf, sizeof(buf)));
+    if (p->nf_tables.ok)
+        line("nftables", "yes (netfilter netlink, nf_tables answers)");
+    else if (p->nft_netlink.ok)
+        line("nftables", "netlink only, nf_tables %s",
+             no_because(p->nf_tables.errnum, buf, sizeof(buf)));
+    else
+        line("nftables", "%s", no_because(p->nft_netlink.errnum, buf, sizeof(buf)));
+    if (p->landlock.ok)
+        line("landlock", "yes, ABI %d", p->landlock_abi);
+    else
+        line("landlock", "%s", no_because(p->landlock.errnum, buf, sizeof(buf)));
+    line("clone3", "%s", p->clone3.ok ? "yes" : no_because(p->clone3.errnum, buf, sizeof(buf)));
+    line("pidfd", "%s", p->pidfd.ok ? "yes" : no_because(p->pidfd.errnum, buf, sizeof(buf)));
+}
+
+static void text_plan(const struct sbx_isolation_plan *plan)
+{
+    char ns[128] = "";
+    for (int i = 0; i < SBX_NS_COUNT; i++)
+        if (plan->ns[i]) {
+            strcat(ns, ns[0] ? " " : "");
+            strcat(ns, sbx_ns_name((enum sbx_ns)i));
+        }
+    printf("\nIsolation sandboxd run will apply\n");
+    line("namespaces", "%s%s", ns[0] ? ns : "none",
+         plan->ns[SBX_NS_NET] ? " (net: loopback only, unless --net host)" : "");
+    line("limits", "%s", sbx_plan_limits_name(plan->limits));
+    line("memory", "%s", plan->memory_by);
+    line("processes", "%s", plan->pids_by);
+    line("cpu share", "%s", plan->cpu_by ? plan->cpu_by : "NOT enforced");
+    line("kill", "%s", plan->kill_by);
+    line("seccomp", "%s",
+         plan->seccomp_profile ? "default profile (--seccomp strict available)" : "NONE");
+    printf("\nWarnings\n");
+    if (!plan->n_warn)
+        printf("  none\n");
+    for (size_t i = 0; i < plan->n_warn; i++)
+        printf("  - %s%s\n", plan->warn[i].required ? "REQUIRED: " : "", plan->warn[i].text);
+    printf("\nResult: %s\n",
+           plan->full ? "full isolation available" : "full isolation NOT possible on this host");
+}
+
+/* ---- JSON ---- */
+
+static json_t *feature_json(struct sbx_feature f)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "available", json_boolean(f.ok));
+    if (!f.ok && f.errnum) {
+        char buf[128];
+        snprintf(buf, sizeof(buf), "%s: %s", sbx_errno_name(f.errnum), strerror(f.errnum));
+        json_object_set_new(o, "error", json_string(buf));
+    }
+    return o;
+}
+
+static json_t *cgroup_json(const struct sbx_cg_host *cg)
+{
+    json_t *o = json_object(), *ctrl = json_object(), *bases = json_object();
+    json_object_set_new(o, "mode", json_string(sbx_cg_mode_name(cg->mode)));
+    for (int c = 0; c < SBX_CGC_COUNT; c++) {
+        const char *name = sbx_cg_ctrl_name((enum sbx_cg_ctrl)c);
+        /* v2 gives all five: cpu.stat stands for cpuacct, cgroup.freeze for freezer. */
+        bool has = cg->mode == SBX_CG_V2 || (cg->mode == SBX_CG_V1 && cg->v1_has[c]);
+        json_object_set_new(ctrl, name, json_boolean(has));
+        if (cg->mode == SBX_CG_V1 && cg->v1_has[c])
+            json_object_set_new(bases, name, json_string(cg->v1_base[c]));
+    }
+    json_object_set_new(o, "controllers", ctrl);
+    json_object_set_new(o, "bases", bases);
+    json_object_set_new(o, "v2Base",
+                        cg->mode == SBX_CG_V2 ? json_string(cg->v2_base) : json_null());
+    json_object_set_new(o, "why", json_string(cg->why));
+    return o;
+}
+
+static json_t *plan_json(const struct sbx_isolation_plan *plan)
+{
+    json_t *o = json_object(), *ns = json_array();
+    for (int i = 0; i < SBX_NS_COUNT; i++)
+        if (plan->ns[i])
+            json_array_append_new(ns, json_string(sbx_ns_name((enum sbx_ns)i)));
+    json_object_set_new(o, "namespaces", ns);
+    json_object_set_new(o, "limits", json_string(sbx_plan_limits_name(plan->limits)));
+    json_object_set_new(o, "memory", json_string(plan->memory_by));
+    json_object_set_new(o, "processes", json_string(plan->pids_by));
+    json_object_set_new(o, "cpu", plan->cpu_by ? json_string(plan->cpu_by) : json_null());
+    json_object_set_new(o, "cpuShareEnforced", json_boolean(plan->cpu_enforced));
+    json_object_set_new(o, "kill", json_string(plan->kill_by));
+    json_object_set_new(o, "seccomp",
+                        plan->seccomp_profile ? json_string(plan->seccomp_profile) : json_null());
+    json_object_set_new(o, "full", json_boolean(plan->full));
+    return o;
+}
+
+static json_t *doctor_json(const struct doctor *d)
+{
+    const struct sbx_host_probe *p = &d->probe;
+    json_t *o = json_object();
+    json_object_set_new(o, "kernel", json_string(p->kernel));
+    json_object_set_new(o, "kernelVersion",
+                        p->kver_known
+                            ? json_pack("{s:i,s:i,s:i}", "major", (int)p->kver.major, "minor",
+                                        (int)p->kver.minor, "patch", (int)p->kver.patch)
+                            : json_null());
+    json_object_set_new(o, "root", json_boolean(p->root));
+    json_object_set_new(o, "cgroup", cgroup_json(&d->cg));
+
+    json_t *ns = json_object();
+    for (int i = 0; i < SBX_NS_COUNT; i++)
+        json_object_set_new(ns, sbx_ns_name((enum sbx_ns)i), json_boolean(p->ns[i].ok));
+    json_object_set_new(o, "namespaces", ns);
+    json_t *userns = feature_json(p->ns[SBX_NS_USER]);
+    json_object_set_new(userns, "max",
+                        p->max_user_ns >= 0 ? json_integer(p->max_user_ns) : json_null());
+    json_object_set_new(o, "userNamespaces", userns);
+
+    json_t *sc = feature_json(p->seccomp);
+    json_object_set_new(sc, "defaultProfileInstructions",
+                        p->seccomp_bpf_len >= 0 ? json_integer(p->seccomp_bpf_len) : json_null());
+    if (p->seccomp_bpf_len < 0)
+        json_object_set_new(sc, "profileError", json_string(p->seccomp_why));
+    json_object_set_new(o, "seccomp", sc);
+    json_t *nft = feature_json(p->nft_netlink.ok ? p->nf_tables : p->nft_netlink);
+    json_object_set_new(nft, "netlink", json_boolean(p->nft_netlink.ok));
+    json_object_set_new(o, "nftables", nft);
+    json_t *ll = feature_json(p->landlock);
+    json_object_set_new(ll, "abi", json_integer(p->landlock_abi));
+    json_object_set_new(o, "landlock", ll);
+    json_object_set_new(o, "clone3", json_boolean(p->clone3.ok));
+    json_object_set_new(o, "pidfd", json_boolean(p->pidfd.ok));
+
+    json_object_set_new(o, "isolation", plan_json(&d->plan));
+    json_t *warnings = json_array(), *missing = json_array();
+    for (size_t i = 0; i < d->plan.n_warn; i++) {
+        json_array_append_new(warnings, json_string(d->plan.warn[i].text));
+        if (d->plan.warn[i].required)
+            json_array_append_new(missing, json_string(d->plan.warn[i].text));
+    }
+    json_object_set_new(o, "warnings", warnings);
+    json_object_set_new(o, "missing", missing);
+    return o;
+}
+
+static int print_json(const struct doctor *d)
+{
+    json_t *o = doctor_json(d);
+    char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    if (!s) {
+        fprintf(stderr, "sandboxd doctor: cannot build the JSON report\n");
+        return -1;
+    }
+    puts(s);
+    free(s);
+    return 0;
+}
+
+/* ---- command ---- */
+
+/* 1 for --json, 0 for text, -1 for --help (done), -2 for a bad argument. */
+static int parse_doctor_opts(int argc, char **argv)
+{
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            doctor_usage(stdout);
+            return -1;
+        } else {
+            fprintf(stderr, "sandboxd doctor: %s '%s'\n",
+                    a[0] == '-' ? "unknown option" : "unexpected argument", a);
+            doctor_usage(stderr);
+            return -2;
+        }
+    }
+    return json;
+}
 
 int sbx_cmd_doctor(int argc, char **argv)
 {
-    fprintf(stderr, "sandboxd doctor: not yet\n");
-    return 1;
+    int json = parse_doctor_opts(argc, argv);
+    if (json < 0)
+        return json == -1 ? 0 : 2;
+
+    struct doctor d;
+    sbx_err e = {0};
+    char msg[600];
+    if (sbx_host_probe(&d.probe, &e) < 0 || sbx_cg_host_detect(false, &d.cg, &e) < 0) {
+        fprintf(stderr, "sandboxd doctor: %s\n", sbx_err_format(&e, msg, sizeof(msg)));
+        return 1;
+    }
+    sbx_isolation_plan_make(&d.probe, &d.cg, &d.plan);
+    if (json) {
+        if (print_json(&d) < 0)
+            return 1;
+    } else {
+        text_host(&d);
+        text_plan(&d.plan);
+    }
+    fflush(stdout);
+    return d.plan.full ? 0 : 1;
 }

@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "isolate/sandbox.h"
 #include "isolate/seccomp.h"
 
 /* New syscalls share one number on every architecture but alpha. */
@@ -122,32 +123,45 @@ static const char *needs(const struct sbx_host_probe *p, unsigned major, unsigne
     return buf;
 }
 
+/* One warning per cause: namespaces failing alike are named together. */
+static void plan_namespaces(const struct sbx_host_probe *p, struct sbx_isolation_plan *plan)
+{
+    bool told[SBX_NS_COUNT] = {false};
+    char r[128];
+    for (int i = 0; i < SBX_NS_COUNT; i++) {
+        plan->ns[i] = p->ns[i].ok;
+        if (p->ns[i].ok || told[i])
+            continue;
+        char names[96] = "";
+        for (int j = i; j < SBX_NS_COUNT; j++)
+            if (!p->ns[j].ok && p->ns[j].errnum == p->ns[i].errnum) {
+                told[j] = true;
+                size_t n = strlen(names);
+                snprintf(names + n, sizeof(names) - n, "%s%s", n ? ", " : "",
+                         sbx_ns_name((enum sbx_ns)j));
+            }
+        bool no_userns = i == SBX_NS_USER && p->max_user_ns == 0;
+        warn(plan, true, "%s namespaces unavailable (%s%s): run cannot create sandboxes", names,
+             reason(p->ns[i].errnum, r, sizeof(r)),
+             no_userns ? "; user.max_user_namespaces is 0" : "");
+    }
+}
+
 static void plan_required(const struct sbx_host_probe *p, struct sbx_isolation_plan *plan)
 {
     char r[128], k[64];
     if (!p->root)
         warn(plan, true,
-             "not running as root: run maps %u ids into each sandbox's user namespace and "
-             "writes cgroups, which needs root",
-             65536u);
-    for (int i = 0; i < SBX_NS_COUNT; i++) {
-        plan->ns[i] = p->ns[i].ok;
-        if (p->ns[i].ok)
-            continue;
-        if (i == SBX_NS_USER && p->max_user_ns == 0)
-            warn(plan, true,
-                 "user namespaces unavailable (%s; user.max_user_namespaces is 0): run cannot "
-                 "create sandboxes",
-                 reason(p->ns[i].errnum, r, sizeof(r)));
-        else
-            warn(plan, true, "%s namespaces unavailable (%s): run cannot create sandboxes",
-                 sbx_ns_name((enum sbx_ns)i), reason(p->ns[i].errnum, r, sizeof(r)));
-    }
+             "not running as root: run maps %u host ids into each sandbox's user namespace, "
+             "which needs root",
+             SBX_ID_RANGE);
+    plan_namespaces(p, plan);
     if (!p->seccomp.ok)
         warn(plan, true, "seccomp filters unavailable (%s): run cannot load its syscall filter",
              reason(p->seccomp.errnum, r, sizeof(r)));
     else if (p->seccomp_bpf_len < 0)
-        warn(plan, true, "the default seccomp profile does not compile on this host");
+        warn(plan, true, "the default seccomp profile does not compile on this host (%s)",
+             p->seccomp_why[0] ? p->seccomp_why : "no reason given");
     if (!p->clone3.ok)
         warn(plan, true, "clone3 unavailable (%s%s): run creates every sandbox with clone3",
              reason(p->clone3.errnum, r, sizeof(r)), needs(p, 5, 3, k, sizeof(k)));
@@ -295,21 +309,37 @@ static void try_namespaces(void *out)
         ns[i] = try_unshare(flags[i]);
 }
 
+struct seccomp_try {
+    int bpf_fd; /* the compiled default profile, -1 when it did not compile */
+    struct sbx_feature result;
+};
+
+/* Load what run loads (the default profile, through the same prctl), or a
+ * one-instruction allow-all filter when the profile did not compile, so the
+ * kernel's part is still known. */
 static void try_seccomp(void *out)
 {
-    struct sbx_feature *f = out;
-    uint32_t action = SECCOMP_RET_ERRNO;
+    struct seccomp_try *t = out;
     struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
     struct sock_fprog prog = {.len = 1, .filter = &allow};
-    if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0 ||
-        syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action) < 0 ||
-        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-        syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0) {
-        *f = feature(false, errno);
+    struct sbx_seccomp_progs progs = {0};
+    sbx_err e = {0};
+    if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+        t->result = feature(false, errno);
+        return;
+    }
+    if (t->bpf_fd >= 0) {
+        if (sbx_seccomp_progs_read(t->bpf_fd, &progs, &e) < 0 ||
+            sbx_seccomp_progs_load(&progs, &e) < 0) {
+            t->result = feature(false, e.errnum);
+            return;
+        }
+    } else if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0) {
+        t->result = feature(false, errno);
         return;
     }
     /* 2 is SECCOMP_MODE_FILTER: the filter is really on. */
-    *f = feature(prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 2, EINVAL);
+    t->result = feature(prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 2, EINVAL);
 }
 
 struct nft_answer {
@@ -429,9 +459,15 @@ int sbx_host_probe(struct sbx_host_probe *p, sbx_err *err)
         p->ns[i] = feature(false, rc);
     p->max_user_ns = read_long("/proc/sys/user/max_user_namespaces");
 
-    if ((rc = in_child(try_seccomp, &p->seccomp, sizeof(p->seccomp))) != 0)
-        p->seccomp = feature(false, rc);
-    p->seccomp_bpf_len = sbx_seccomp_bpf_len(SBX_SECCOMP_DEFAULT, NULL);
+    sbx_err se = {0};
+    struct seccomp_try sc = {.bpf_fd = sbx_seccomp_compile_fd(SBX_SECCOMP_DEFAULT, &se)};
+    p->seccomp_bpf_len = sc.bpf_fd < 0 ? -1 : sbx_seccomp_bpf_len(SBX_SECCOMP_DEFAULT, &se);
+    if (p->seccomp_bpf_len < 0)
+        sbx_err_format(&se, p->seccomp_why, sizeof(p->seccomp_why));
+    rc = in_child(try_seccomp, &sc, sizeof(sc));
+    p->seccomp = rc ? feature(false, rc) : sc.result;
+    if (sc.bpf_fd >= 0)
+        close(sc.bpf_fd);
 
     struct nft_answer nft;
     if ((rc = in_child(try_nftables, &nft, sizeof(nft))) != 0)

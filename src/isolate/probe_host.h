@@ -51,10 +51,12 @@ struct sbx_host_probe {
      * when there is none. */
     struct sbx_feature ns[SBX_NS_COUNT];
     long max_user_ns; /* /proc/sys/user/max_user_namespaces, -1 when unreadable */
-    /* A filter installed in a child with SECCOMP_RET_ERRNO available, and the
-     * default profile compiled (seccomp_bpf_len instructions, -1 when not). */
+    /* The default profile compiled (seccomp_bpf_len instructions, -1 when
+     * not) and loaded in a child as run loads it (an allow-all filter when it
+     * did not compile, so the kernel's part is still known). */
     struct sbx_feature seccomp;
     int seccomp_bpf_len;
+    char seccomp_why[SBX_ERR_MSG_MAX]; /* why the profile did not compile */
     /* A NETLINK_NETFILTER socket, and nf_tables answering NFT_MSG_GETGEN on it
      * (in a fresh user + network namespace when one can be made, as a sandbox
      * would ask). */

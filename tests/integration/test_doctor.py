@@ -1,0 +1,102 @@
+"""`sandboxd doctor`: what this host offers and the isolation run applies, as
+text and as JSON. The build hosts are cgroup v1 hybrid, run as root, with user
+namespaces and seccomp: full isolation, exit 0."""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from sbxtest import SANDBOXD, Suite, check  # noqa: E402
+
+S = Suite("doctor")
+
+
+def doctor(*args):
+    return subprocess.run([SANDBOXD, "doctor", *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+@S.case
+def json_reports_this_host():
+    p = doctor("--json")
+    check(p.returncode == 0, "exit 0 (full isolation)", p)
+    d = json.loads(p.stdout)  # the whole of stdout is one JSON object
+    check(isinstance(d, dict), "an object", d)
+    cg = d["cgroup"]
+    check(cg["mode"] == "v1", "cgroup v1 hybrid here", cg)
+    check(cg["controllers"]["memory"] is True and cg["controllers"]["pids"] is True,
+          "memory and pids controllers", cg)
+    check(all(b.endswith("/sandboxd") for b in cg["bases"].values()), "bases named sandboxd", cg)
+    check(d["userNamespaces"]["available"] is True, "user namespaces", d["userNamespaces"])
+    check(d["userNamespaces"]["max"] > 0, "max_user_namespaces", d["userNamespaces"])
+    check(d["seccomp"]["available"] is True, "seccomp", d["seccomp"])
+    check(d["root"] is True, "run as root", d)
+    check(d["kernel"] == os.uname().release, "kernel release", d["kernel"])
+    check(d["clone3"] is True and d["pidfd"] is True, "clone3 and pidfd", d)
+    check(isinstance(d["landlock"]["available"], bool) and
+          (d["landlock"]["abi"] > 0) == d["landlock"]["available"], "landlock", d["landlock"])
+    check(isinstance(d["nftables"]["available"], bool), "nftables", d["nftables"])
+    iso = d["isolation"]
+    check(iso["namespaces"] == ["user", "pid", "mount", "net", "ipc", "uts", "cgroup"],
+          "all namespaces", iso)
+    check(iso["limits"] == "cgroup-v1", "limits through cgroup v1", iso)
+    check(iso["cpuShareEnforced"] is (cg["controllers"]["cpu"] is True), "cpu share", iso)
+    check(iso["seccomp"] == "default" and iso["full"] is True, "seccomp default, full", iso)
+    check(d["missing"] == [], "nothing required missing", d["warnings"])
+    check(isinstance(d["warnings"], list), "warnings list", d)
+
+
+@S.case
+def text_is_readable():
+    p = doctor()
+    check(p.returncode == 0, "exit 0", p)
+    out = p.stdout
+    check("cgroup mode:" in out and "v1" in out, "mentions the cgroup mode", out)
+    check("user namespaces:" in out and "seccomp:" in out, "features listed", out)
+    check("Isolation sandboxd run will apply" in out, "the plan", out)
+    check("full isolation available" in out, "the verdict", out)
+    # key: value lines, values aligned in one column
+    cols = {line.index(":") for line in out.splitlines()
+            if line.startswith("  ") and not line.startswith("  -") and ":" in line}
+    starts = {len(line) - len(line[line.index(":") + 1:].lstrip())
+              for line in out.splitlines()
+              if line.startswith("  ") and not line.startswith("  -") and ":" in line}
+    check(len(cols) > 1 and len(starts) == 1, "values aligned", out)
+
+
+@S.case
+def unknown_option_exits_2():
+    p = doctor("--frobnicate")
+    check(p.returncode == 2, "exit 2", p)
+    check("--frobnicate" in p.stderr, "names the option", p)
+    check(p.stdout == "", "no report", p)
+    p = doctor("extra")
+    check(p.returncode == 2 and "extra" in p.stderr, "stray argument refused", p)
+
+
+@S.case
+def help_exits_0():
+    p = doctor("--help")
+    check(p.returncode == 0 and "--json" in p.stdout, "usage", p)
+
+
+@S.case
+def rlimit_host_is_reported_as_degraded():
+    """As an unprivileged user no cgroup is writable: limits fall back to
+    rlimits, said so, and run needs root, so full isolation is not possible."""
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        SANDBOXD, "doctor", "--json"], capture_output=True, text=True,
+                       timeout=60)
+    check(p.returncode == 1, "exit 1", p)
+    d = json.loads(p.stdout)
+    check(d["root"] is False, "not root", d)
+    check(d["cgroup"]["mode"] == "rlimit" and d["cgroup"]["why"], "rlimit with why", d["cgroup"])
+    iso = d["isolation"]
+    check(iso["limits"] == "rlimit" and iso["cpuShareEnforced"] is False, "rlimit plan", iso)
+    check(iso["memory"] == "RLIMIT_DATA" and iso["processes"] == "RLIMIT_NPROC", "rlimits", iso)
+    check(any("root" in m for m in d["missing"]), "root named as missing", d["missing"])
+    check(any("CPU share is NOT enforced" in w for w in d["warnings"]), "cpu warned", d)
+
+
+S.finish()

@@ -521,17 +521,17 @@ int sbx_cg_host_parse(const char *mountinfo, const char *proc_cgroup, struct sbx
 /* ---- host detection: preparing the bases ---- */
 
 /* mkdir the base (it may exist) and prove we can make cgroups in it. */
+/* A base we just made is writable by proof; an existing one is checked with
+ * access(), which also sees a read-only mount. No probe directory: this runs
+ * at the start of every `sandboxd run`. */
 static int ensure_writable(const char *base, sbx_err *err)
 {
-    if (mkdir(base, 0755) < 0 && errno != EEXIST)
+    if (mkdir(base, 0755) == 0)
+        return 0;
+    if (errno != EEXIST)
         return sbx_err_set(err, errno, "mkdir %s", base);
-    char probe[PATH_MAX];
-    if (snprintf(probe, sizeof(probe), "%s/.probe-%d", base, (int)getpid()) >= (int)sizeof(probe))
-        return sbx_err_set(err, ENAMETOOLONG, "cgroup path %s", base);
-    if (mkdir(probe, 0755) < 0 && errno != EEXIST)
-        return sbx_err_set(err, errno, "mkdir %s", probe);
-    if (rmdir(probe) < 0)
-        return sbx_err_set(err, errno, "rmdir %s", probe);
+    if (access(base, W_OK) < 0)
+        return sbx_err_set(err, errno, "cgroup %s not writable", base);
     return 0;
 }
 

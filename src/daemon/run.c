@@ -33,6 +33,8 @@ struct run_opts {
 };
 
 struct run_state {
+    enum sbx_seccomp_profile seccomp;
+    struct sbx_sandbox_fds fds;
     struct event_base *base;
     struct sbx_task *task;
     bool done;
@@ -190,6 +192,18 @@ static void relay_output(void *ud, enum sbx_stream s, const char *buf, size_t n)
     write_all(s == SBX_STDOUT ? STDOUT_FILENO : STDERR_FILENO, buf, n);
 }
 
+/* Called while the child builds its root: the init binary's memfd copy and
+ * the compiled seccomp profile. */
+static int prepare_fds(void *ud, struct sbx_sandbox_fds *fds, sbx_err *err)
+{
+    struct run_state *st = ud;
+    if ((st->fds.init_exe = sbx_init_exe_open(err)) < 0 ||
+        (st->fds.seccomp = sbx_seccomp_compile_fd(st->seccomp, err)) < 0)
+        return -1;
+    *fds = st->fds;
+    return 0;
+}
+
 static void task_done(void *ud, struct sbx_task *t)
 {
     struct run_state *st = ud;
@@ -255,16 +269,13 @@ int sbx_cmd_run(int argc, char **argv)
     }
     char **env = sbx_env_build(o.env, o.n_env, &e);
     struct sbx_cg_host cg_host;
-    int exe_fd = -1, seccomp_fd = -1;
-    struct run_state st = {0};
+    struct run_state st = {.seccomp = o.seccomp, .fds = {-1, -1}};
     struct event *sigs[3] = {0};
     char name[64];
     snprintf(name, sizeof(name), "run-%d", (int)getpid());
     signal(SIGPIPE, SIG_IGN);
 
     if (!env || sbx_cg_host_detect(o.force_rlimit, &cg_host, &e) < 0 ||
-        (exe_fd = sbx_init_exe_open(&e)) < 0 ||
-        (seccomp_fd = sbx_seccomp_compile_fd(o.seccomp, &e)) < 0 ||
         !(st.base = event_base_new())) {
         fprintf(stderr, "sandboxd run: %s\n", sbx_err_format(&e, msg, sizeof(msg)));
         goto out;
@@ -278,15 +289,15 @@ int sbx_cmd_run(int argc, char **argv)
             .gid = (gid_t)o.gid,
             .host_id_base = (uint32_t)o.host_id_base,
             .net = o.net,
-            .seccomp_fd = seccomp_fd,
             .cg_host = &cg_host,
             .cg_limits = o.lim,
             .file_size_bytes = o.file_size,
             .tmp_size_bytes = 64ull << 20,
             .nofile = 1024,
             .name = name,
-            .init_exe_fd = exe_fd,
         },
+        .fds = {-1, -1},
+        .prepare = prepare_fds,
         .timeout_s = o.timeout_s,
         .output_limit = o.output_limit,
         .stdin_fd = STDIN_FILENO,
@@ -322,10 +333,10 @@ out:
             event_free(sigs[i]);
     if (st.base)
         event_base_free(st.base);
-    if (exe_fd >= 0)
-        close(exe_fd);
-    if (seccomp_fd >= 0)
-        close(seccomp_fd);
+    if (st.fds.init_exe >= 0)
+        close(st.fds.init_exe);
+    if (st.fds.seccomp >= 0)
+        close(st.fds.seccomp);
     sbx_env_free(env);
     if (!o.workspace)
         nftw(tmp_ws, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);

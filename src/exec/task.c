@@ -311,6 +311,14 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
         free(t);
         return NULL;
     }
+    if (((t->o.fds.init_exe < 0 || t->o.fds.seccomp < 0) &&
+         (!o->prepare || o->prepare(o->ud, &t->o.fds, err) < 0)) ||
+        sbx_sandbox_send_fds(&t->sb, &t->o.fds, err) < 0) {
+        sbx_sandbox_kill(&t->sb);
+        sbx_sandbox_release(&t->sb, NULL);
+        free(t);
+        return NULL;
+    }
     set_nonblock(t->sb.stdout_fd);
     set_nonblock(t->sb.stderr_fd);
     int out_fds[2] = {t->sb.stdout_fd, t->sb.stderr_fd};

@@ -15,6 +15,11 @@ struct sbx_task;
 
 struct sbx_task_opts {
     struct sbx_spec spec;
+    /* The init binary and seccomp programs; when either is -1, prepare() is
+     * called right after the clone to provide both (so a one-shot caller
+     * builds them while the child builds its root). */
+    struct sbx_sandbox_fds fds;
+    int (*prepare)(void *ud, struct sbx_sandbox_fds *fds, sbx_err *err);
     double timeout_s;
     uint64_t output_limit; /* bytes kept per stream */
     /* stdin: either a buffer, or an fd of the caller to relay (-1: neither). */

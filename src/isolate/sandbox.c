@@ -107,6 +107,28 @@ static int place_fds(const int *src, int n, sbx_err *err)
     return 0;
 }
 
+static int recv_fds(int sock, int fds[2], sbx_err *err)
+{
+    char byte;
+    union {
+        char buf[CMSG_SPACE(2 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    ssize_t n;
+    while ((n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+        ;
+    if (n != 1)
+        _exit(125); /* our creator is gone */
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(2 * sizeof(int)))
+        return sbx_err_stage(err, "fds", EPROTO, "expected the init and seccomp fds");
+    memcpy(fds, CMSG_DATA(cm), 2 * sizeof(int));
+    return 0;
+}
+
 /* The whole in-sandbox setup, one step a line; the task's own steps (ids,
  * capabilities, rlimits, seccomp) are init's, just before its execve. */
 static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
@@ -152,8 +174,12 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
         child_fail(c->sync_fd, &(sbx_err){errno, "cgroup namespace", "unshare"});
     /* stdio on our pipes, the sync socket as fd 3, the task's seccomp
      * programs as fd 4; nothing else crosses exec. */
-    const int inherit[] = {c->stdio[0], c->stdio[1], c->stdio[2], c->sync_fd, spec->seccomp_fd};
-    int exe = fcntl(spec->init_exe_fd, F_DUPFD_CLOEXEC, 5);
+    /* Our creator sends the init binary and the seccomp programs meanwhile. */
+    int got[2];
+    if (recv_fds(c->sync_fd, got, &e) < 0)
+        child_fail(c->sync_fd, &e);
+    const int inherit[] = {c->stdio[0], c->stdio[1], c->stdio[2], c->sync_fd, got[1]};
+    int exe = fcntl(got[0], F_DUPFD_CLOEXEC, 5);
     if (exe < 0)
         child_fail(c->sync_fd, &(sbx_err){errno, "fds", "copy init binary fd"});
     if (place_fds(inherit, 5, &e) < 0)
@@ -328,6 +354,26 @@ fail:
         sbx_cgroup_destroy(&sb->cg, NULL);
     sb->cg_made = false;
     return -1;
+}
+
+int sbx_sandbox_send_fds(struct sbx_sandbox *sb, const struct sbx_sandbox_fds *fds, sbx_err *err)
+{
+    int pass[2] = {fds->init_exe, fds->seccomp};
+    union {
+        char buf[CMSG_SPACE(sizeof(pass))];
+        struct cmsghdr align;
+    } u = {0};
+    struct iovec iov = {.iov_base = "f", .iov_len = 1};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(pass));
+    memcpy(CMSG_DATA(cm), pass, sizeof(pass));
+    if (sendmsg(sb->sync_fd, &mh, MSG_NOSIGNAL) != 1)
+        return sbx_err_stage(err, "spawn", errno, "send init and seccomp fds");
+    return 0;
 }
 
 void sbx_sandbox_kill(struct sbx_sandbox *sb)

@@ -33,14 +33,20 @@ struct sbx_spec {
     gid_t gid;
     uint32_t host_id_base; /* inside 0..65535 -> host base..base+65535 */
     enum sbx_net_policy net;
-    int seccomp_fd; /* the profile compiled by sbx_seccomp_compile_fd() */
     const struct sbx_cg_host *cg_host;
     struct sbx_cg_limits cg_limits;
     uint64_t file_size_bytes; /* RLIMIT_FSIZE; 0 = unlimited */
     uint64_t tmp_size_bytes;  /* size of /tmp and /home/runner tmpfs */
     uint64_t nofile;          /* RLIMIT_NOFILE */
     const char *name;         /* unique, a safe path segment (cgroup name) */
-    int init_exe_fd;          /* from sbx_init_exe_open() */
+};
+
+/* What init is exec'd from and the task's seccomp programs. They reach the
+ * child over the sync socket after its root is built, so a caller that has
+ * not cached them can prepare them while the child works. */
+struct sbx_sandbox_fds {
+    int init_exe;   /* from sbx_init_exe_open() */
+    int seccomp;    /* from sbx_seccomp_compile_fd() */
 };
 
 /* A live sandbox as its creator holds it. */
@@ -84,6 +90,9 @@ int sbx_init_exe_open(sbx_err *err);
  * fd and the cgroup; the task's setup goes on in the child and its failures
  * arrive later as SBX_MSG_SETUP_ERROR. */
 int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_err *err);
+/* Hand the child its init binary and seccomp programs; it execs init once it
+ * has them. The fds stay the caller's. */
+int sbx_sandbox_send_fds(struct sbx_sandbox *sb, const struct sbx_sandbox_fds *fds, sbx_err *err);
 /* SIGKILL the whole sandbox: freeze where a freezer exists, kill init (and so
  * its pid namespace), thaw. Safe to call more than once. */
 void sbx_sandbox_kill(struct sbx_sandbox *sb);

@@ -1,0 +1,7 @@
+# Security probes (SECURITY.md's probe table): each attack run for real inside
+# `sandboxd run` by build/helpers/probe, with outcome and host-side checks.
+add_test(NAME security/probes
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/security/test_probes.py)
+set_tests_properties(security/probes PROPERTIES
+  ENVIRONMENT "SANDBOXD=$<TARGET_FILE:sandboxd>;SBX_HELPERS=${CMAKE_BINARY_DIR}/helpers"
+  TIMEOUT 600)

@@ -1,0 +1,493 @@
+#!/usr/bin/env python3
+"""SECURITY.md's probe table, run for real.
+
+Each case copies build/helpers/probe (tests/helpers/probe.c) into a fresh
+workspace, runs one attack as `sandboxd run ... -- /workspace/probe NAME`, and
+checks three things: the probe's own verdict (exit 0, "blocked:" lines, no
+"ESCAPED:" or "FAILED:" line), the outcome in sandboxd's JSON report, and what
+can only be seen from the host (file owners, leftover processes, file sizes,
+the captured output). Probes that need the network test bed or the HTTP API
+(16, 18, 19, 21, 22, 23 and the UDP half of 17) live elsewhere.
+
+Every sandbox here maps its ids to a host range of its own, far from the
+default 100000, so "no process of the sandbox's uid is left on the host" sees
+only our sandboxes even while other suites run."""
+import hashlib
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+import sbxtest  # noqa: E402
+from sbxtest import Suite, check, pids_of_uid, run, workspace_with_helpers  # noqa: E402
+
+RUNNER = 10001
+RANGE = 65536
+BASE = (0x40000000 // RANGE + random.randrange(1, 2048) * 2) * RANGE
+OTHER_BASE = BASE + RANGE
+HOST_UID = BASE + RUNNER
+MIB = 1 << 20
+
+# Cases run as they are defined (Suite.case): check the build first.
+for _need in (sbxtest.SANDBOXD, os.path.join(sbxtest.HELPERS, "probe")):
+    if not os.access(_need, os.X_OK):
+        print("FAIL setup: %s is missing (build first)" % _need)
+        print("probes: 0 passed, 1 failed")
+        sys.exit(1)
+print("probes: sandboxes map their ids to host %d.. (runner %d); sandboxd %s" %
+      (BASE, HOST_UID, sbxtest.SANDBOXD))
+sys.stdout.flush()
+suite = Suite("probes")
+
+
+def text(b):
+    return b.decode("utf-8", "replace") if isinstance(b, bytes) else (b or "")
+
+
+def verdict_lines(res):
+    """The probe's ESCAPED / FAILED lines, for failure messages."""
+    lines = text(res.stdout).splitlines() + text(res.stderr).splitlines()
+    return [l for l in lines if l.startswith(("ESCAPED", "FAILED"))]
+
+
+def describe(res):
+    bad = verdict_lines(res)
+    out = text(res.stdout)
+    if bad:
+        detail = "\n  ".join(bad)
+    else:
+        detail = "stdout: %s\n  stderr: %s" % (out[-1500:], text(res.stderr)[-800:])
+    return "code=%r report=%r\n  %s" % (res.code, res.report, detail)
+
+
+def assert_no_leftovers(uid=HOST_UID):
+    left = pids_of_uid(uid)
+    check(not left, "processes of host uid %d left after the sandbox ended: %r" % (uid, left))
+
+
+class Watch:
+    """Counts, from the host, the processes of a uid while a sandbox runs: the
+    peak proves the host-side view works (so "none left" means something) and
+    shows caps as the host sees them."""
+
+    def __init__(self, uid=HOST_UID):
+        self.uid, self.peak, self._stop = uid, 0, threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, len(pids_of_uid(self.uid)))
+            time.sleep(0.02)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def probe(name, *args, opts=(), ws=None, base=BASE, env=None, timeout=60):
+    """Runs /workspace/probe NAME ARGS in a sandbox. A workspace made here is
+    removed; one passed in stays for the caller's host-side checks."""
+    own = ws is None
+    if own:
+        ws = workspace_with_helpers("probe")
+    try:
+        res = run(["/workspace/probe", name] + [str(a) for a in args],
+                  "--host-id-base", str(base), *opts,
+                  workspace=ws, stdin=b"", timeout=timeout, env=env)
+    finally:
+        if own:
+            shutil.rmtree(ws, ignore_errors=True)
+    check(res.code is not None and res.code >= 0,
+          "sandboxd itself died by a signal", res)
+    check(res.report is not None, "sandboxd wrote no report", res)
+    assert_no_leftovers(base + RUNNER)
+    return res
+
+
+def expect_blocked(res, what):
+    """The probe ran to its end and every attempt was answered as promised."""
+    out = text(res.stdout)
+    check(res.report["outcome"] == "exited" and res.report["exitCode"] == 0 and res.code == 0,
+          "%s: the probe did not end cleanly (exit 0)\n  %s" % (what, describe(res)))
+    check(not verdict_lines(res), "%s: an attack got through\n  %s" % (what, describe(res)))
+    check("blocked:" in out or "ok:" in out,
+          "%s: the probe reported no attempt\n  %s" % (what, describe(res)))
+
+
+def expect_mode(res, mode):
+    lim = res.report["limits"]
+    check(res.report["cgroupMode"] == mode, "cgroupMode is %r, expected %r" %
+          (res.report["cgroupMode"], mode), res)
+    check(lim["cpuEnforced"] is (mode != "rlimit"), "limits.cpuEnforced is %r in mode %s" %
+          (lim["cpuEnforced"], mode), res)
+    check(lim["enforcedBy"] == ("rlimit" if mode == "rlimit" else "cgroup"),
+          "limits.enforcedBy is %r in mode %s" % (lim["enforcedBy"], mode), res)
+
+
+# The cgroup mode sandboxes get without --cgroup: v1 on our cgroup-v1-hybrid
+# build machines, v2 where the unified hierarchy is mounted at /sys/fs/cgroup.
+HOST_MODE = os.environ.get("SBX_CGROUP_MODE") or (
+    "v2" if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else "v1")
+RLIMIT = ("--cgroup", "rlimit")
+
+
+@suite.case
+def p01_host_secrets_and_daemon_state_and_control_dirs_unreadable():
+    # The state dir under /tmp (which the sandbox replaces), the control dir
+    # next to sandboxd (which is no part of the sandbox's root either).
+    tmps = [tempfile.mkdtemp(prefix="sbx-sec-state-"),
+            tempfile.mkdtemp(prefix="sbx-sec-control-",
+                             dir=os.path.dirname(os.path.realpath(sbxtest.SANDBOXD)))]
+    try:
+        paths = []
+        for d in tmps:
+            f = os.path.join(d, "secret.txt")
+            with open(f, "w") as fh:
+                fh.write("host secret\n")
+            paths += [d, f]
+        # The daemon's binary and this suite's sources are host files too.
+        paths += [os.path.realpath(sbxtest.SANDBOXD), os.path.abspath(__file__)]
+        res = probe("read-host", *paths)
+        expect_blocked(res, "read host files")
+        for p in paths:
+            check(p in text(res.stdout), "probe did not try %s" % p, res)
+    finally:
+        for d in tmps:
+            shutil.rmtree(d)
+
+
+@suite.case
+def p02_system_dirs_and_root_read_only():
+    before = {p: os.path.exists(p) for p in
+              ("/sbx-probe-file", "/usr/sbx-probe-file", "/etc/sbx-probe-file",
+               "/sbx-probe-dir", "/etc/sbx-probe-dir", "/sbx-probe-link")}
+    expect_blocked(probe("write-system"), "write system dirs")
+    for p, existed in before.items():
+        check(os.path.exists(p) == existed, "host path %s changed" % p)
+
+
+@suite.case
+def p03_workspace_and_tmp_writable_files_owned_by_the_clones_own_uid():
+    owners = []
+    for base in (BASE, OTHER_BASE):
+        ws = workspace_with_helpers("probe")
+        try:
+            token = "written-by-sandbox-%d" % base
+            res = probe("workspace-rw", token, ws=ws, base=base)
+            expect_blocked(res, "write and read back")
+            f = os.path.join(ws, "probe-owned.txt")
+            with open(f) as fh:
+                check(fh.read() == token, "host sees other content in %s" % f)
+            st = os.stat(f)
+            check((st.st_uid, st.st_gid) == (base + RUNNER, base + RUNNER),
+                  "workspace file owned by %d:%d on the host, expected %d:%d" %
+                  (st.st_uid, st.st_gid, base + RUNNER, base + RUNNER))
+            owners.append(st.st_uid)
+        finally:
+            shutil.rmtree(ws)
+    check(owners[0] != owners[1], "two host id bases gave the same owner %d" % owners[0])
+    check(not os.path.exists("/tmp/probe-tmp.txt"), "the sandbox's /tmp file reached the host's")
+
+
+@suite.case
+def p04_proc_shows_only_the_sandboxs_own_processes():
+    res = probe("proc-list", os.getpid(), os.getppid())
+    expect_blocked(res, "list processes")
+    check("pid 1 is the sandbox's init" in text(res.stdout), "pid 1 not checked", res)
+
+
+def identity(seccomp):
+    res = probe("identity", opts=("--seccomp", seccomp))
+    expect_blocked(res, "identity under --seccomp " + seccomp)
+    out = text(res.stdout)
+    for field in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp"):
+        check(field + " is" in out, "%s not checked" % field, res)
+
+
+@suite.case
+def p05_runner_ids_no_capabilities_nnp_seccomp_default():
+    identity("default")
+
+
+@suite.case
+def p05_runner_ids_no_capabilities_nnp_seccomp_strict():
+    identity("strict")
+
+
+def syscalls(seccomp):
+    host = socket.gethostname()
+    res = probe("syscalls", opts=("--seccomp", seccomp))
+    expect_blocked(res, "denied syscalls under --seccomp " + seccomp)
+    out = text(res.stdout)
+    for line in ("clone3(plain fork) -> ENOSYS", "unshare(CLONE_NEWUSER) -> EPERM",
+                 "clone(CLONE_NEWNS) -> EPERM", "mount(tmpfs on /tmp) -> EPERM",
+                 "personality(PER_BSD) -> EPERM", "x32 getpid", "i386 getpid",
+                 "pthread_create still works"):
+        check(line in out, "expected line %r missing" % line, res)
+    check(out.count("blocked:") >= 60, "only %d attempts blocked" % out.count("blocked:"), res)
+    check(socket.gethostname() == host, "host name changed")
+
+
+@suite.case
+def p06_denied_syscalls_seccomp_default():
+    syscalls("default")
+
+
+@suite.case
+def p06_denied_syscalls_seccomp_strict():
+    syscalls("strict")
+
+
+@suite.case
+def p07_tiocsti_with_high_bits_refused_nothing_injected():
+    res = probe("tiocsti")
+    expect_blocked(res, "terminal injection")
+    check("no character reached the terminal's input" in text(res.stdout), "not checked", res)
+
+
+def run_with_fds(cmd, opts, ws, fds):
+    """sbxtest.run, but sandboxd inherits the given fds (as a careless parent
+    could leave them): none may reach the task."""
+    fd, report_path = tempfile.mkstemp(prefix="sbx-report-")
+    os.close(fd)
+    args = [sbxtest.SANDBOXD, "run", "--report", report_path, "--workspace", ws]
+    args += list(opts) + ["--"] + list(cmd)
+    try:
+        p = subprocess.run(args, input=b"", capture_output=True, timeout=60, pass_fds=fds)
+        with open(report_path) as f:
+            report = json.loads(f.read() or "null")
+    finally:
+        os.unlink(report_path)
+    return sbxtest.Result(p, report, p.stdout, p.stderr)
+
+
+@suite.case
+def p08_no_fd_above_2_even_when_sandboxd_inherits_some():
+    ws = workspace_with_helpers("probe")
+    secret = os.open(os.path.realpath(sbxtest.SANDBOXD), os.O_RDONLY)
+    r, w = os.pipe()
+    try:
+        res = run_with_fds(["/workspace/probe", "fds"], ("--host-id-base", str(BASE)), ws,
+                           (secret, r, w))
+        check(res.report is not None, "no report", res)
+        expect_blocked(res, "inherited fds")
+        check("no fd above 2 open at exec" in text(res.stdout), "not checked", res)
+        assert_no_leftovers()
+    finally:
+        for fd in (secret, r, w):
+            os.close(fd)
+        shutil.rmtree(ws)
+
+
+@suite.case
+def p09_environment_is_the_whitelist_plus_env_options_only():
+    secrets = {"SBX_PROBE_SECRET": "s3cr3t-%d" % random.randrange(1 << 30),
+               "AWS_SECRET_ACCESS_KEY": "aws-%d" % random.randrange(1 << 30),
+               "SANDBOXD_API_TOKEN": "tok-%d" % random.randrange(1 << 30)}
+    env = dict(os.environ, **secrets)
+    res = probe("env", "PROBE_VISIBLE=yes", opts=("--env", "PROBE_VISIBLE=yes"), env=env)
+    expect_blocked(res, "environment")
+    for k, v in secrets.items():
+        check(k not in text(res.stdout) and v not in text(res.stdout),
+              "sandboxd's variable %s reached the task" % k, res)
+
+
+def forkbomb(opts, mode):
+    t0 = time.monotonic()
+    with Watch() as w:
+        res = probe("forkbomb", 16, opts=("--pids", "16", "--timeout", "10") + opts)
+    expect_blocked(res, "fork bomb")
+    check(0 < w.peak <= 16, "the host saw up to %d processes of the sandbox's uid (limit 16)" %
+          w.peak, res)
+    check(time.monotonic() - t0 < 9, "the fork bomb's task took %.1fs to end" %
+          (time.monotonic() - t0), res)
+    check(res.report["limits"]["pids"] == 16, "pid limit not reported", res)
+    expect_mode(res, mode)
+    # The host and sandboxd still answer: a host command and a new sandbox work.
+    check(subprocess.run(["true"]).returncode == 0, "host cannot start a process")
+    expect_blocked(probe("fds"), "a sandbox right after the fork bomb")
+
+
+@suite.case
+def p10_fork_bomb_capped_at_pid_limit_and_fully_reaped():
+    forkbomb((), HOST_MODE)
+
+
+@suite.case
+def p10_fork_bomb_rlimit_mode():
+    forkbomb(RLIMIT, "rlimit")
+
+
+@suite.case
+def p11_memory_bomb_ends_as_oom():
+    res = probe("membomb", 1024, opts=("--memory", "64M", "--timeout", "30"))
+    rep = res.report
+    check(rep["outcome"] == "oom" and rep["oomKilled"] is True,
+          "memory bomb outcome %r oomKilled %r, expected oom/true" %
+          (rep["outcome"], rep["oomKilled"]), res)
+    check("ESCAPED" not in text(res.stdout), "memory bomb got its 1 GiB", res)
+    check(res.code == rep["exitCode"], "sandboxd exit code %r differs from the report's %r" %
+          (res.code, rep["exitCode"]), res)
+    check(rep["peakMemoryBytes"] <= 64 * MIB, "peak memory %d above the limit" %
+          rep["peakMemoryBytes"], res)
+    expect_mode(res, HOST_MODE)
+
+
+@suite.case
+def p11_memory_bomb_rlimit_mode_ends_by_allocation_failure():
+    res = probe("membomb", 1024, opts=("--memory", "64M", "--timeout", "30") + RLIMIT)
+    rep = res.report
+    check(rep["outcome"] in ("exited", "signaled"), "memory bomb outcome %r, expected "
+          "exited or signaled" % rep["outcome"], res)
+    check(rep["wallSeconds"] < 20, "memory bomb ran %.1fs" % rep["wallSeconds"], res)
+    check("ESCAPED" not in text(res.stdout), "memory bomb got its 1 GiB", res)
+    if rep["outcome"] == "exited":
+        expect_blocked(res, "memory bomb (rlimit)")
+        check("allocation failed (ENOMEM)" in text(res.stdout), "no ENOMEM reported", res)
+    expect_mode(res, "rlimit")
+
+
+@suite.case
+def p12_cpu_hog_gets_a_quarter_core():
+    res = probe("cpuhog", 3, 2, opts=("--cpu", "0.25", "--timeout", "20"))
+    rep = res.report
+    check(rep["outcome"] == "exited" and rep["exitCode"] == 0, "cpu hog did not exit", res)
+    ratio = rep["cpuSeconds"] / rep["wallSeconds"]
+    check(0.25 * 0.7 <= ratio <= 0.25 * 1.3,
+          "CPU %.3fs over wall %.3fs = %.3f cores, expected 0.25 +-30%%" %
+          (rep["cpuSeconds"], rep["wallSeconds"], ratio), res)
+    expect_mode(res, HOST_MODE)
+
+
+def daemonize(opts, mode):
+    t0 = time.monotonic()
+    with Watch() as w:
+        res = probe("daemonize", 3, opts=("--timeout", "1") + opts, timeout=30)
+    took = time.monotonic() - t0
+    # The probe, 3 lingering grandchildren and the pid-hopper were alive at once.
+    check(w.peak >= 5, "the host saw only %d processes of the sandbox's uid" % w.peak, res)
+    rep = res.report
+    check(rep["outcome"] == "timeout" and rep["exitCode"] == 124 and res.code == 124,
+          "outcome %r exit %r (sandboxd %r), expected timeout/124" %
+          (rep["outcome"], rep["exitCode"], res.code), res)
+    check("left 3 daemonized grandchildren" in text(res.stdout), "probe did not daemonize", res)
+    check(took < 6, "the timeout of 1s took %.1fs to end the task" % took, res)
+    expect_mode(res, mode)
+
+
+@suite.case
+def p13_timeout_kills_daemonized_grandchildren():
+    daemonize((), HOST_MODE)
+
+
+@suite.case
+def p13_timeout_kills_daemonized_grandchildren_rlimit_mode():
+    daemonize(RLIMIT, "rlimit")
+
+
+def flood(opts, mode):
+    res = probe("flood", 50_000_000, "stdout", opts=opts)
+    rep = res.report
+    check(rep["outcome"] == "exited" and rep["exitCode"] == 0,
+          "flood outcome %r exit %r" % (rep["outcome"], rep["exitCode"]), res)
+    check(rep["stdoutTruncated"] is True, "stdoutTruncated not set", res)
+    check(rep["stdoutBytes"] >= 50_000_000, "stdoutBytes %d < 50e6" % rep["stdoutBytes"], res)
+    check(len(res.stdout) == 10 * MIB, "captured %d bytes of stdout, expected exactly 10 MiB" %
+          len(res.stdout))
+    check(rep["limits"]["outputLimitBytes"] == 10 * MIB, "output limit not reported", res)
+    expect_mode(res, mode)
+
+
+@suite.case
+def p14_output_flood_capped_at_10mib():
+    flood((), HOST_MODE)
+
+
+@suite.case
+def p14_output_flood_capped_rlimit_mode():
+    flood(RLIMIT, "rlimit")
+
+
+@suite.case
+def p14_stderr_flood_capped_too():
+    res = probe("flood", 30_000_000, "stderr")
+    rep = res.report
+    check(rep["outcome"] == "exited" and rep["exitCode"] == 0, "stderr flood did not exit", res)
+    check(rep["stderrTruncated"] is True and rep["stdoutTruncated"] is False,
+          "truncation flags wrong", res)
+    check(rep["stderrBytes"] >= 30_000_000, "stderrBytes %d" % rep["stderrBytes"], res)
+    check(len(res.stderr) == 10 * MIB,
+          "captured %d bytes of stderr, expected exactly 10 MiB" % len(res.stderr))
+
+
+def bigfile(opts, mode):
+    for variant in ("default", "ignore-sigxfsz"):
+        ws = workspace_with_helpers("probe")
+        try:
+            res = probe("bigfile", "/workspace/big.bin", 120, variant,
+                        opts=("--file-size", "10M") + opts, ws=ws)
+            rep = res.report
+            size = os.path.getsize(os.path.join(ws, "big.bin"))
+            check(size <= 10 * MIB, "host file grew to %d bytes past the 10M limit" % size, res)
+            if variant == "default":
+                check(rep["outcome"] == "signaled" and rep["signal"] == 25,
+                      "outcome %r signal %r, expected signaled by SIGXFSZ (25)" %
+                      (rep["outcome"], rep["signal"]), res)
+            else:
+                expect_blocked(res, "file size (SIGXFSZ ignored)")
+                check("EFBIG" in text(res.stdout), "EFBIG not reported", res)
+            check(rep["limits"]["fileSizeBytes"] == 10 * MIB, "file size limit not reported", res)
+            expect_mode(res, mode)
+        finally:
+            shutil.rmtree(ws)
+
+
+@suite.case
+def p15_file_over_the_size_limit_sigxfsz_or_efbig():
+    bigfile((), HOST_MODE)
+
+
+@suite.case
+def p15_file_over_the_size_limit_rlimit_mode():
+    bigfile(RLIMIT, "rlimit")
+
+
+@suite.case
+def p17_raw_and_packet_sockets_refused():
+    expect_blocked(probe("raw-sockets"), "raw sockets")
+
+
+@suite.case
+def p20_routes_interfaces_and_nftables_unchangeable():
+    expect_blocked(probe("netconfig"), "network configuration")
+
+
+@suite.case
+def p24_init_and_host_processes_cannot_be_killed_or_traced():
+    res = probe("signal-init", os.getpid(), os.getppid())
+    expect_blocked(res, "signal init")
+    check("init (pid 1) still alive" in text(res.stdout), "init liveness not checked", res)
+
+
+@suite.case
+def p25_proc_exe_of_task_and_init_not_writable_init_exe_unreachable():
+    with open(sbxtest.SANDBOXD, "rb") as f:
+        before = hashlib.sha256(f.read()).hexdigest()
+    expect_blocked(probe("exe"), "/proc/*/exe")
+    with open(sbxtest.SANDBOXD, "rb") as f:
+        check(hashlib.sha256(f.read()).hexdigest() == before, "sandboxd's binary changed")
+
+
+suite.finish()

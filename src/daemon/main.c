@@ -2,7 +2,6 @@
 #include <string.h>
 
 #include "daemon/cmd.h"
-#include "isolate/sandbox.h"
 
 #define SBX_VERSION "0.1.0"
 
@@ -14,11 +13,8 @@ static void usage(FILE *f)
                "Run 'sandboxd run --help' for the run options.\n");
 }
 
-int main(int argc, char **argv, char **envp)
+int main(int argc, char **argv)
 {
-    /* A sandbox's pid 1 is a fresh exec of this binary under this name. */
-    if (argc > 0 && strcmp(argv[0], SBX_INIT_ARGV0) == 0)
-        sbx_init_main(argc, argv, envp);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -923,6 +923,9 @@ static bool wait_empty(const char *dir, long ms)
  * pid be reused) while we go through the list, kill, thaw so the kills land. */
 static int kill_loop(const struct sbx_cgroup *cg, const char *dir, sbx_err *err)
 {
+    /* The usual case after a sandbox's init exited: nothing to freeze for. */
+    if (wait_empty(dir, 0))
+        return 0;
     for (int round = 0; round < CG_KILL_ROUNDS; round++) {
         (void)sbx_cgroup_freeze(cg, true, NULL);
         int n = kill_listed(dir, err);

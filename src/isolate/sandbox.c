@@ -37,22 +37,20 @@ const char *sbx_net_policy_name(enum sbx_net_policy p)
     return p == SBX_NET_HOST ? "host" : "none";
 }
 
+/* The init program, linked in by init_blob.S. */
+extern const unsigned char sbx_init_blob[], sbx_init_blob_end[];
+
 int sbx_init_exe_open(sbx_err *err)
 {
-    cleanup_fd int src = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-    if (src < 0)
-        return sbx_err_stage(err, "init binary", errno, "open /proc/self/exe");
-    struct stat st;
-    if (fstat(src, &st) < 0)
-        return sbx_err_stage(err, "init binary", errno, "stat /proc/self/exe");
     cleanup_fd int fd = memfd_create("sandbox-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return sbx_err_stage(err, "init binary", errno, "memfd_create");
-    for (off_t done = 0; done < st.st_size;) {
-        ssize_t n = sendfile(fd, src, NULL, (size_t)(st.st_size - done));
+    size_t len = (size_t)(sbx_init_blob_end - sbx_init_blob);
+    for (size_t done = 0; done < len;) {
+        ssize_t n = write(fd, sbx_init_blob + done, len - done);
         if (n <= 0)
-            return sbx_err_stage(err, "init binary", n < 0 ? errno : EIO, "copy to memfd");
-        done += n;
+            return sbx_err_stage(err, "init binary", n < 0 ? errno : EIO, "write memfd");
+        done += (size_t)n;
     }
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
         return sbx_err_stage(err, "init binary", errno, "seal memfd");

@@ -81,9 +81,10 @@ struct sbx_init_msg {
     char text[SBX_ERR_MSG_MAX];
 };
 
-/* A sealed memfd copy of our own binary that each sandbox's init is exec'd
- * from, so no daemon memory or fd crosses into it and nothing inside can write
- * to the binary. Made once per process; the caller owns the fd. */
+/* A sealed memfd holding the init program (built with the daemon and embedded
+ * in it) that each sandbox's pid 1 is exec'd from: a fresh exec, so no daemon
+ * memory or fd crosses into the sandbox, and nothing inside can write to the
+ * binary. Made once per process; the caller owns the fd. */
 int sbx_init_exe_open(sbx_err *err);
 
 /* Make the cgroup, clone the sandbox and let it run. On success *sb owns every
@@ -100,6 +101,5 @@ void sbx_sandbox_kill(struct sbx_sandbox *sb);
  * still holds, remove the cgroup, close the fds. */
 int sbx_sandbox_release(struct sbx_sandbox *sb, sbx_err *err);
 
-/* Entry point of the init process (argv[0] == SBX_INIT_ARGV0). Never returns. */
+/* argv[0] of every sandbox's init (src/isolate/init/). */
 #define SBX_INIT_ARGV0 "sandbox-init"
-__attribute__((noreturn)) void sbx_init_main(int argc, char **argv, char **envp);

@@ -1,4 +1,5 @@
-/* pid 1 of every sandbox: a fresh exec of our own binary. It starts the task
+/* pid 1 of every sandbox: our own small static program (built against musl,
+ * embedded in sandboxd and exec'd from a sealed memfd). It starts the task
  * with every privilege dropped, reaps whatever is reparented to it, forwards
  * signals from outside, and reports the task's end to its creator over the sync
  * socket (fd 3). When it exits, the kernel kills everything else in the pid
@@ -19,6 +20,10 @@
 #include "base/parse.h"
 #include "isolate/sandbox.h"
 #include "isolate/seccomp.h"
+
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
 
 #define SYNC_FD 3
 #define SECCOMP_FD 4
@@ -143,11 +148,10 @@ static __attribute__((noreturn)) void run_task(const struct init_opts *o)
     fail(saved == ENOENT ? 127 : 126, &e);
 }
 
-void sbx_init_main(int argc, char **argv, char **envp)
+int main(int argc, char **argv)
 {
     struct init_opts o = {.uid = SBX_RUNNER_ID, .gid = SBX_RUNNER_ID};
     sbx_err e = {0};
-    (void)envp;
     if (parse_opts(argc, argv, &o, &e) < 0)
         fail(125, &e);
     /* The seccomp programs were compiled by our creator; read them now, while

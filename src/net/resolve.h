@@ -1,0 +1,42 @@
+/* Name resolution for the egress: static host entries of the policy first,
+ * then the upstream resolvers through libevent's evdns (never blocking the
+ * loop). Also the per-sandbox record of which names our DNS answered with which
+ * addresses, so a transparent connection can be matched to a domain rule. */
+#pragma once
+
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <stddef.h>
+
+#include "net/policy.h"
+
+#define SBX_RESOLVE_MAX 16
+
+struct sbx_resolver;
+
+/* Upstream: nameservers "ip" or "ip:port" (NULL-terminated), or NULL for the
+ * host's /etc/resolv.conf. */
+struct sbx_resolver *sbx_resolver_new(struct event_base *base, const struct sbx_policy *policy,
+                                      const char *const *upstream, sbx_err *err);
+void sbx_resolver_free(struct sbx_resolver *r);
+struct evdns_base *sbx_resolver_evdns(struct sbx_resolver *r);
+
+/* errnum 0 and n >= 1 addresses on success; otherwise an errno (ENOENT for
+ * NXDOMAIN, ETIMEDOUT, EAI-like failures mapped to EHOSTUNREACH). Called
+ * exactly once unless cancelled. */
+typedef void (*sbx_resolve_cb)(void *ud, int errnum, const struct sbx_addr *addrs, size_t n);
+struct sbx_resolve_req;
+/* family AF_INET, AF_INET6 or AF_UNSPEC (both, IPv4 first). A literal address
+ * is answered at once (still through the callback, from the loop). */
+struct sbx_resolve_req *sbx_resolve(struct sbx_resolver *r, const char *name, int family,
+                                    sbx_resolve_cb cb, void *ud);
+void sbx_resolve_cancel(struct sbx_resolve_req *req);
+
+/* Names our DNS answered to one sandbox, by address (latest answer wins;
+ * bounded, oldest evicted). */
+struct sbx_dns_answers;
+struct sbx_dns_answers *sbx_dns_answers_new(size_t max_entries);
+void sbx_dns_answers_free(struct sbx_dns_answers *a);
+void sbx_dns_answers_add(struct sbx_dns_answers *a, const char *name, const struct sbx_addr *addr);
+/* The name for addr, or NULL. */
+const char *sbx_dns_answers_lookup(const struct sbx_dns_answers *a, const struct sbx_addr *addr);

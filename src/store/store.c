@@ -1,0 +1,318 @@
+#include "store/store_int.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define DEFAULT_BUSY_TIMEOUT_MS 50
+#define DEFAULT_EVENT_BOUND 10000
+/* The WAL is truncated back to this size after a checkpoint. */
+#define WAL_SIZE_LIMIT (64 << 20)
+
+int64_t store_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int store_errnum(sqlite3 *db, int rc)
+{
+    int sys = db ? sqlite3_system_errno(db) : 0;
+
+    switch (rc & 0xff) {
+    case SQLITE_FULL:
+        return ENOSPC;
+    case SQLITE_IOERR:
+        /* A failed write that the kernel refused for space (fallocate, the
+         * shared-memory file) comes back as an I/O error. */
+        return sys == ENOSPC || sys == EDQUOT ? ENOSPC : EIO;
+    case SQLITE_CANTOPEN:
+        return sys ? sys : EIO;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return EBUSY;
+    case SQLITE_NOMEM:
+        return ENOMEM;
+    case SQLITE_READONLY:
+        return EROFS;
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+        return EACCES;
+    case SQLITE_TOOBIG:
+        return EFBIG;
+    case SQLITE_RANGE:
+    case SQLITE_MISMATCH:
+    case SQLITE_MISUSE:
+        return EINVAL;
+    case SQLITE_CONSTRAINT:
+        switch (rc) {
+        case SQLITE_CONSTRAINT_PRIMARYKEY:
+        case SQLITE_CONSTRAINT_UNIQUE:
+            return EEXIST;
+        case SQLITE_CONSTRAINT_TRIGGER:
+            return EPERM;
+        default:
+            return EINVAL;
+        }
+    default: /* CORRUPT, NOTADB, PROTOCOL, … */
+        return EIO;
+    }
+}
+
+int store_fail(struct sbx_store *st, sbx_err *err, int rc, const char *fmt, ...)
+{
+    char what[160];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    /* sqlite3_errmsg() describes the last call on the connection, which may be
+     * a later reset: prefer the message of rc itself when they disagree. */
+    const char *msg = st && st->db && sqlite3_extended_errcode(st->db) == rc
+                          ? sqlite3_errmsg(st->db)
+                          : sqlite3_errstr(rc);
+    return sbx_err_set(err, store_errnum(st ? st->db : NULL, rc), "store: %s: %s", what, msg);
+}
+
+sqlite3_stmt *store_prepare(struct sbx_store *st, sqlite3_stmt **slot, const char *sql,
+                            sbx_err *err)
+{
+    if (*slot)
+        return *slot;
+    int rc = sqlite3_prepare_v3(st->db, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, NULL);
+    if (rc != SQLITE_OK) {
+        *slot = NULL;
+        store_fail(st, err, rc, "prepare \"%.60s\"", sql);
+        return NULL;
+    }
+    return *slot;
+}
+
+sqlite3_stmt *store_stmt(struct sbx_store *st, enum store_stmt id, const char *sql, sbx_err *err)
+{
+    return store_prepare(st, &st->stmts[id], sql, err);
+}
+
+int store_enter(struct sbx_store *st, sbx_err *err)
+{
+    if (st->in_callback)
+        return sbx_err_set(err, EBUSY, "store: called from inside one of its own callbacks");
+    return 0;
+}
+
+int store_bind_text(sqlite3_stmt *s, int idx, const char *v)
+{
+    return v ? sqlite3_bind_text(s, idx, v, -1, SQLITE_STATIC) : sqlite3_bind_null(s, idx);
+}
+
+int store_bind_blob(sqlite3_stmt *s, int idx, const void *v, size_t len)
+{
+    if (!v)
+        return sqlite3_bind_null(s, idx);
+    return sqlite3_bind_blob64(s, idx, v, len, SQLITE_STATIC);
+}
+
+int store_exec(struct sbx_store *st, sqlite3_stmt *s, sbx_err *err, const char *what)
+{
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        ;
+    if (rc != SQLITE_DONE)
+        return store_fail(st, err, rc, "%s", what);
+    return 0;
+}
+
+static int simple(struct sbx_store *st, enum store_stmt id, const char *sql, sbx_err *err)
+{
+    cleanup_stmt sqlite3_stmt *s = store_stmt(st, id, sql, err);
+    if (!s)
+        return -1;
+    return store_exec(st, s, err, sql);
+}
+
+static void rollback(struct sbx_store *st)
+{
+    /* After SQLITE_FULL or an I/O error SQLite may already have rolled the
+     * transaction back itself; only an open one is ended here. */
+    if (!sqlite3_get_autocommit(st->db))
+        simple(st, STMT_ROLLBACK, "ROLLBACK", NULL);
+}
+
+static int run_txn(struct sbx_store *st, enum store_stmt begin, const char *begin_sql,
+                   int (*fn)(struct sbx_store *st, void *ctx, sbx_err *err), void *ctx,
+                   sbx_err *err)
+{
+    if (simple(st, begin, begin_sql, err) < 0)
+        return -1;
+    int r = fn(st, ctx, err);
+    if (r < 0) {
+        rollback(st);
+        return -1;
+    }
+    if (simple(st, STMT_COMMIT, "COMMIT", err) < 0) {
+        rollback(st);
+        return -1;
+    }
+    return r;
+}
+
+int store_txn(struct sbx_store *st, int (*fn)(struct sbx_store *st, void *ctx, sbx_err *err),
+              void *ctx, sbx_err *err)
+{
+    return run_txn(st, STMT_BEGIN, "BEGIN IMMEDIATE", fn, ctx, err);
+}
+
+int store_read_txn(struct sbx_store *st, int (*fn)(struct sbx_store *st, void *ctx, sbx_err *err),
+                   void *ctx, sbx_err *err)
+{
+    return run_txn(st, STMT_BEGIN_READ, "BEGIN DEFERRED", fn, ctx, err);
+}
+
+/* Create the file ourselves, mode 0600, so that neither it nor its -wal and
+ * -shm files (SQLite gives them the database's mode) are ever readable by
+ * others: task output may hold secrets. */
+static int create_private(const char *path, sbx_err *err)
+{
+    cleanup_fd int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return sbx_err_set(err, errno, "store: open %s", path);
+    return 0;
+}
+
+/* A pragma whose single result (if any) is checked against want. */
+static int pragma(struct sbx_store *st, const char *sql, const char *want, sbx_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
+    if (rc != SQLITE_OK)
+        return store_fail(st, err, rc, "%s", sql);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW && want) {
+        const char *got = (const char *)sqlite3_column_text(s, 0);
+        if (!got || strcmp(got, want) != 0) {
+            sbx_err_set(err, ENOTSUP, "store: %s: %s: got \"%s\", want \"%s\"", st->path, sql,
+                        got ? got : "", want);
+            sqlite3_finalize(s);
+            return -1;
+        }
+    } else if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        sqlite3_finalize(s);
+        return store_fail(st, err, rc, "%s", sql);
+    }
+    sqlite3_finalize(s);
+    return 0;
+}
+
+static int configure(struct sbx_store *st, const struct sbx_store_options *opts, sbx_err *err)
+{
+    uint32_t busy = opts && opts->busy_timeout_ms ? opts->busy_timeout_ms : DEFAULT_BUSY_TIMEOUT_MS;
+    char sql[64];
+
+    /* No extensions, no attached files, no writable schema. The schema stays
+     * trusted (SQLite's default): our CHECK constraints use json_valid(),
+     * which SQLite 3.40 does not yet flag as innocuous, and the file is the
+     * daemon's own, mode 0600. */
+    sqlite3_db_config(st->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+    sqlite3_db_config(st->db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, NULL);
+    sqlite3_limit(st->db, SQLITE_LIMIT_ATTACHED, 0);
+    sqlite3_busy_timeout(st->db, (int)(busy > 60000 ? 60000 : busy));
+
+    snprintf(sql, sizeof(sql), "PRAGMA journal_size_limit = %d", WAL_SIZE_LIMIT);
+    if (pragma(st, "PRAGMA journal_mode = WAL", "wal", err) < 0 ||
+        pragma(st, "PRAGMA synchronous = NORMAL", NULL, err) < 0 ||
+        pragma(st, "PRAGMA foreign_keys = ON", NULL, err) < 0 ||
+        pragma(st, "PRAGMA foreign_keys", "1", err) < 0 ||
+        pragma(st, "PRAGMA temp_store = MEMORY", NULL, err) < 0 || pragma(st, sql, NULL, err) < 0)
+        return -1;
+    return 0;
+}
+
+int sbx_store_open(const char *path, const struct sbx_store_options *opts, struct sbx_store **out,
+                   sbx_err *err)
+{
+    struct sbx_store *st = calloc(1, sizeof(*st));
+    if (!st)
+        return sbx_err_set(err, ENOMEM, "store: allocate");
+    st->event_bound = opts && opts->event_bound ? opts->event_bound : DEFAULT_EVENT_BOUND;
+    st->path = strdup(path);
+    if (!st->path) {
+        free(st);
+        return sbx_err_set(err, ENOMEM, "store: allocate");
+    }
+    if (create_private(path, err) < 0)
+        goto fail;
+
+    int rc = sqlite3_open_v2(path, &st->db,
+                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW |
+                                 SQLITE_OPEN_EXRESCODE,
+                             NULL);
+    if (rc != SQLITE_OK) {
+        store_fail(st, err, rc, "open %s", path);
+        goto fail;
+    }
+    if (configure(st, opts, err) < 0 ||
+        store_migrate(st->db, path, store_migrations, store_n_migrations, err) < 0)
+        goto fail;
+    *out = st;
+    return 0;
+fail:
+    sbx_store_close(st);
+    return -1;
+}
+
+void sbx_store_close(struct sbx_store *st)
+{
+    if (!st)
+        return;
+    for (size_t i = 0; i < STMT__COUNT; i++)
+        sqlite3_finalize(st->stmts[i]);
+    for (size_t i = 0; i < STORE_LIST_VARIANTS; i++)
+        sqlite3_finalize(st->list_stmts[i]);
+    sqlite3_close_v2(st->db);
+    free(st->path);
+    free(st);
+}
+
+int sbx_store_schema_version(struct sbx_store *st, int *version, sbx_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    if (store_enter(st, err) < 0)
+        return -1;
+    int rc = sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW) {
+        store_fail(st, err, rc, "read the schema version");
+        sqlite3_finalize(s);
+        return -1;
+    }
+    *version = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    return 0;
+}
+
+int sbx_store_check(struct sbx_store *st, bool quick, sbx_err *err)
+{
+    const char *sql = quick ? "PRAGMA quick_check(1)" : "PRAGMA integrity_check(1)";
+    sqlite3_stmt *s = NULL;
+    if (store_enter(st, err) < 0)
+        return -1;
+    int rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW) {
+        store_fail(st, err, rc, "%s", sql);
+        sqlite3_finalize(s);
+        return -1;
+    }
+    const char *res = (const char *)sqlite3_column_text(s, 0);
+    int r = 0;
+    if (!res || strcmp(res, "ok") != 0)
+        r = sbx_err_set(err, EIO, "store: %s: %s", st->path, res ? res : "no answer");
+    sqlite3_finalize(s);
+    return r;
+}

@@ -1,0 +1,117 @@
+/* Inside the store: the connection, the statement cache and the helpers that
+ * every part of it (tasks, events, clones, audit, retention) shares. Not for
+ * use outside src/store/ (tests excepted). */
+#pragma once
+
+#include <sqlite3.h>
+
+#include "store/store.h"
+
+/* One slot per cached statement; each part keeps its SQL next to its code
+ * and names its slot here. */
+enum store_stmt {
+    STMT_BEGIN,
+    STMT_BEGIN_READ,
+    STMT_COMMIT,
+    STMT_ROLLBACK,
+    STMT_TASK_INSERT,
+    STMT_TASK_TRANSITION,
+    STMT_TASK_STATUS,
+    STMT_TASK_OUTPUT,
+    STMT_TASK_GET,
+    STMT_TASK_GET_OUTPUT,
+    STMT_TASK_COUNT,
+    STMT_TASK_COUNT_ALL,
+    STMT_RECOVER_SANDBOXES,
+    STMT_RECOVER,
+    STMT_EVENT_NEXT_ID,
+    STMT_EVENT_INSERT,
+    STMT_EVENT_TRIM,
+    STMT_EVENT_RANGE,
+    STMT_EVENT_SINCE,
+    STMT_CLONE_GET,
+    STMT_CLONE_TOP,
+    STMT_CLONE_OVERLAP,
+    STMT_CLONE_INSERT,
+    STMT_AUDIT_INSERT,
+    STMT_AUDIT_SINCE,
+    STMT_PRUNE_TASKS_AGE,
+    STMT_PRUNE_TASKS_COUNT,
+    STMT_PRUNE_EVENTS,
+    STMT_PRUNE_STREAM_DROP,
+    STMT__COUNT
+};
+
+/* Task listings: one statement per combination of filters, so each can use
+ * its index. */
+#define STORE_LIST_VARIANTS 64
+
+struct sbx_store {
+    sqlite3 *db;
+    char *path;
+    uint32_t event_bound;
+    bool in_callback; /* a caller's callback is running: no re-entry */
+    sqlite3_stmt *stmts[STMT__COUNT];
+    sqlite3_stmt *list_stmts[STORE_LIST_VARIANTS];
+};
+
+/* Fill err with "<what>: <SQLite's message>" and the errno that rc stands
+ * for (SQLITE_FULL -> ENOSPC, SQLITE_IOERR -> EIO or the system's ENOSPC,
+ * constraint -> EEXIST / EINVAL, busy -> EBUSY, …); returns -1. */
+int store_fail(struct sbx_store *st, sbx_err *err, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int store_errnum(sqlite3 *db, int rc);
+
+/* The cached statement of slot id, prepared from sql on first use; NULL with
+ * err when it cannot be prepared. Reset it after use (cleanup_stmt). */
+sqlite3_stmt *store_stmt(struct sbx_store *st, enum store_stmt id, const char *sql, sbx_err *err);
+/* Prepare once into *slot. */
+sqlite3_stmt *store_prepare(struct sbx_store *st, sqlite3_stmt **slot, const char *sql,
+                            sbx_err *err);
+
+static inline void store_resetp(sqlite3_stmt **s)
+{
+    if (*s) {
+        sqlite3_reset(*s);
+        sqlite3_clear_bindings(*s);
+    }
+}
+/* A statement handle reset (locks released, bindings cleared) at scope end. */
+#define cleanup_stmt __attribute__((cleanup(store_resetp)))
+
+/* Fails with EBUSY when called from inside one of the store's callbacks. */
+int store_enter(struct sbx_store *st, sbx_err *err);
+
+/* Run fn in a BEGIN IMMEDIATE transaction: committed when fn returns >= 0,
+ * rolled back when fn or the commit fails. Returns fn's value or -1. */
+int store_txn(struct sbx_store *st, int (*fn)(struct sbx_store *st, void *ctx, sbx_err *err),
+              void *ctx, sbx_err *err);
+/* The same in a read transaction (a consistent snapshot, never a write). */
+int store_read_txn(struct sbx_store *st, int (*fn)(struct sbx_store *st, void *ctx, sbx_err *err),
+                   void *ctx, sbx_err *err);
+
+/* Bind text (NULL binds NULL) / a blob (NULL binds NULL); SQLite's result. */
+int store_bind_text(sqlite3_stmt *s, int idx, const char *v);
+int store_bind_blob(sqlite3_stmt *s, int idx, const void *v, size_t len);
+
+/* Step a statement that returns no row (or whose rows are ignored): 0, or -1
+ * with err naming what. */
+int store_exec(struct sbx_store *st, sqlite3_stmt *s, sbx_err *err, const char *what);
+
+int64_t store_now_ms(void);
+
+/* ---- Migrations (migrate.c) ---- */
+
+struct store_migration {
+    int version; /* the user_version once applied; steps in increasing order */
+    const char *sql;
+};
+/* Bring db from its PRAGMA user_version to the last step's version, all
+ * pending steps in one transaction. A version above the last step is ENOTSUP;
+ * a file with tables but no version of ours is EINVAL. path names the file in
+ * messages. */
+int store_migrate(sqlite3 *db, const char *path, const struct store_migration *steps,
+                  size_t n_steps, sbx_err *err);
+/* The store's own steps. */
+extern const struct store_migration store_migrations[];
+extern const size_t store_n_migrations;

@@ -5,3 +5,6 @@ add_test(NAME security/probes
 set_tests_properties(security/probes PROPERTIES
   ENVIRONMENT "SANDBOXD=$<TARGET_FILE:sandboxd>;SBX_HELPERS=${CMAKE_BINARY_DIR}/helpers"
   TIMEOUT 600)
+if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/security_net.cmake)
+  include(${CMAKE_CURRENT_SOURCE_DIR}/security_net.cmake)
+endif()

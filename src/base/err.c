@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static int vset(sbx_err *err, const char *stage, int errnum, const char *fmt, va_list ap)
+static __attribute__((format(printf, 4, 0))) int vset(sbx_err *err, const char *stage, int errnum,
+                                                      const char *fmt, va_list ap)
 {
     if (!err)
         return -1;
@@ -38,14 +39,36 @@ const char *sbx_errno_name(int errnum)
         int num;
         const char *name;
     } names[] = {
-        {EPERM, "EPERM"},   {ENOENT, "ENOENT"}, {ESRCH, "ESRCH"},   {EINTR, "EINTR"},
-        {EIO, "EIO"},       {E2BIG, "E2BIG"},   {ENOEXEC, "ENOEXEC"}, {EBADF, "EBADF"},
-        {ECHILD, "ECHILD"}, {EAGAIN, "EAGAIN"}, {ENOMEM, "ENOMEM"}, {EACCES, "EACCES"},
-        {EFAULT, "EFAULT"}, {EBUSY, "EBUSY"},   {EEXIST, "EEXIST"}, {EXDEV, "EXDEV"},
-        {ENOTDIR, "ENOTDIR"}, {EISDIR, "EISDIR"}, {EINVAL, "EINVAL"}, {EMFILE, "EMFILE"},
-        {ENOSPC, "ENOSPC"}, {EROFS, "EROFS"},   {EFBIG, "EFBIG"},   {ENOSYS, "ENOSYS"},
-        {ELOOP, "ELOOP"},   {ENAMETOOLONG, "ENAMETOOLONG"}, {EOVERFLOW, "EOVERFLOW"},
-        {EDQUOT, "EDQUOT"}, {ENOTSUP, "ENOTSUP"}, {ERANGE, "ERANGE"},
+        {EPERM, "EPERM"},
+        {ENOENT, "ENOENT"},
+        {ESRCH, "ESRCH"},
+        {EINTR, "EINTR"},
+        {EIO, "EIO"},
+        {E2BIG, "E2BIG"},
+        {ENOEXEC, "ENOEXEC"},
+        {EBADF, "EBADF"},
+        {ECHILD, "ECHILD"},
+        {EAGAIN, "EAGAIN"},
+        {ENOMEM, "ENOMEM"},
+        {EACCES, "EACCES"},
+        {EFAULT, "EFAULT"},
+        {EBUSY, "EBUSY"},
+        {EEXIST, "EEXIST"},
+        {EXDEV, "EXDEV"},
+        {ENOTDIR, "ENOTDIR"},
+        {EISDIR, "EISDIR"},
+        {EINVAL, "EINVAL"},
+        {EMFILE, "EMFILE"},
+        {ENOSPC, "ENOSPC"},
+        {EROFS, "EROFS"},
+        {EFBIG, "EFBIG"},
+        {ENOSYS, "ENOSYS"},
+        {ELOOP, "ELOOP"},
+        {ENAMETOOLONG, "ENAMETOOLONG"},
+        {EOVERFLOW, "EOVERFLOW"},
+        {EDQUOT, "EDQUOT"},
+        {ENOTSUP, "ENOTSUP"},
+        {ERANGE, "ERANGE"},
     };
     for (size_t i = 0; i < SBX_ARRAY_LEN(names); i++)
         if (names[i].num == errnum)

@@ -34,10 +34,22 @@ int sbx_parse_size(const char *s, uint64_t *out, sbx_err *err)
     switch (tolower((unsigned char)*end)) {
     case '\0':
         break;
-    case 'k': shift = 10; end++; break;
-    case 'm': shift = 20; end++; break;
-    case 'g': shift = 30; end++; break;
-    case 't': shift = 40; end++; break;
+    case 'k':
+        shift = 10;
+        end++;
+        break;
+    case 'm':
+        shift = 20;
+        end++;
+        break;
+    case 'g':
+        shift = 30;
+        end++;
+        break;
+    case 't':
+        shift = 40;
+        end++;
+        break;
     default:
         return sbx_err_set(err, EINVAL, "'%s' has an unknown size suffix (use k, m, g, t)", s);
     }

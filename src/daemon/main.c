@@ -1,3 +1,4 @@
+#include <event2/event.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,8 +14,18 @@ static void usage(FILE *f)
                "Run 'sandboxd run --help' for the run options.\n");
 }
 
+/* libevent and evdns report recoverable trouble (a DNS upstream timing out,
+ * a peer resetting) as warnings on stderr, where they would mix with the task's
+ * relayed output; only errors are worth a line. */
+static void event_log(int severity, const char *msg)
+{
+    if (severity >= EVENT_LOG_ERR)
+        fprintf(stderr, "sandboxd: libevent: %s\n", msg);
+}
+
 int main(int argc, char **argv)
 {
+    event_set_log_callback(event_log);
     if (argc < 2) {
         usage(stderr);
         return 2;

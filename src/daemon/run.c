@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
+#include <ifaddrs.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,10 +16,12 @@
 #include "daemon/cmd.h"
 #include "exec/env.h"
 #include "exec/task.h"
+#include "net/egress.h"
 
 #define EXIT_SETUP 125
 #define MAX_TIMEOUT_S (24.0 * 3600)
 #define MAX_ENV 256
+#define MAX_RULES 256
 
 struct run_opts {
     struct sbx_cg_limits lim;
@@ -30,9 +34,15 @@ struct run_opts {
     bool force_rlimit;
     const char *env[MAX_ENV];
     size_t n_env;
+    /* egress (proxy policy); each list NULL-terminated */
+    const char *allow[MAX_RULES + 1], *deny[MAX_RULES + 1], *hosts[MAX_RULES + 1];
+    const char *dns[MAX_RULES + 1];
+    size_t n_allow, n_deny, n_hosts, n_dns;
+    enum sbx_default net_default;
 };
 
 struct run_state {
+    json_t *flows;
     enum sbx_seccomp_profile seccomp;
     struct sbx_sandbox_fds fds;
     struct event_base *base;
@@ -51,7 +61,15 @@ static void run_usage(FILE *f)
             "  --file-size SIZE     largest file the task may write (default 100M)\n"
             "  --output-limit SIZE  stdout and stderr kept, each (default 10M)\n"
             "  --workspace DIR      bound read-write at /workspace (default: a temporary one)\n"
-            "  --net none|host      network policy (default none: loopback only)\n"
+            "  --net none|proxy|host  network policy (default proxy, or none when\n"
+            "                       CLAW_ENABLE_SANDBOX_NET=false): none is loopback only,\n"
+            "                       proxy egress through the daemon's policy, host the host's\n"
+            "  --allow RULE, --deny RULE  egress rules (repeatable): name, *.suffix,\n"
+            "                       CIDR or address, each with an optional :port, or :port\n"
+            "  --default allow|deny what the egress does with the rest (default allow:\n"
+            "                       public internet, minus the deny-list)\n"
+            "  --add-host NAME=ADDRESS  a static name for the egress (repeatable)\n"
+            "  --dns-upstream IP[:PORT] resolvers for the egress (default: /etc/resolv.conf)\n"
             "  --env KEY=VALUE      add to the task's environment (repeatable)\n"
             "  --uid N, --gid N     ids of the task inside the sandbox (default 10001)\n"
             "  --host-id-base N     host id the sandbox's id 0 maps to (default %u)\n"
@@ -69,8 +87,29 @@ static int bad(const char *opt, const sbx_err *e)
 
 static int parse_run_opts(int argc, char **argv, struct run_opts *o)
 {
-    enum { O_MEM = 1, O_PIDS, O_CPU, O_TIMEOUT, O_FSIZE, O_OUT, O_WS, O_NET, O_ENV, O_UID,
-           O_GID, O_BASE, O_SECCOMP, O_REPORT, O_CGROUP, O_HELP };
+    enum {
+        O_MEM = 1,
+        O_PIDS,
+        O_CPU,
+        O_TIMEOUT,
+        O_FSIZE,
+        O_OUT,
+        O_WS,
+        O_NET,
+        O_ENV,
+        O_UID,
+        O_GID,
+        O_BASE,
+        O_SECCOMP,
+        O_REPORT,
+        O_CGROUP,
+        O_HELP,
+        O_ALLOW,
+        O_DENY,
+        O_DEFAULT,
+        O_ADDHOST,
+        O_DNS
+    };
     static const struct option longopts[] = {
         {"memory", required_argument, NULL, O_MEM},
         {"pids", required_argument, NULL, O_PIDS},
@@ -88,6 +127,11 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *o)
         {"report", required_argument, NULL, O_REPORT},
         {"cgroup", required_argument, NULL, O_CGROUP},
         {"help", no_argument, NULL, O_HELP},
+        {"allow", required_argument, NULL, O_ALLOW},
+        {"deny", required_argument, NULL, O_DENY},
+        {"default", required_argument, NULL, O_DEFAULT},
+        {"add-host", required_argument, NULL, O_ADDHOST},
+        {"dns-upstream", required_argument, NULL, O_DNS},
         {0},
     };
     sbx_err e = {0};
@@ -138,8 +182,7 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *o)
             break;
         case O_UID:
         case O_GID:
-            if (sbx_parse_uint(optarg, 1, SBX_ID_RANGE - 2, c == O_UID ? &o->uid : &o->gid,
-                               &e) < 0)
+            if (sbx_parse_uint(optarg, 1, SBX_ID_RANGE - 2, c == O_UID ? &o->uid : &o->gid, &e) < 0)
                 return bad(c == O_UID ? "--uid" : "--gid", &e);
             break;
         case O_BASE:
@@ -156,13 +199,34 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *o)
             break;
         case O_CGROUP:
             if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "rlimit") != 0)
-                return bad("--cgroup",
-                           &(sbx_err){EINVAL, "", "must be auto or rlimit"});
+                return bad("--cgroup", &(sbx_err){EINVAL, "", "must be auto or rlimit"});
             o->force_rlimit = strcmp(optarg, "rlimit") == 0;
             break;
         case O_HELP:
             run_usage(stdout);
             exit(0);
+        case O_ALLOW:
+        case O_DENY:
+        case O_ADDHOST:
+        case O_DNS: {
+            const char **list = c == O_ALLOW     ? o->allow
+                                : c == O_DENY    ? o->deny
+                                : c == O_ADDHOST ? o->hosts
+                                                 : o->dns;
+            size_t *n = c == O_ALLOW     ? &o->n_allow
+                        : c == O_DENY    ? &o->n_deny
+                        : c == O_ADDHOST ? &o->n_hosts
+                                         : &o->n_dns;
+            if (*n == MAX_RULES)
+                return bad(name, &(sbx_err){E2BIG, "", "too many (at most 256)"});
+            list[(*n)++] = optarg;
+            break;
+        }
+        case O_DEFAULT:
+            if (strcmp(optarg, "allow") != 0 && strcmp(optarg, "deny") != 0)
+                return bad("--default", &(sbx_err){EINVAL, "", "must be allow or deny"});
+            o->net_default = strcmp(optarg, "deny") == 0 ? SBX_DEFAULT_DENY : SBX_DEFAULT_ALLOW;
+            break;
         default:
             fprintf(stderr, "sandboxd run: unknown or incomplete option '%s'\n", name);
             return -1;
@@ -204,6 +268,20 @@ static int prepare_fds(void *ud, struct sbx_sandbox_fds *fds, sbx_err *err)
     return 0;
 }
 
+static void record_flow(void *ud, const struct sbx_flow *f)
+{
+    struct run_state *st = ud;
+    char addr[INET6_ADDRSTRLEN] = "";
+    if (f->addr.family)
+        sbx_addr_str(&f->addr, addr, sizeof(addr));
+    json_array_append_new(
+        st->flows, json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:I, s:I, s:f}", "via",
+                             sbx_flow_via_name(f->via), "name", f->name, "address", addr, "port",
+                             f->port, "verdict", f->verdict == SBX_VERDICT_ALLOW ? "allow" : "deny",
+                             "rule", f->rule, "bytesOut", (json_int_t)f->bytes_out, "bytesIn",
+                             (json_int_t)f->bytes_in, "durationSeconds", f->duration_s));
+}
+
 static void task_done(void *ud, struct sbx_task *t)
 {
     struct run_state *st = ud;
@@ -218,9 +296,15 @@ static void on_signal(evutil_socket_t sig, short what, void *ud)
         sbx_task_cancel(st->task);
 }
 
-static int write_report(const char *where, const struct sbx_report *r)
+static int write_report(const char *where, const struct sbx_report *r, enum sbx_net_policy net,
+                        json_t *flows)
 {
-    char *json = sbx_report_to_json(r);
+    json_t *obj = sbx_report_json(r);
+    if (obj)
+        json_object_set_new(
+            obj, "network",
+            json_pack("{s:s, s:O}", "policy", sbx_net_policy_name(net), "flows", flows));
+    char *json = sbx_report_dump(obj);
     if (!json)
         return -1;
     int rc = 0;
@@ -235,6 +319,45 @@ static int write_report(const char *where, const struct sbx_report *r)
     }
     free(json);
     return rc;
+}
+
+/* The addresses of the host (our own network namespace): never reachable
+ * through the egress. */
+static size_t own_addresses(struct sbx_addr *out, size_t max)
+{
+    struct ifaddrs *ifa = NULL, *i;
+    size_t n = 0;
+    if (getifaddrs(&ifa) < 0)
+        return 0;
+    for (i = ifa; i && n < max; i = i->ifa_next) {
+        if (!i->ifa_addr)
+            continue;
+        if (i->ifa_addr->sa_family == AF_INET) {
+            out[n].family = AF_INET;
+            out[n++].u.v4 = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+        } else if (i->ifa_addr->sa_family == AF_INET6) {
+            out[n].family = AF_INET6;
+            out[n++].u.v6 = ((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+        }
+    }
+    freeifaddrs(ifa);
+    return n;
+}
+
+/* CLAW_ENABLE_SANDBOX_NET (the original's switch): true, the default, means
+ * the proxy policy. */
+static int default_net(enum sbx_net_policy *out)
+{
+    const char *v = getenv("CLAW_ENABLE_SANDBOX_NET");
+    if (!v || !*v || strcmp(v, "true") == 0 || strcmp(v, "1") == 0)
+        *out = SBX_NET_PROXY;
+    else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
+        *out = SBX_NET_NONE;
+    else {
+        fprintf(stderr, "sandboxd run: CLAW_ENABLE_SANDBOX_NET: '%s' is not true or false\n", v);
+        return -1;
+    }
+    return 0;
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -254,6 +377,8 @@ int sbx_cmd_run(int argc, char **argv)
         .uid = SBX_RUNNER_ID,
         .gid = SBX_RUNNER_ID,
     };
+    if (default_net(&o.net) < 0)
+        return EXIT_SETUP;
     int cmd_at = parse_run_opts(argc, argv, &o);
     if (cmd_at < 0)
         return EXIT_SETUP;
@@ -267,9 +392,19 @@ int sbx_cmd_run(int argc, char **argv)
         fprintf(stderr, "sandboxd run: temporary workspace: %s\n", strerror(errno));
         return EXIT_SETUP;
     }
-    char **env = sbx_env_build(o.env, o.n_env, &e);
+    /* The proxy variables first, so the caller's --env may override them. */
+    const char *extra[MAX_ENV + 16];
+    size_t n_extra = 0;
+    for (size_t i = 0; o.net == SBX_NET_PROXY && sbx_egress_env[i]; i++)
+        extra[n_extra++] = sbx_egress_env[i];
+    for (size_t i = 0; i < o.n_env; i++)
+        extra[n_extra++] = o.env[i];
+    char **env = sbx_env_build(extra, n_extra, &e);
     struct sbx_cg_host cg_host;
-    struct run_state st = {.seccomp = o.seccomp, .fds = {-1, -1}};
+    struct run_state st = {.seccomp = o.seccomp, .fds = {-1, -1}, .flows = json_array()};
+    struct sbx_policy *policy = NULL;
+    struct sbx_resolver *resolver = NULL;
+    struct sbx_egress_opts egress = {0};
     struct event *sigs[3] = {0};
     char name[64];
     snprintf(name, sizeof(name), "run-%d", (int)getpid());
@@ -280,27 +415,55 @@ int sbx_cmd_run(int argc, char **argv)
         fprintf(stderr, "sandboxd run: %s\n", sbx_err_format(&e, msg, sizeof(msg)));
         goto out;
     }
+    if (o.net == SBX_NET_PROXY) {
+        struct sbx_addr own[64];
+        struct sbx_policy_opts po = {
+            .def = o.net_default,
+            .allow = o.allow,
+            .deny = o.deny,
+            .hosts = o.hosts,
+            .allowed_cidrs = getenv("CLAW_SANDBOX_ALLOWED_CIDRS"),
+            .allowed_ports = getenv("CLAW_SANDBOX_ALLOWED_PORTS"),
+            .allowed_internal_targets = getenv("CLAW_ALLOWED_INTERNAL_TARGETS"),
+            .blocked_cidrs = getenv("CLAW_SANDBOX_BLOCKED_CIDRS"),
+            .own_addrs = own,
+            .n_own_addrs = own_addresses(own, SBX_ARRAY_LEN(own)),
+        };
+        if (!(policy = sbx_policy_new(&po, &e)) ||
+            !(resolver = sbx_resolver_new(st.base, policy, o.n_dns ? o.dns : NULL, &e))) {
+            fprintf(stderr, "sandboxd run: egress policy: %s\n",
+                    sbx_err_format(&e, msg, sizeof(msg)));
+            goto out;
+        }
+        egress = (struct sbx_egress_opts){.base = st.base,
+                                          .policy = policy,
+                                          .resolver = resolver,
+                                          .on_flow = record_flow,
+                                          .ud = &st};
+    }
     struct sbx_task_opts to = {
-        .spec = {
-            .argv = argv + cmd_at,
-            .envp = env,
-            .workspace = workspace,
-            .uid = (uid_t)o.uid,
-            .gid = (gid_t)o.gid,
-            .host_id_base = (uint32_t)o.host_id_base,
-            .net = o.net,
-            .cg_host = &cg_host,
-            .cg_limits = o.lim,
-            .file_size_bytes = o.file_size,
-            .tmp_size_bytes = 64ull << 20,
-            .nofile = 1024,
-            .name = name,
-        },
+        .spec =
+            {
+                .argv = argv + cmd_at,
+                .envp = env,
+                .workspace = workspace,
+                .uid = (uid_t)o.uid,
+                .gid = (gid_t)o.gid,
+                .host_id_base = (uint32_t)o.host_id_base,
+                .net = o.net,
+                .cg_host = &cg_host,
+                .cg_limits = o.lim,
+                .file_size_bytes = o.file_size,
+                .tmp_size_bytes = 64ull << 20,
+                .nofile = 1024,
+                .name = name,
+            },
         .fds = {-1, -1},
         .prepare = prepare_fds,
         .timeout_s = o.timeout_s,
         .output_limit = o.output_limit,
         .stdin_fd = STDIN_FILENO,
+        .egress = o.net == SBX_NET_PROXY ? &egress : NULL,
         .on_output = relay_output,
         .on_done = task_done,
         .ud = &st,
@@ -322,7 +485,7 @@ int sbx_cmd_run(int argc, char **argv)
     if (r->outcome == SBX_OUTCOME_SETUP_ERROR)
         fprintf(stderr, "sandboxd run: sandbox setup failed: %s\n", r->message);
     if (o.report)
-        write_report(o.report, r);
+        write_report(o.report, r, o.net, st.flows);
     rc = r->exit_code;
 
 out:
@@ -331,6 +494,9 @@ out:
     for (int i = 0; i < 3; i++)
         if (sigs[i])
             event_free(sigs[i]);
+    sbx_resolver_free(resolver);
+    sbx_policy_free(policy);
+    json_decref(st.flows);
     if (st.base)
         event_base_free(st.base);
     if (st.fds.init_exe >= 0)

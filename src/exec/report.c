@@ -5,36 +5,52 @@
 const char *sbx_outcome_name(enum sbx_outcome o)
 {
     switch (o) {
-    case SBX_OUTCOME_EXITED: return "exited";
-    case SBX_OUTCOME_SIGNALED: return "signaled";
-    case SBX_OUTCOME_TIMEOUT: return "timeout";
-    case SBX_OUTCOME_OOM: return "oom";
-    case SBX_OUTCOME_SETUP_ERROR: return "setup_error";
-    case SBX_OUTCOME_CANCELED: return "canceled";
+    case SBX_OUTCOME_EXITED:
+        return "exited";
+    case SBX_OUTCOME_SIGNALED:
+        return "signaled";
+    case SBX_OUTCOME_TIMEOUT:
+        return "timeout";
+    case SBX_OUTCOME_OOM:
+        return "oom";
+    case SBX_OUTCOME_SETUP_ERROR:
+        return "setup_error";
+    case SBX_OUTCOME_CANCELED:
+        return "canceled";
     }
     return "unknown";
 }
 
-char *sbx_report_to_json(const struct sbx_report *r)
+void *sbx_report_json(const struct sbx_report *r)
 {
     const struct sbx_applied_limits *l = &r->limits;
-    json_t *limits = json_pack(
-        "{s:I, s:I, s:f, s:b, s:f, s:I, s:I, s:s}", "memoryBytes", (json_int_t)l->memory_bytes,
-        "pids", (json_int_t)l->pids, "cpu", l->cpu_cores, "cpuEnforced", l->cpu_enforced,
-        "timeoutSeconds", l->timeout_s, "fileSizeBytes", (json_int_t)l->file_size_bytes,
-        "outputLimitBytes", (json_int_t)l->output_limit_bytes, "enforcedBy",
-        r->cgroup_mode == SBX_CG_RLIMIT ? "rlimit" : "cgroup");
-    json_t *o = json_pack(
-        "{s:s, s:i, s:i, s:f, s:f, s:I, s:b, s:I, s:I, s:b, s:b, s:o, s:s, s:s}", "outcome",
-        sbx_outcome_name(r->outcome), "exitCode", r->exit_code, "signal", r->signal,
-        "wallSeconds", r->wall_s, "cpuSeconds", r->cpu_s, "peakMemoryBytes",
-        (json_int_t)r->peak_memory_bytes, "oomKilled", r->oom_killed, "stdoutBytes",
-        (json_int_t)r->stdout_bytes, "stderrBytes", (json_int_t)r->stderr_bytes,
-        "stdoutTruncated", r->stdout_truncated, "stderrTruncated", r->stderr_truncated, "limits",
-        limits, "cgroupMode", sbx_cg_mode_name(r->cgroup_mode), "message", r->message);
-    if (!o)
+    json_t *limits = json_pack("{s:I, s:I, s:f, s:b, s:f, s:I, s:I, s:s}", "memoryBytes",
+                               (json_int_t)l->memory_bytes, "pids", (json_int_t)l->pids, "cpu",
+                               l->cpu_cores, "cpuEnforced", l->cpu_enforced, "timeoutSeconds",
+                               l->timeout_s, "fileSizeBytes", (json_int_t)l->file_size_bytes,
+                               "outputLimitBytes", (json_int_t)l->output_limit_bytes, "enforcedBy",
+                               r->cgroup_mode == SBX_CG_RLIMIT ? "rlimit" : "cgroup");
+    json_t *o = json_pack("{s:s, s:i, s:i, s:f, s:f, s:I, s:b, s:I, s:I, s:b, s:b, s:o, s:s, s:s}",
+                          "outcome", sbx_outcome_name(r->outcome), "exitCode", r->exit_code,
+                          "signal", r->signal, "wallSeconds", r->wall_s, "cpuSeconds", r->cpu_s,
+                          "peakMemoryBytes", (json_int_t)r->peak_memory_bytes, "oomKilled",
+                          r->oom_killed, "stdoutBytes", (json_int_t)r->stdout_bytes, "stderrBytes",
+                          (json_int_t)r->stderr_bytes, "stdoutTruncated", r->stdout_truncated,
+                          "stderrTruncated", r->stderr_truncated, "limits", limits, "cgroupMode",
+                          sbx_cg_mode_name(r->cgroup_mode), "message", r->message);
+    return o;
+}
+
+char *sbx_report_dump(void *json)
+{
+    if (!json)
         return NULL;
-    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
-    json_decref(o);
+    char *s = json_dumps(json, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    json_decref(json);
     return s;
+}
+
+char *sbx_report_to_json(const struct sbx_report *r)
+{
+    return sbx_report_dump(sbx_report_json(r));
 }

@@ -42,5 +42,11 @@ struct sbx_report {
     char message[512];
 };
 
-/* Serialise as the documented JSON object; the caller frees the string. */
+/* The documented JSON object (a jansson json_t *, owned by the caller), to
+ * which a caller may add sections, e.g. "network". */
+void *sbx_report_json(const struct sbx_report *r);
+/* Serialise a report object from sbx_report_json() and release it; the caller
+ * frees the string. */
+char *sbx_report_dump(void *json);
+/* Both at once. */
 char *sbx_report_to_json(const struct sbx_report *r);

@@ -31,6 +31,7 @@ struct sbx_task {
     struct sbx_task_opts o;
     struct event_base *base;
     struct sbx_sandbox sb;
+    struct sbx_egress *egress;
     struct stream out[2]; /* stdout, stderr */
     struct event *ev_sync, *ev_exit, *ev_timer, *ev_stdin_w, *ev_stdin_r;
     struct evbuffer *stdin_buf;
@@ -75,8 +76,7 @@ static void build_report(struct sbx_task *t)
     r->limits.cpu_enforced = t->sb.cg.cpu_enforced;
     r->cpu_s = st.have_cpu ? (double)st.cpu_usec / 1e6
                            : (double)(t->exited.utime_us + t->exited.stime_us) / 1e6;
-    r->peak_memory_bytes =
-        st.have_mem ? st.peak_mem_bytes : (uint64_t)t->exited.maxrss_kb * 1024;
+    r->peak_memory_bytes = st.have_mem ? st.peak_mem_bytes : (uint64_t)t->exited.maxrss_kb * 1024;
     r->oom_killed = st.oom_kills > 0;
     r->stdout_bytes = t->out[0].total, r->stdout_truncated = t->out[0].truncated;
     r->stderr_bytes = t->out[1].total, r->stderr_truncated = t->out[1].truncated;
@@ -96,8 +96,10 @@ static void build_report(struct sbx_task *t)
         r->signal = WTERMSIG(ws), r->exit_code = 128 + r->signal;
         r->outcome = r->signal == SIGKILL && r->oom_killed ? SBX_OUTCOME_OOM : SBX_OUTCOME_SIGNALED;
         if (r->outcome == SBX_OUTCOME_OOM)
-            snprintf(r->message, sizeof(r->message), "killed by the OOM killer at the %llu-byte "
-                     "memory limit", (unsigned long long)r->limits.memory_bytes);
+            snprintf(r->message, sizeof(r->message),
+                     "killed by the OOM killer at the %llu-byte "
+                     "memory limit",
+                     (unsigned long long)r->limits.memory_bytes);
         else
             snprintf(r->message, sizeof(r->message), "killed by signal %d (%s)", r->signal,
                      strsignal(r->signal));
@@ -132,6 +134,8 @@ static void maybe_finish(struct sbx_task *t)
         else if (m.kind == SBX_MSG_EXEC_ERROR)
             t->exec_error = m, t->have_exec_error = true;
     }
+    /* Every relay closes now and reports its flow before the report is out. */
+    sbx_egress_free(sbx_steal_pointer(&t->egress));
     build_report(t);
     sbx_sandbox_release(&t->sb, NULL);
     if (t->o.on_done)
@@ -150,10 +154,17 @@ static void on_sync(evutil_socket_t fd, short what, void *arg)
     if (n != (ssize_t)sizeof(m))
         return;
     switch (m.kind) {
-    case SBX_MSG_EXITED: t->exited = m, t->have_exited = true; break;
-    case SBX_MSG_SETUP_ERROR: t->setup_error = m, t->have_setup_error = true; break;
-    case SBX_MSG_EXEC_ERROR: t->exec_error = m, t->have_exec_error = true; break;
-    default: break;
+    case SBX_MSG_EXITED:
+        t->exited = m, t->have_exited = true;
+        break;
+    case SBX_MSG_SETUP_ERROR:
+        t->setup_error = m, t->have_setup_error = true;
+        break;
+    case SBX_MSG_EXEC_ERROR:
+        t->exec_error = m, t->have_exec_error = true;
+        break;
+    default:
+        break;
     }
 }
 
@@ -289,6 +300,23 @@ static int setup_stdin(struct sbx_task *t, sbx_err *err)
     return event_add(t->ev_stdin_r, NULL);
 }
 
+/* In proxy mode, the daemon's side of the sandbox's network: built while the
+ * child builds its root, ready before the task starts. */
+static int start_egress(struct sbx_task *t, sbx_err *err)
+{
+    if (t->o.spec.net != SBX_NET_PROXY)
+        return 0;
+    if (!t->o.egress)
+        return sbx_err_stage(err, "egress", EINVAL, "proxy policy without egress settings");
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)t->sb.init_pid);
+    cleanup_fd int ns = open(path, O_RDONLY | O_CLOEXEC);
+    if (ns < 0)
+        return sbx_err_stage(err, "egress", errno, "open %s", path);
+    t->egress = sbx_egress_start(t->o.egress, ns, err);
+    return t->egress ? 0 : -1;
+}
+
 struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_opts *o,
                                 sbx_err *err)
 {
@@ -311,9 +339,11 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
         free(t);
         return NULL;
     }
-    if (((t->o.fds.init_exe < 0 || t->o.fds.seccomp < 0) &&
+    if (start_egress(t, err) < 0 ||
+        ((t->o.fds.init_exe < 0 || t->o.fds.seccomp < 0) &&
          (!o->prepare || o->prepare(o->ud, &t->o.fds, err) < 0)) ||
         sbx_sandbox_send_fds(&t->sb, &t->o.fds, err) < 0) {
+        sbx_egress_free(t->egress);
         sbx_sandbox_kill(&t->sb);
         sbx_sandbox_release(&t->sb, NULL);
         free(t);
@@ -374,10 +404,11 @@ void sbx_task_free(struct sbx_task *t)
     if (!t)
         return;
     if (!t->finished) {
+        sbx_egress_free(sbx_steal_pointer(&t->egress));
         sbx_sandbox_kill(&t->sb);
         sbx_sandbox_release(&t->sb, NULL);
     }
-    struct event *evs[] = {t->out[0].ev, t->out[1].ev, t->ev_sync, t->ev_exit,
+    struct event *evs[] = {t->out[0].ev, t->out[1].ev,  t->ev_sync,   t->ev_exit,
                            t->ev_timer,  t->ev_stdin_w, t->ev_stdin_r};
     for (size_t i = 0; i < SBX_ARRAY_LEN(evs); i++)
         if (evs[i])

@@ -8,6 +8,7 @@
 
 #include "exec/report.h"
 #include "isolate/sandbox.h"
+#include "net/egress.h"
 
 enum sbx_stream { SBX_STDOUT = 1, SBX_STDERR = 2 };
 
@@ -26,6 +27,9 @@ struct sbx_task_opts {
     const char *stdin_data;
     size_t stdin_len;
     int stdin_fd;
+    /* With spec.net == SBX_NET_PROXY: the egress to build in the sandbox's
+     * namespace (its flows are reported through egress->on_flow). */
+    const struct sbx_egress_opts *egress;
     /* Called with each piece of output that is kept (within the cap). */
     void (*on_output)(void *ud, enum sbx_stream s, const char *buf, size_t n);
     /* Called once, when the task and everything of its sandbox are gone. */

@@ -24,9 +24,9 @@ static const char *const system_dirs[] = {"usr", "bin", "sbin", "lib", "lib64", 
  * read-only, symlinks recreated; never the whole /etc, where an operator keeps
  * config and tokens. */
 static const char *const etc_entries[] = {
-    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl",      "ca-certificates", "alternatives",
-    "localtime",   "mime.types", "protocols",    "services", "os-release",      "python3",
-    "python3.11",  "debian_version", "gai.conf", "host.conf",
+    "ld.so.cache", "ld.so.conf",     "ld.so.conf.d", "ssl",       "ca-certificates", "alternatives",
+    "localtime",   "mime.types",     "protocols",    "services",  "os-release",      "python3",
+    "python3.11",  "debian_version", "gai.conf",     "host.conf",
 };
 
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};

@@ -25,16 +25,19 @@ int sbx_net_policy_parse(const char *s, enum sbx_net_policy *out, sbx_err *err)
 {
     if (s && strcmp(s, "none") == 0)
         *out = SBX_NET_NONE;
+    else if (s && strcmp(s, "proxy") == 0)
+        *out = SBX_NET_PROXY;
     else if (s && strcmp(s, "host") == 0)
         *out = SBX_NET_HOST;
     else
-        return sbx_err_set(err, EINVAL, "unknown network policy '%s' (none, host)", s ? s : "");
+        return sbx_err_set(err, EINVAL, "unknown network policy '%s' (none, proxy, host)",
+                           s ? s : "");
     return 0;
 }
 
 const char *sbx_net_policy_name(enum sbx_net_policy p)
 {
-    return p == SBX_NET_HOST ? "host" : "none";
+    return p == SBX_NET_HOST ? "host" : p == SBX_NET_PROXY ? "proxy" : "none";
 }
 
 /* The init program, linked in by init_blob.S. */
@@ -62,6 +65,7 @@ int sbx_init_exe_open(sbx_err *err)
 struct child_ctx {
     const struct sbx_spec *spec;
     int sync_fd;
+    int parent_end; /* the creator's end of the sync socket: closed at once */
     int stdio[3];
     char **init_argv;
     const int *cg_join; /* v1 `tasks` fds, see sbx_cgroup_open_join() */
@@ -135,10 +139,11 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
     sbx_err e = {0};
     char go;
 
-    /* The sandbox never outlives its creator. */
+    /* The sandbox never outlives its creator: a signal if it dies, and EOF on
+     * the sync socket, which only the creator holds the other end of. */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
         child_fail(c->sync_fd, &(sbx_err){errno, "pdeathsig", "prctl"});
-    /* Wait until the parent has written our id maps and moved us into the cgroup. */
+    close(c->parent_end);
     /* Into the sandbox's cgroup before anything is allocated on its behalf. */
     int rc = sbx_cgroup_join_self(c->cg_join);
     if (rc < 0)
@@ -149,15 +154,20 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
     int ws = open(spec->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (ws < 0)
         child_fail(c->sync_fd, &(sbx_err){errno, "workspace", "open"});
+    /* Wait until the parent has written our id maps. */
     if (read(c->sync_fd, &go, 1) != 1)
         _exit(125);
     /* Become the namespace's own root (host id base): until now our ids were
      * the creator's, unmapped here, and files could not be created. */
     if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0 || setgroups(0, NULL) < 0)
         child_fail(c->sync_fd, &(sbx_err){errno, "user namespace", "become root inside"});
+    /* Changing ids cleared the parent-death signal: set it again; it then
+     * survives the exec of init. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+        child_fail(c->sync_fd, &(sbx_err){errno, "pdeathsig", "prctl"});
     if (sethostname("sandbox", 7) < 0)
         child_fail(c->sync_fd, &(sbx_err){errno, "hostname", "sethostname"});
-    if (spec->net == SBX_NET_NONE && loopback_up(&e) < 0)
+    if (spec->net != SBX_NET_HOST && loopback_up(&e) < 0)
         child_fail(c->sync_fd, &e);
     struct sbx_rootfs_opts ro = {
         .workspace_fd = ws,
@@ -257,9 +267,12 @@ static void close_pair(int p[2])
 
 int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_err *err)
 {
-    *sb = (struct sbx_sandbox){
-        .init_pid = -1, .pidfd = -1, .sync_fd = -1, .stdin_fd = -1, .stdout_fd = -1,
-        .stderr_fd = -1};
+    *sb = (struct sbx_sandbox){.init_pid = -1,
+                               .pidfd = -1,
+                               .sync_fd = -1,
+                               .stdin_fd = -1,
+                               .stdout_fd = -1,
+                               .stderr_fd = -1};
     int sv[2] = {-1, -1}, in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
     cleanup_fd int ws = -1;
     cleanup_fd int cgfd = -1;
@@ -277,9 +290,8 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
     }
     struct stat st;
     /* The workspace root belongs to the sandbox's runner on the host. */
-    if (fstat(ws, &st) < 0 ||
-        ((st.st_uid != host_uid || st.st_gid != host_gid) &&
-         fchownat(ws, "", host_uid, host_gid, AT_EMPTY_PATH) < 0)) {
+    if (fstat(ws, &st) < 0 || ((st.st_uid != host_uid || st.st_gid != host_gid) &&
+                               fchownat(ws, "", host_uid, host_gid, AT_EMPTY_PATH) < 0)) {
         sbx_err_stage(err, "workspace", errno, "chown %s to %u", spec->workspace, host_uid);
         goto fail;
     }
@@ -294,8 +306,8 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
         goto fail;
     if (sbx_cgroup_open_join(&sb->cg, cg_join, err) < 0)
         goto fail;
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
-        pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 || pipe2(in, O_CLOEXEC) < 0 ||
+        pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
         sbx_err_stage(err, "spawn", errno, "socketpair/pipe");
         goto fail;
     }
@@ -307,7 +319,7 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
 
     struct clone_args ca = {
         .flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
-                 CLONE_PIDFD | (spec->net == SBX_NET_NONE ? CLONE_NEWNET : 0),
+                 CLONE_PIDFD | (spec->net != SBX_NET_HOST ? CLONE_NEWNET : 0),
         .pidfd = (uint64_t)(uintptr_t)&sb->pidfd,
         .exit_signal = SIGCHLD,
     };
@@ -315,9 +327,12 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
         ca.flags |= CLONE_INTO_CGROUP;
         ca.cgroup = (uint64_t)cgfd;
     }
-    struct child_ctx c = {
-        .spec = spec, .sync_fd = sv[1], .stdio = {in[0], out[1], errp[1]},
-        .init_argv = init_argv, .cg_join = cg_join};
+    struct child_ctx c = {.spec = spec,
+                          .sync_fd = sv[1],
+                          .parent_end = sv[0],
+                          .stdio = {in[0], out[1], errp[1]},
+                          .init_argv = init_argv,
+                          .cg_join = cg_join};
     pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
     if (pid < 0) {
         sbx_err_stage(err, "clone", errno, "clone3 with new namespaces");

@@ -14,8 +14,9 @@
 #include "isolate/seccomp.h"
 
 enum sbx_net_policy {
-    SBX_NET_NONE = 0, /* loopback only */
-    SBX_NET_HOST = 1, /* the host's network namespace (explicit opt-in) */
+    SBX_NET_NONE = 0,  /* loopback only */
+    SBX_NET_HOST = 1,  /* the host's network namespace (explicit opt-in) */
+    SBX_NET_PROXY = 2, /* loopback only, plus the daemon's egress inside (net/) */
 };
 int sbx_net_policy_parse(const char *s, enum sbx_net_policy *out, sbx_err *err);
 const char *sbx_net_policy_name(enum sbx_net_policy p);
@@ -45,8 +46,8 @@ struct sbx_spec {
  * child over the sync socket after its root is built, so a caller that has
  * not cached them can prepare them while the child works. */
 struct sbx_sandbox_fds {
-    int init_exe;   /* from sbx_init_exe_open() */
-    int seccomp;    /* from sbx_seccomp_compile_fd() */
+    int init_exe; /* from sbx_init_exe_open() */
+    int seccomp;  /* from sbx_seccomp_compile_fd() */
 };
 
 /* A live sandbox as its creator holds it. */

@@ -25,7 +25,7 @@ enum sbx_sc_action {
 };
 
 struct sbx_sc_rule {
-    const char *name;          /* syscall name as libseccomp knows it */
+    const char *name; /* syscall name as libseccomp knows it */
     enum sbx_sc_action action;
 };
 

@@ -17,11 +17,11 @@ struct sbx_flow {
     double start;      /* CLOCK_REALTIME seconds */
     double duration_s; /* 0 for a denial */
     enum sbx_flow_via via;
-    char name[256];    /* domain asked for, "" when only an address was known */
+    char name[256];       /* domain asked for, "" when only an address was known */
     struct sbx_addr addr; /* family 0 when never resolved (e.g. a denied name) */
     uint16_t port;
     enum sbx_verdict verdict;
-    char rule[128];    /* from sbx_decision, or an error ("connect: ECONNREFUSED") */
+    char rule[128];     /* from sbx_decision, or an error ("connect: ECONNREFUSED") */
     uint64_t bytes_out; /* sandbox -> target */
     uint64_t bytes_in;  /* target -> sandbox */
 };

@@ -37,9 +37,9 @@ struct sbx_rule;
 struct sbx_policy;
 
 struct sbx_policy_opts {
-    enum sbx_default def;       /* allow: public internet minus the deny-list */
-    const char *const *allow;   /* rules (NULL-terminated, may be NULL) */
-    const char *const *deny;    /* rules added to the deny-list */
+    enum sbx_default def;     /* allow: public internet minus the deny-list */
+    const char *const *allow; /* rules (NULL-terminated, may be NULL) */
+    const char *const *deny;  /* rules added to the deny-list */
     /* The original's settings (comma-separated lists, may be NULL):
      * CLAW_SANDBOX_ALLOWED_CIDRS + CLAW_SANDBOX_ALLOWED_PORTS open internal
      * CIDRs (on those ports, all ports when empty), CLAW_ALLOWED_INTERNAL_TARGETS
@@ -71,8 +71,7 @@ struct sbx_decision {
 /* May a DNS name be answered at all? True when some allow rule names it (or a
  * suffix of it), or the default is allow and no deny rule names it. The
  * address check comes later, at connect. */
-bool sbx_policy_name_allowed(const struct sbx_policy *p, const char *name,
-                             struct sbx_decision *d);
+bool sbx_policy_name_allowed(const struct sbx_policy *p, const char *name, struct sbx_decision *d);
 
 /* The connection check, on the resolved address of every connection.
  * name is the domain the sandbox asked for (SOCKS5 with a name, HTTP proxy

@@ -13,9 +13,9 @@
 #include "net/resolve.h"
 
 struct sbx_egress_limits {
-    unsigned max_conns;      /* concurrent connections of this sandbox (0: 256) */
-    uint64_t max_bytes;      /* both ways, whole sandbox life (0: unlimited) */
-    double idle_timeout_s;   /* a relay with no traffic for this long closes (0: 300) */
+    unsigned max_conns;       /* concurrent connections of this sandbox (0: 256) */
+    uint64_t max_bytes;       /* both ways, whole sandbox life (0: unlimited) */
+    double idle_timeout_s;    /* a relay with no traffic for this long closes (0: 300) */
     double connect_timeout_s; /* (0: 10) */
 };
 

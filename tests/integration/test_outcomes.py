@@ -149,11 +149,14 @@ def interpreters_run_under_both_profiles():
 @S.case
 def env_is_whitelist_plus_flags():
     env = dict(os.environ, SBX_DAEMON_SECRET="s3cr3t")
-    r = run(["/usr/bin/env"], "--env", "FOO=bar", env=env)
-    keys = sorted(line.split(b"=", 1)[0] for line in r.stdout.splitlines())
-    check(keys == sorted([b"FOO", b"HOME", b"LANG", b"LOGNAME", b"PATH", b"SHELL", b"TMPDIR",
-                          b"USER"]), "only the whitelist and FOO", r)
-    check(b"s3cr3t" not in r.stdout, "no daemon secret", r)
+    base = [b"FOO", b"HOME", b"LANG", b"LOGNAME", b"PATH", b"SHELL", b"TMPDIR", b"USER"]
+    proxy = [b"ALL_PROXY", b"HTTPS_PROXY", b"HTTP_PROXY", b"NO_PROXY", b"all_proxy",
+             b"http_proxy", b"https_proxy", b"no_proxy"]
+    for net, want in (("none", base), ("proxy", base + proxy)):
+        r = run(["/usr/bin/env"], "--net", net, "--env", "FOO=bar", env=env)
+        keys = sorted(line.split(b"=", 1)[0] for line in r.stdout.splitlines())
+        check(keys == sorted(want), "only the whitelist and FOO with --net " + net, r)
+        check(b"s3cr3t" not in r.stdout, "no daemon secret", r)
 
 
 @S.case

@@ -14,9 +14,9 @@ static void sizes_with_suffixes(void **state)
         const char *in;
         uint64_t want;
     } ok[] = {
-        {"4096", 4096},          {"1k", 1024},           {"256M", 256ull << 20},
-        {"256m", 256ull << 20},  {"1g", 1ull << 30},     {"1GiB", 1ull << 30},
-        {"100MB", 100ull << 20}, {"2T", 2ull << 40},     {"10M", 10ull << 20},
+        {"4096", 4096},          {"1k", 1024},       {"256M", 256ull << 20},
+        {"256m", 256ull << 20},  {"1g", 1ull << 30}, {"1GiB", 1ull << 30},
+        {"100MB", 100ull << 20}, {"2T", 2ull << 40}, {"10M", 10ull << 20},
     };
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         uint64_t v = 0;
@@ -28,8 +28,9 @@ static void sizes_with_suffixes(void **state)
 
 static void sizes_refused(void **state)
 {
-    const char *bad[] = {"", "M", "-1", "12x", "1.5G", "0", "0M", "99999999999999999999",
-                         "20000000000T", "1 G", "1Gx"};
+    const char *bad[] = {
+        "",    "M",  "-1", "12x", "1.5G", "0", "0M", "99999999999999999999", "20000000000T",
+        "1 G", "1Gx"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         uint64_t v = 7;
         sbx_err e = {0};

@@ -1,0 +1,343 @@
+#include "net/egress.h"
+
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <event2/listener.h>
+#include <fcntl.h>
+#include <libmnl/libmnl.h>
+#include <linux/filter.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+const char *const sbx_egress_env[] = {
+    "ALL_PROXY=socks5h://127.0.0.1:1080",
+    "all_proxy=socks5h://127.0.0.1:1080",
+    "HTTP_PROXY=http://127.0.0.1:3128",
+    "http_proxy=http://127.0.0.1:3128",
+    "HTTPS_PROXY=http://127.0.0.1:3128",
+    "https_proxy=http://127.0.0.1:3128",
+    "NO_PROXY=localhost,127.0.0.1",
+    "no_proxy=localhost,127.0.0.1",
+    NULL,
+};
+
+enum { L_SOCKS, L_HTTP, L_TRANSPARENT4, L_TRANSPARENT6, L_COUNT };
+
+struct sbx_egress {
+    struct sbx_conn_ctx ctx;
+    struct sbx_dns_answers *answers;
+    struct sbx_dns_server *dns;
+    struct evconnlistener *listeners[L_COUNT];
+};
+
+/* ---- inside the namespace: loopback, routes, rules, sockets ---- */
+
+static int loopback_up(sbx_err *err)
+{
+    cleanup_fd int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq ifr = {0};
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+    if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+        return sbx_err_stage(err, "egress", errno, "loopback flags");
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+        return sbx_err_stage(err, "egress", errno, "loopback up");
+    return 0;
+}
+
+/* "default dev lo src 127.0.0.1" (and ::1): without a route every connect()
+ * fails before nftables could redirect it; the source makes the replies of
+ * our listeners come back to loopback. */
+static int default_route(struct mnl_socket *nl, int family, sbx_err *err)
+{
+    char buf[MNL_SOCKET_BUFFER_SIZE];
+    struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+    nlh->nlmsg_type = RTM_NEWROUTE;
+    nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK;
+    nlh->nlmsg_seq = 1;
+    struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+    rtm->rtm_family = (unsigned char)family;
+    rtm->rtm_table = RT_TABLE_MAIN;
+    rtm->rtm_protocol = RTPROT_STATIC;
+    rtm->rtm_scope = RT_SCOPE_LINK;
+    rtm->rtm_type = RTN_UNICAST;
+    mnl_attr_put_u32(nlh, RTA_OIF, if_nametoindex("lo"));
+    if (family == AF_INET) {
+        struct in_addr lo = {htonl(INADDR_LOOPBACK)};
+        mnl_attr_put(nlh, RTA_PREFSRC, sizeof(lo), &lo);
+    } else {
+        mnl_attr_put(nlh, RTA_PREFSRC, sizeof(in6addr_loopback), &in6addr_loopback);
+    }
+    if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
+        return sbx_err_stage(err, "egress", errno, "send route");
+    ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
+    if (n < 0 || mnl_cb_run(buf, (size_t)n, 1, mnl_socket_get_portid(nl), NULL, NULL) < 0)
+        return sbx_err_stage(err, "egress", errno, "default route via lo (%s)",
+                             family == AF_INET ? "IPv4" : "IPv6");
+    return 0;
+}
+
+/* A second IPv4 address on loopback (127.0.0.2/8): glibc's AI_ADDRCONFIG
+ * ignores 127.0.0.1 and would otherwise refuse every IPv4 lookup without even
+ * asking our DNS. */
+static int second_address(struct mnl_socket *nl, sbx_err *err)
+{
+    char buf[MNL_SOCKET_BUFFER_SIZE];
+    struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+    nlh->nlmsg_type = RTM_NEWADDR;
+    nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE | NLM_F_ACK;
+    nlh->nlmsg_seq = 2;
+    struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
+    ifa->ifa_family = AF_INET;
+    ifa->ifa_prefixlen = 8;
+    ifa->ifa_scope = RT_SCOPE_HOST;
+    ifa->ifa_index = if_nametoindex("lo");
+    struct in_addr a = {htonl(0x7f000002)};
+    mnl_attr_put(nlh, IFA_LOCAL, sizeof(a), &a);
+    mnl_attr_put(nlh, IFA_ADDRESS, sizeof(a), &a);
+    if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
+        return sbx_err_stage(err, "egress", errno, "send address");
+    ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
+    if (n < 0 || mnl_cb_run(buf, (size_t)n, 2, mnl_socket_get_portid(nl), NULL, NULL) < 0)
+        return sbx_err_stage(err, "egress", errno, "add 127.0.0.2 to loopback");
+    return 0;
+}
+
+static int routes(sbx_err *err)
+{
+    struct mnl_socket *nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
+    if (!nl || mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
+        if (nl)
+            mnl_socket_close(nl);
+        return sbx_err_stage(err, "egress", errno, "rtnetlink");
+    }
+    int rc = second_address(nl, err) < 0 ? -1 : default_route(nl, AF_INET, err);
+    /* IPv6 may be disabled on the host: then there is simply no IPv6 path, and
+     * IPv6 connections fail at once (ENETUNREACH) instead. */
+    if (rc == 0)
+        (void)default_route(nl, AF_INET6, NULL);
+    mnl_socket_close(nl);
+    return rc;
+}
+
+/* libnftables, loaded on first use: only sandboxes in proxy mode need it. */
+struct nft_api {
+    void *(*ctx_new)(uint32_t flags);
+    void (*ctx_free)(void *ctx);
+    int (*buffer_error)(void *ctx);
+    const char *(*get_error)(void *ctx);
+    int (*run)(void *ctx, const char *buf);
+};
+
+static int nft_load(struct nft_api *api, sbx_err *err)
+{
+    void *h = dlopen("libnftables.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return sbx_err_stage(err, "egress", ENOENT, "dlopen libnftables.so.1: %s", dlerror());
+    *(void **)&api->ctx_new = dlsym(h, "nft_ctx_new");
+    *(void **)&api->ctx_free = dlsym(h, "nft_ctx_free");
+    *(void **)&api->buffer_error = dlsym(h, "nft_ctx_buffer_error");
+    *(void **)&api->get_error = dlsym(h, "nft_ctx_get_error_buffer");
+    *(void **)&api->run = dlsym(h, "nft_run_cmd_from_buffer");
+    if (!api->ctx_new || !api->ctx_free || !api->buffer_error || !api->get_error || !api->run)
+        return sbx_err_stage(err, "egress", ENOSYS, "libnftables lacks a symbol");
+    return 0; /* the handle stays loaded for the life of the process */
+}
+
+static int nft_rules(sbx_err *err)
+{
+    static const char rules[] = "table inet sandbox {\n"
+                                "  chain nat_out {\n"
+                                "    type nat hook output priority -100; policy accept;\n"
+                                "    ip daddr 127.0.0.0/8 return\n"
+                                "    ip6 daddr ::1 return\n"
+                                "    meta l4proto tcp redirect to :15001\n"
+                                "  }\n"
+                                "  chain filter_out {\n"
+                                "    type filter hook output priority 0; policy drop;\n"
+                                "    ip daddr 127.0.0.0/8 accept\n"
+                                "    ip6 daddr ::1 accept\n"
+                                "  }\n"
+                                "}\n";
+    struct nft_api api = {0};
+    if (nft_load(&api, err) < 0)
+        return -1;
+    void *ctx = api.ctx_new(0);
+    if (!ctx)
+        return sbx_err_stage(err, "egress", ENOMEM, "nft context");
+    api.buffer_error(ctx);
+    int rc = api.run(ctx, rules);
+    if (rc != 0)
+        sbx_err_stage(err, "egress", EPERM, "nftables rules: %s", api.get_error(ctx));
+    api.ctx_free(ctx);
+    return rc != 0 ? -1 : 0;
+}
+
+static int bound_socket(int family, int type, uint16_t port, sbx_err *err)
+{
+    cleanup_fd int fd = socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return sbx_err_stage(err, "egress", errno, "socket");
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    int rc;
+    if (family == AF_INET) {
+        struct sockaddr_in sa = {
+            .sin_family = AF_INET, .sin_port = htons(port), .sin_addr = {htonl(INADDR_LOOPBACK)}};
+        rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    } else {
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+        struct sockaddr_in6 sa = {
+            .sin6_family = AF_INET6, .sin6_port = htons(port), .sin6_addr = in6addr_loopback};
+        rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    }
+    if (rc < 0 || (type == SOCK_STREAM && listen(fd, 128) < 0))
+        return sbx_err_stage(err, "egress", errno, "bind %s port %u",
+                             family == AF_INET ? "127.0.0.1" : "[::1]", port);
+    return sbx_steal_fd(&fd);
+}
+
+/* libevent 2.1.12's DNS server reads past a datagram shorter than a DNS
+ * header (a crash any sandbox could cause): the kernel drops those for us.
+ * The filter may see the 8-byte UDP header too; 20 bytes also covers that,
+ * and no useful query is shorter (header + root name + type + class = 17). */
+static int drop_short_packets(int fd, sbx_err *err)
+{
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_LEN, 0),
+        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 20, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, 0xffff),
+        BPF_STMT(BPF_RET | BPF_K, 0),
+    };
+    struct sock_fprog prog = {.len = SBX_ARRAY_LEN(code), .filter = code};
+    if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0)
+        return sbx_err_stage(err, "egress", errno, "DNS socket filter");
+    return 0;
+}
+
+struct ns_sockets {
+    int stream[L_COUNT];
+    int dns;
+};
+
+/* Everything that must happen inside the sandbox's namespace. */
+static int inside(struct ns_sockets *s, sbx_err *err)
+{
+    static const struct {
+        int family;
+        uint16_t port;
+    } want[L_COUNT] = {
+        [L_SOCKS] = {AF_INET, SBX_EGRESS_SOCKS_PORT},
+        [L_HTTP] = {AF_INET, SBX_EGRESS_HTTP_PORT},
+        [L_TRANSPARENT4] = {AF_INET, SBX_EGRESS_TRANSPARENT_PORT},
+        [L_TRANSPARENT6] = {AF_INET6, SBX_EGRESS_TRANSPARENT_PORT},
+    };
+    if (loopback_up(err) < 0 || routes(err) < 0 || nft_rules(err) < 0)
+        return -1;
+    for (int i = 0; i < L_COUNT; i++) {
+        sbx_err e6 = {0};
+        bool v6 = want[i].family == AF_INET6;
+        s->stream[i] = bound_socket(want[i].family, SOCK_STREAM, want[i].port, v6 ? &e6 : err);
+        /* No IPv6 in the namespace: no IPv6 transparent path is needed. */
+        if (s->stream[i] < 0 && !v6)
+            return -1;
+    }
+    s->dns = bound_socket(AF_INET, SOCK_DGRAM, 53, err);
+    return s->dns < 0 ? -1 : drop_short_packets(s->dns, err);
+}
+
+static int in_namespace(int netns_fd, struct ns_sockets *s, sbx_err *err)
+{
+    cleanup_fd int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (self < 0)
+        return sbx_err_stage(err, "egress", errno, "open own network namespace");
+    if (setns(netns_fd, CLONE_NEWNET) < 0)
+        return sbx_err_stage(err, "egress", errno, "enter the sandbox's network namespace");
+    int rc = inside(s, err);
+    /* Back home whatever happened: upstream connections are made from here. */
+    if (setns(self, CLONE_NEWNET) < 0)
+        abort();
+    return rc;
+}
+
+/* ---- on the loop ---- */
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
+                      void *arg)
+{
+    struct sbx_egress *eg = arg;
+    if (l == eg->listeners[L_SOCKS])
+        sbx_socks5_accept(&eg->ctx, fd);
+    else if (l == eg->listeners[L_HTTP])
+        sbx_httpproxy_accept(&eg->ctx, fd);
+    else
+        sbx_transparent_accept(&eg->ctx, fd);
+}
+
+struct sbx_egress *sbx_egress_start(const struct sbx_egress_opts *o, int netns_fd, sbx_err *err)
+{
+    struct ns_sockets s = {.stream = {-1, -1, -1, -1}, .dns = -1};
+    struct sbx_egress *eg = calloc(1, sizeof(*eg));
+    if (!eg) {
+        sbx_err_stage(err, "egress", ENOMEM, "egress");
+        return NULL;
+    }
+    eg->ctx = (struct sbx_conn_ctx){.base = o->base,
+                                    .policy = o->policy,
+                                    .resolver = o->resolver,
+                                    .limits = o->limits,
+                                    .on_flow = o->on_flow,
+                                    .ud = o->ud};
+    if (!(eg->answers = sbx_dns_answers_new(1024))) {
+        sbx_err_stage(err, "egress", ENOMEM, "dns answers");
+        goto fail;
+    }
+    eg->ctx.answers = eg->answers;
+    if (in_namespace(netns_fd, &s, err) < 0)
+        goto fail;
+    for (int i = 0; i < L_COUNT; i++) {
+        if (s.stream[i] < 0)
+            continue;
+        eg->listeners[i] = evconnlistener_new(
+            o->base, on_accept, eg, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, s.stream[i]);
+        if (!eg->listeners[i]) {
+            sbx_err_stage(err, "egress", ENOMEM, "listener");
+            goto fail;
+        }
+        s.stream[i] = -1;
+    }
+    eg->dns = sbx_dns_server_new(o->base, s.dns, o->policy, o->resolver, eg->answers, o->on_flow,
+                                 o->ud, err);
+    if (!eg->dns)
+        goto fail;
+    s.dns = -1;
+    return eg;
+fail:
+    for (int i = 0; i < L_COUNT; i++)
+        if (s.stream[i] >= 0)
+            close(s.stream[i]);
+    if (s.dns >= 0)
+        close(s.dns);
+    sbx_egress_free(eg);
+    return NULL;
+}
+
+void sbx_egress_free(struct sbx_egress *eg)
+{
+    if (!eg)
+        return;
+    for (int i = 0; i < L_COUNT; i++)
+        if (eg->listeners[i])
+            evconnlistener_free(eg->listeners[i]);
+    if (eg->dns)
+        sbx_dns_server_free(eg->dns);
+    sbx_conn_ctx_close_all(&eg->ctx);
+    sbx_dns_answers_free(eg->answers);
+    free(eg);
+}

@@ -1,0 +1,38 @@
+/* One sandbox's egress in `proxy` mode. Its network namespace has no interface
+ * out; the daemon puts into it, from its own loop: loopback with default routes
+ * through it, nftables rules that redirect every TCP connection leaving
+ * loopback to a transparent listener and drop every other packet that is not
+ * for loopback, and listeners for SOCKS5 (127.0.0.1:1080), the HTTP proxy
+ * (127.0.0.1:3128), transparent connections (127.0.0.1 and [::1]:15001) and
+ * DNS (127.0.0.1:53). Sockets keep the namespace they were made in, so the
+ * daemon serves them without ever letting the sandbox out. */
+#pragma once
+
+#include <event2/event.h>
+
+#include "net/dns.h"
+#include "net/proxy.h"
+
+#define SBX_EGRESS_SOCKS_PORT 1080
+#define SBX_EGRESS_HTTP_PORT 3128
+#define SBX_EGRESS_TRANSPARENT_PORT 15001
+
+/* What a task in proxy mode finds in its environment. */
+extern const char *const sbx_egress_env[];
+
+struct sbx_egress_opts {
+    struct event_base *base;
+    const struct sbx_policy *policy;
+    struct sbx_resolver *resolver;
+    struct sbx_egress_limits limits;
+    sbx_flow_cb on_flow;
+    void *ud;
+};
+
+struct sbx_egress;
+
+/* Build it all inside the namespace netns_fd (an fd of /proc/PID/ns/net).
+ * The calling thread returns to its own namespace before this returns. */
+struct sbx_egress *sbx_egress_start(const struct sbx_egress_opts *o, int netns_fd, sbx_err *err);
+/* Close the listeners and every live connection (each reports its flow). */
+void sbx_egress_free(struct sbx_egress *eg);

@@ -8,7 +8,8 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: sandboxd run [options] -- COMMAND [ARGS...]\n"
+    fprintf(f, "usage: sandboxd [serve] [--config FILE] [--listen ADDR] [--state-dir DIR] ...\n"
+               "       sandboxd run [options] -- COMMAND [ARGS...]\n"
                "       sandboxd doctor [--json]\n"
                "       sandboxd version\n"
                "Run 'sandboxd run --help' for the run options.\n");
@@ -26,11 +27,17 @@ static void event_log(int severity, const char *msg)
 int main(int argc, char **argv)
 {
     event_set_log_callback(event_log);
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
+    /* serve is the default, as for the original daemon. */
+    if (argc < 2 || argv[1][0] == '-') {
+        if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+            usage(stdout);
+            return 0;
+        }
+        return sbx_cmd_serve(argc, argv);
     }
     const char *cmd = argv[1];
+    if (strcmp(cmd, "serve") == 0)
+        return sbx_cmd_serve(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0)
         return sbx_cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "doctor") == 0)

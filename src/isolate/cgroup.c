@@ -1023,6 +1023,36 @@ static int rmdir_retry(const char *path, int64_t deadline, sbx_err *err)
     }
 }
 
+int sbx_cgroup_adopt(const struct sbx_cg_host *host, const char *name, struct sbx_cgroup *cg,
+                     sbx_err *err)
+{
+    memset(cg, 0, sizeof(*cg));
+    cg->mode = host->mode;
+    bool found = false;
+    struct stat st;
+    if (host->mode == SBX_CG_V2) {
+        if (sbx_cg_child_path(host->v2_base, name, cg->v2_path, sizeof(cg->v2_path), err) < 0)
+            return -1;
+        if (stat(cg->v2_path, &st) == 0)
+            found = true;
+        else
+            cg->v2_path[0] = '\0';
+    } else if (host->mode == SBX_CG_V1) {
+        for (int c = 0; c < SBX_CGC_COUNT; c++) {
+            if (!host->v1_has[c])
+                continue;
+            if (sbx_cg_child_path(host->v1_base[c], name, cg->path[c], sizeof(cg->path[c]), err) <
+                0)
+                return -1;
+            if (stat(cg->path[c], &st) == 0)
+                found = true;
+            else
+                cg->path[c][0] = '\0';
+        }
+    }
+    return found ? 0 : sbx_err_set(err, ENOENT, "no cgroup %s", name);
+}
+
 int sbx_cgroup_destroy(struct sbx_cgroup *cg, sbx_err *err)
 {
     if (!cg)

@@ -119,5 +119,10 @@ struct sbx_cg_stats {
 /* Fills what the cgroup can tell (have_* say which); fails only for a bad
  * argument. All zero in rlimit mode. */
 int sbx_cgroup_stats(const struct sbx_cgroup *cg, struct sbx_cg_stats *st, sbx_err *err);
+/* The existing cgroup `name` left by an earlier run of the daemon (after a
+ * crash): filled from the host's bases where its directories exist, for
+ * kill_all and destroy. ENOENT when there is none. */
+int sbx_cgroup_adopt(const struct sbx_cg_host *host, const char *name, struct sbx_cgroup *cg,
+                     sbx_err *err);
 /* rmdir in every hierarchy, retrying briefly while the kernel releases it. */
 int sbx_cgroup_destroy(struct sbx_cgroup *cg, sbx_err *err);

@@ -1,0 +1,681 @@
+#include "api/routes.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/sse.h"
+#include "base/parse.h"
+#include "workspace/files.h"
+#include "workspace/path.h"
+
+/* ---- the clone a request names ---- */
+
+/* Headers, then query, then body fields, then the daemon's defaults. */
+static int request_clone(sbx_http_request *req, struct sbx_api *api, json_t *body,
+                         struct sbx_clone *c, sbx_err *err)
+{
+    static const struct {
+        const char *header, *field;
+        size_t off;
+    } parts[] = {
+        {"X-Tenant-Code", "tenantCode", offsetof(struct sbx_clone, tenant)},
+        {"X-Clone-Key", "cloneKey", offsetof(struct sbx_clone, key)},
+        {"X-Clone-Id", "cloneId", offsetof(struct sbx_clone, id)},
+    };
+    const char *defaults[] = {api->cfg->tenant_code, api->cfg->clone_key, api->cfg->clone_id};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(parts); i++) {
+        const char *v = sbx_http_req_header(req, parts[i].header);
+        if (!v)
+            v = sbx_http_req_query(req, parts[i].field);
+        json_t *j = body ? json_object_get(body, parts[i].field) : NULL;
+        if (!v && j && !json_is_string(j))
+            return sbx_err_set(err, EINVAL, "%s must be a string", parts[i].field);
+        if (!v && j)
+            v = json_string_value(j);
+        if (!v)
+            v = defaults[i] ? defaults[i] : "";
+        char *dst = (char *)c + parts[i].off;
+        bool optional = i == 1;
+        if (!(optional && !*v) &&
+            sbx_ws_segment_check(parts[i].field, v,
+                                 j && v == json_string_value(j) ? json_string_length(j) : strlen(v),
+                                 err) < 0)
+            return -1;
+        snprintf(dst, SBX_SEGMENT_MAX + 1, "%s", v);
+    }
+    /* A tenant token sees its own tenant only. */
+    const sbx_identity *who = sbx_http_req_identity(req);
+    if (who && who->tenant && strcmp(who->tenant, c->tenant) != 0)
+        return sbx_err_set(err, EACCES, "this token may not act for tenant '%s'", c->tenant);
+    return 0;
+}
+
+static void respond_clone_error(sbx_http_request *req, const sbx_err *e)
+{
+    if (e->errnum == EACCES)
+        sbx_http_respond_error(req, SBX_HTTP_FORBIDDEN, "%s", e->msg);
+    else
+        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e->msg);
+}
+
+/* ---- task JSON in the original's shape ---- */
+
+static json_t *task_json(const struct sbx_store_task *t, bool with_output)
+{
+    json_error_t je;
+    json_t *cmd = json_loads(t->command ? t->command : "[]", 0, &je);
+    json_t *o = json_pack(
+        "{s:s, s:o, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:s, s:s, s:s}", "id", t->id,
+        "command", cmd ? cmd : json_array(), "backend", t->backend ? t->backend : "sandbox",
+        "skill", t->skill ? t->skill : "", "skillSource", t->skill_source ? t->skill_source : "",
+        "skillTrustLevel", t->skill_trust_level ? t->skill_trust_level : "", "status",
+        sbx_task_status_name(t->status), "createdAt", sbx_json_time(t->created_at), "startedAt",
+        sbx_json_time(t->started_at), "endedAt", sbx_json_time(t->ended_at), "error",
+        t->error ? t->error : "", "tenantCode", t->tenant ? t->tenant : "", "cloneKey",
+        t->clone_key ? t->clone_key : "", "cloneId", t->clone_id ? t->clone_id : "", "sessionId",
+        t->session_id ? t->session_id : "");
+    if (t->language)
+        json_object_set_new(o, "language", json_string(t->language));
+    json_t *report = t->result ? json_loads(t->result, 0, &je) : NULL;
+    if (report) {
+        json_t *r = json_object();
+        json_object_set(r, "exitCode", json_object_get(report, "exitCode"));
+        if (with_output) {
+            json_object_set_new(r, "stdout", sbx_json_text(t->stdout_data, t->stdout_len));
+            json_object_set_new(r, "stderr", sbx_json_text(t->stderr_data, t->stderr_len));
+        }
+        json_object_set_new(r, "startedAt", sbx_json_time(t->started_at));
+        json_object_set_new(r, "endedAt", sbx_json_time(t->ended_at));
+        json_object_set_new(r, "report", report);
+        json_object_set_new(o, "result", r);
+    } else {
+        json_object_set_new(o, "result", json_null());
+    }
+    return o;
+}
+
+/* ---- request bodies ---- */
+
+static const char *const task_fields[] = {"command",  "env",       "timeoutSeconds", "language",
+                                          "code",     "stdin",     "memoryMB",       "pids",
+                                          "cpu",      "sessionID", "sessionId",      "tenantCode",
+                                          "cloneKey", "cloneId",   "skill",          "args",
+                                          NULL};
+
+struct parsed_task {
+    struct sbx_task_request r;
+    const char **argv;
+    const char **env;
+};
+
+static void parsed_free(struct parsed_task *p)
+{
+    free(p->argv);
+    free(p->env);
+}
+
+static int number_field(json_t *body, const char *name, double *out, sbx_err *err)
+{
+    json_t *v = json_object_get(body, name);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_number(v) || json_number_value(v) <= 0)
+        return sbx_err_set(err, EINVAL, "%s must be a positive number", name);
+    *out = json_number_value(v);
+    return 0;
+}
+
+/* command | language+code, env, stdin, limits, session, clone. */
+static int parse_task(sbx_http_request *req, struct sbx_api *api, json_t *body,
+                      struct parsed_task *p, sbx_err *err)
+{
+    memset(p, 0, sizeof(*p));
+    if (request_clone(req, api, body, &p->r.clone, err) < 0)
+        return -1;
+    json_t *cmd = json_object_get(body, "command");
+    json_t *lang = json_object_get(body, "language");
+    json_t *code = json_object_get(body, "code");
+    if (json_object_get(body, "skill"))
+        return sbx_err_set(err, EINVAL, "skill: skills are not available in this daemon yet");
+    if (cmd && (lang || code))
+        return sbx_err_set(err, EINVAL, "give either command or language and code, not both");
+    if (cmd) {
+        if (!json_is_array(cmd) || json_array_size(cmd) == 0 || json_array_size(cmd) > 4096)
+            return sbx_err_set(err, EINVAL, "command must be a non-empty array of strings");
+        p->argv = calloc(json_array_size(cmd) + 1, sizeof(char *));
+        if (!p->argv)
+            return sbx_err_set(err, ENOMEM, "command");
+        for (size_t i = 0; i < json_array_size(cmd); i++) {
+            json_t *a = json_array_get(cmd, i);
+            if (!json_is_string(a) || strlen(json_string_value(a)) != json_string_length(a))
+                return sbx_err_set(err, EINVAL, "command[%zu] must be a string without NUL", i);
+            p->argv[i] = json_string_value(a);
+        }
+        p->r.argv = p->argv;
+    } else if (lang || code) {
+        if (!json_is_string(lang) || !json_is_string(code))
+            return sbx_err_set(err, EINVAL, "language and code must both be strings");
+        if (strlen(json_string_value(code)) != json_string_length(code))
+            return sbx_err_set(err, EINVAL, "code must not hold NUL");
+        p->r.language = json_string_value(lang);
+        p->r.code = json_string_value(code);
+    } else {
+        return sbx_err_set(err, EINVAL, "command (or language and code) is required");
+    }
+    json_t *env = json_object_get(body, "env");
+    if (env && !json_is_null(env)) {
+        if (!json_is_object(env))
+            return sbx_err_set(err, EINVAL, "env must be an object of strings");
+        p->env = calloc(json_object_size(env) + 1, sizeof(char *));
+        if (!p->env)
+            return sbx_err_set(err, ENOMEM, "env");
+        size_t n = 0;
+        const char *k;
+        json_t *v;
+        json_object_foreach(env, k, v)
+        {
+            if (!json_is_string(v))
+                return sbx_err_set(err, EINVAL, "env.%s must be a string", k);
+            char *kv;
+            if (asprintf(&kv, "%s=%s", k, json_string_value(v)) < 0)
+                return sbx_err_set(err, ENOMEM, "env");
+            p->env[n++] = kv; /* freed by free_env_strings */
+            if (strncmp(kv, "CLAW_", 5) == 0)
+                return sbx_err_set(err, EINVAL, "env.%s: CLAW_ settings are not for tasks", k);
+            if (sbx_parse_env_assignment(kv, err) < 0)
+                return -1;
+        }
+        p->r.env = p->env;
+    }
+    json_t *in = json_object_get(body, "stdin");
+    if (in && !json_is_null(in)) {
+        if (!json_is_string(in))
+            return sbx_err_set(err, EINVAL, "stdin must be a string");
+        p->r.stdin_data = json_string_value(in);
+        p->r.stdin_len = json_string_length(in);
+    }
+    double mem = 0, pids = 0;
+    if (number_field(body, "timeoutSeconds", &p->r.timeout_s, err) < 0 ||
+        number_field(body, "memoryMB", &mem, err) < 0 ||
+        number_field(body, "pids", &pids, err) < 0 ||
+        number_field(body, "cpu", &p->r.cpu_cores, err) < 0)
+        return -1;
+    p->r.memory_bytes = (uint64_t)(mem * (1 << 20));
+    p->r.pids = (uint64_t)pids;
+    json_t *s = json_object_get(body, "sessionID");
+    if (!s)
+        s = json_object_get(body, "sessionId");
+    if (s && !json_is_null(s)) {
+        if (!json_is_string(s) ||
+            sbx_ws_segment_check("sessionID", json_string_value(s), json_string_length(s), err) < 0)
+            return json_is_string(s) ? -1 : sbx_err_set(err, EINVAL, "sessionID must be a string");
+        p->r.session = json_string_value(s);
+    }
+    return 0;
+}
+
+static void free_env_strings(struct parsed_task *p)
+{
+    for (size_t i = 0; p->env && p->env[i]; i++)
+        free((char *)p->env[i]);
+}
+
+static void respond_submit_error(sbx_http_request *req, const sbx_err *e)
+{
+    if (e->errnum == EAGAIN)
+        sbx_http_respond_error(req, SBX_HTTP_TOO_MANY_REQUESTS, "%s", e->msg);
+    else if (e->errnum == EINVAL)
+        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e->msg);
+    else
+        sbx_http_respond_err(req, e);
+}
+
+/* ---- handlers ---- */
+
+static void h_healthz(sbx_http_request *req, void *ud)
+{
+    sbx_http_respond_json(req, 200, json_pack("{s:b}", "ok", 1));
+}
+
+static void h_readyz(sbx_http_request *req, void *ud)
+{
+    struct sbx_api *api = ud;
+    unsigned running, queued;
+    sbx_runtime_counts(api->rt, &running, &queued);
+    const char *status = !api->ready ? "created" : running ? "busy" : "ready";
+    sbx_http_respond_json(req, api->ready ? 200 : 503,
+                          json_pack("{s:b, s:s}", "ok", api->ready, "status", status));
+}
+
+static void h_status(sbx_http_request *req, void *ud)
+{
+    struct sbx_api *api = ud;
+    struct sbx_clone c;
+    sbx_err e = {0};
+    if (request_clone(req, api, NULL, &c, &e) < 0)
+        return respond_clone_error(req, &e);
+    unsigned running, queued;
+    sbx_runtime_counts(api->rt, &running, &queued);
+    char *ws = sbx_ws_dir(api->cfg->workspace_root, c.tenant, c.key, c.id, NULL);
+    const char *session = sbx_http_req_query(req, "sessionID");
+    sbx_http_respond_json(req, 200,
+                          json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:i, s:i}",
+                                    "runtimeId", sbx_runtime_default_session(api->rt), "tenantCode",
+                                    c.tenant, "cloneId", c.id, "cloneKey", c.key, "sessionId",
+                                    session ? session : sbx_runtime_default_session(api->rt),
+                                    "workspace", ws ? ws : "", "status", running ? "busy" : "ready",
+                                    "startedAt", sbx_json_time(api->started_at), "lastEventAt",
+                                    json_null(), "running", running, "queued", queued));
+    free(ws);
+}
+
+static void h_start_stop(sbx_http_request *req, void *ud, bool start)
+{
+    struct sbx_api *api = ud;
+    static const char *const fields[] = {"sessionID", "sessionId", "tenantCode",
+                                         "cloneKey",  "cloneId",   NULL};
+    json_t *body = sbx_http_req_json(req, fields);
+    if (!body)
+        return;
+    struct sbx_clone c;
+    sbx_err e = {0};
+    if (request_clone(req, api, body, &c, &e) < 0) {
+        json_decref(body);
+        return respond_clone_error(req, &e);
+    }
+    json_t *s = json_object_get(body, "sessionID");
+    if (!s)
+        s = json_object_get(body, "sessionId");
+    char session[SBX_SEGMENT_MAX + 1];
+    if (s && (!json_is_string(s) || sbx_ws_segment_check("sessionID", json_string_value(s),
+                                                         json_string_length(s), &e) < 0)) {
+        json_decref(body);
+        {
+            (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s",
+                                         e.msg[0] ? e.msg : "sessionID must be a string");
+            return;
+        }
+    }
+    if (s) {
+        snprintf(session, sizeof(session), "%s", json_string_value(s));
+    } else if (start) {
+        char id[SBX_ID_SIZE];
+        if (sbx_id_new(id, &e) < 0) {
+            json_decref(body);
+            sbx_http_respond_err(req, &e);
+            return;
+        }
+        snprintf(session, sizeof(session), "%s", id);
+    } else {
+        snprintf(session, sizeof(session), "%s", sbx_runtime_default_session(api->rt));
+    }
+    json_decref(body);
+    json_t *d = start ? json_pack("{s:s, s:s, s:s}", "runtimeId", session, "cloneId", c.id,
+                                  "tenantCode", c.tenant)
+                      : json_pack("{s:s, s:s}", "runtimeId", session, "reason", "stopped");
+    if (sbx_runtime_emit(api->rt, session, start ? "runtime_started" : "runtime_stopped", d, &e) <
+        0) {
+        (void)sbx_http_respond_err(req, &e);
+        return;
+    }
+    sbx_http_respond_json(req, 200,
+                          json_pack("{s:b, s:s, s:s}", "ok", 1, "status",
+                                    start ? "ready" : "stopped", "sessionId", session));
+}
+
+static void h_start(sbx_http_request *req, void *ud)
+{
+    h_start_stop(req, ud, true);
+}
+
+static void h_stop(sbx_http_request *req, void *ud)
+{
+    h_start_stop(req, ud, false);
+}
+
+/* A synchronous exec: the answer waits for the task. */
+struct exec_wait {
+    struct sbx_api *api;
+    sbx_http_request *req;
+    char id[SBX_ID_SIZE];
+    bool opensandbox; /* /execute's answer shape */
+    bool submitting;  /* inside sbx_runtime_submit: its caller frees */
+    bool answered;
+};
+
+static void exec_release(struct exec_wait *w)
+{
+    if (w->submitting)
+        w->answered = true;
+    else
+        free(w);
+}
+
+static void exec_done(void *ud, const char *task_id)
+{
+    struct exec_wait *w = ud;
+    struct sbx_store_task *t = NULL;
+    sbx_err e = {0};
+    if (sbx_store_task_get(w->api->store, task_id, NULL, SBX_STORE_WITH_OUTPUT, &t, &e) < 0) {
+        sbx_http_respond_err(w->req, &e);
+        exec_release(w);
+        return;
+    }
+    json_error_t je;
+    json_t *report = t->result ? json_loads(t->result, 0, &je) : NULL;
+    json_int_t code = report ? json_integer_value(json_object_get(report, "exitCode")) : 125;
+    json_t *o;
+    if (w->opensandbox) {
+        double secs = report ? json_number_value(json_object_get(report, "wallSeconds")) : 0;
+        o = json_pack("{s:o, s:o, s:I, s:f}", "stdout",
+                      sbx_json_text(t->stdout_data, t->stdout_len), "stderr",
+                      sbx_json_text(t->stderr_data, t->stderr_len), "return_code", code,
+                      "execution_time", secs);
+        json_decref(report);
+    } else {
+        o = json_pack("{s:s, s:I, s:o, s:o, s:o, s:o, s:s, s:s, s:o}", "taskId", t->id, "exitCode",
+                      code, "stdout", sbx_json_text(t->stdout_data, t->stdout_len), "stderr",
+                      sbx_json_text(t->stderr_data, t->stderr_len), "startedAt",
+                      sbx_json_time(t->started_at), "endedAt", sbx_json_time(t->ended_at), "status",
+                      sbx_task_status_name(t->status), "error", t->error ? t->error : "", "report",
+                      report ? report : json_null());
+    }
+    sbx_store_task_free(t);
+    sbx_http_respond_json(w->req, 200, o);
+    exec_release(w);
+}
+
+static void exec_cancel(sbx_http_request *req, void *ud)
+{
+    struct exec_wait *w = ud;
+    /* The client left: the task goes on to its end, recorded as usual. */
+    sbx_runtime_forget(w->api->rt, w->id);
+    free(w);
+}
+
+static void submit(sbx_http_request *req, struct sbx_api *api, struct parsed_task *p, bool sync,
+                   bool opensandbox)
+{
+    sbx_err e = {0};
+    char id[SBX_ID_SIZE];
+    struct exec_wait *w = sync ? calloc(1, sizeof(*w)) : NULL;
+    if (sync && !w)
+        return (void)sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "out of memory");
+    if (w) {
+        w->api = api, w->req = req, w->opensandbox = opensandbox, w->submitting = true;
+        sbx_http_req_defer(req, exec_cancel, w);
+    }
+    int rc = sbx_runtime_submit(api->rt, &p->r, sync ? exec_done : NULL, w, id, &e);
+    if (w) {
+        w->submitting = false;
+        /* A task that could not even start was answered inside submit. */
+        if (rc < 0 || w->answered) {
+            if (rc < 0)
+                respond_submit_error(req, &e);
+            free(w);
+            return;
+        }
+        memcpy(w->id, id, SBX_ID_SIZE);
+        return;
+    }
+    if (rc < 0)
+        return respond_submit_error(req, &e);
+    struct sbx_store_task *t = NULL;
+    if (sbx_store_task_get(api->store, id, NULL, 0, &t, &e) < 0)
+        return (void)sbx_http_respond_err(req, &e);
+    sbx_http_respond_json(req, 202, task_json(t, false));
+    sbx_store_task_free(t);
+}
+
+static void h_exec_or_task(sbx_http_request *req, void *ud, bool sync)
+{
+    struct sbx_api *api = ud;
+    json_t *body = sbx_http_req_json(req, task_fields);
+    if (!body)
+        return;
+    struct parsed_task p;
+    sbx_err e = {0};
+    if (parse_task(req, api, body, &p, &e) < 0)
+        e.errnum == EACCES ? respond_clone_error(req, &e)
+                           : (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+    else
+        submit(req, api, &p, sync, false);
+    free_env_strings(&p);
+    parsed_free(&p);
+    json_decref(body);
+}
+
+static void h_exec(sbx_http_request *req, void *ud)
+{
+    h_exec_or_task(req, ud, true);
+}
+
+static void h_task_create(sbx_http_request *req, void *ud)
+{
+    h_exec_or_task(req, ud, false);
+}
+
+/* POST /execute: {code, env (an environment name), timeout, memory_limit,
+ * pids_limit, capabilities} -> {stdout, stderr, return_code, execution_time}. */
+static void h_execute(sbx_http_request *req, void *ud)
+{
+    struct sbx_api *api = ud;
+    static const char *const fields[] = {"code",       "env",          "timeout", "memory_limit",
+                                         "pids_limit", "capabilities", "stdin",   NULL};
+    json_t *body = sbx_http_req_json(req, fields);
+    if (!body)
+        return;
+    struct parsed_task p = {0};
+    sbx_err e = {0};
+    json_t *code = json_object_get(body, "code"), *env = json_object_get(body, "env");
+    json_t *caps = json_object_get(body, "capabilities");
+    json_t *add = caps ? json_object_get(caps, "add") : NULL;
+    json_t *mem = json_object_get(body, "memory_limit");
+    uint64_t bytes = 0;
+    if (!json_is_string(code))
+        sbx_err_set(&e, EINVAL, "code must be a string");
+    else if (env && !json_is_string(env))
+        sbx_err_set(&e, EINVAL, "env must be the name of an environment");
+    else if (caps && !json_is_object(caps))
+        sbx_err_set(&e, EINVAL, "capabilities must be an object");
+    else if (add && (!json_is_array(add) || json_array_size(add) > 0))
+        sbx_err_set(&e, EINVAL, "capabilities.add: adding capabilities is refused");
+    else if (mem &&
+             !(json_is_string(mem) && sbx_parse_size(json_string_value(mem), &bytes, &e) == 0))
+        sbx_err_set(&e, EINVAL, "memory_limit: '%s' is not a size like 256m or 1g",
+                    json_is_string(mem) ? json_string_value(mem) : "?");
+    if (!e.msg[0])
+        request_clone(req, api, NULL, &p.r.clone, &e);
+    if (e.msg[0]) {
+        json_decref(body);
+        return e.errnum == EACCES
+                   ? respond_clone_error(req, &e)
+                   : (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+    }
+    p.r.language = env ? json_string_value(env) : "python";
+    p.r.code = json_string_value(code);
+    p.r.memory_bytes = bytes;
+    json_t *t = json_object_get(body, "timeout"), *pl = json_object_get(body, "pids_limit");
+    if (json_is_number(t))
+        p.r.timeout_s = json_number_value(t);
+    if (json_is_integer(pl))
+        p.r.pids = (uint64_t)json_integer_value(pl);
+    json_t *in = json_object_get(body, "stdin");
+    if (json_is_string(in))
+        p.r.stdin_data = json_string_value(in), p.r.stdin_len = json_string_length(in);
+    submit(req, api, &p, true, true);
+    json_decref(body);
+}
+
+static void h_task_get(sbx_http_request *req, void *ud)
+{
+    struct sbx_api *api = ud;
+    const sbx_identity *who = sbx_http_req_identity(req);
+    struct sbx_store_task *t = NULL;
+    sbx_err e = {0};
+    if (sbx_store_task_get(api->store, sbx_http_req_param(req, "id"), who ? who->tenant : NULL,
+                           SBX_STORE_WITH_OUTPUT, &t, &e) < 0)
+        return e.errnum == ENOENT
+                   ? (void)sbx_http_respond_error(req, SBX_HTTP_NOT_FOUND, "no task %s",
+                                                  sbx_http_req_param(req, "id"))
+                   : (void)sbx_http_respond_err(req, &e);
+    sbx_http_respond_json(req, 200, task_json(t, true));
+    sbx_store_task_free(t);
+}
+
+static void h_task_cancel(sbx_http_request *req, void *ud)
+{
+    struct sbx_api *api = ud;
+    const char *id = sbx_http_req_param(req, "id");
+    const sbx_identity *who = sbx_http_req_identity(req);
+    struct sbx_store_task *t = NULL;
+    sbx_err e = {0};
+    if (sbx_store_task_get(api->store, id, who ? who->tenant : NULL, 0, &t, &e) < 0)
+        return e.errnum == ENOENT
+                   ? (void)sbx_http_respond_error(req, SBX_HTTP_NOT_FOUND, "no task %s", id)
+                   : (void)sbx_http_respond_err(req, &e);
+    bool final = sbx_task_status_final(t->status);
+    sbx_store_task_free(t);
+    if (final)
+        return (void)sbx_http_respond_error(req, SBX_HTTP_CONFLICT, "task %s has already ended",
+                                            id);
+    if (sbx_runtime_cancel(api->rt, id, &e) < 0)
+        return (void)sbx_http_respond_err(req, &e);
+    /* A running task is recorded canceled once its tree is dead; answer with
+     * what the store says now. */
+    if (sbx_store_task_get(api->store, id, NULL, 0, &t, &e) < 0)
+        return (void)sbx_http_respond_err(req, &e);
+    sbx_http_respond_json(req, 200, task_json(t, false));
+    sbx_store_task_free(t);
+}
+
+static void h_task_list(sbx_http_request *req, void *ud)
+{
+    struct sbx_api *api = ud;
+    const sbx_identity *who = sbx_http_req_identity(req);
+    struct sbx_store_task_filter f = {.limit = 50};
+    sbx_err e = {0};
+    const char *status = sbx_http_req_query(req, "status");
+    const char *limit = sbx_http_req_query(req, "limit");
+    uint64_t n;
+    if (status && sbx_task_status_parse(status, &f.status, &e) < 0)
+        return (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "status: %s", e.msg);
+    if (limit) {
+        if (sbx_parse_uint(limit, 1, SBX_STORE_LIST_MAX, &n, &e) < 0)
+            return (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "limit: %s", e.msg);
+        f.limit = (unsigned)n;
+    }
+    f.cursor = sbx_http_req_query(req, "cursor");
+    f.session_id = sbx_http_req_query(req, "sessionID");
+    const char *tenant =
+        who && who->tenant ? who->tenant : sbx_http_req_header(req, "X-Tenant-Code");
+    f.tenant = tenant;
+    struct sbx_store_task_page page = {0};
+    if (sbx_store_task_list(api->store, &f, &page, &e) < 0)
+        return e.errnum == EINVAL
+                   ? (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg)
+                   : (void)sbx_http_respond_err(req, &e);
+    json_t *arr = json_array();
+    for (size_t i = 0; i < page.n; i++)
+        json_array_append_new(arr, task_json(page.tasks[i], false));
+    json_t *o = json_pack("{s:o, s:s}", "tasks", arr, "nextCursor", page.next_cursor);
+    sbx_store_task_page_free(&page);
+    /* The original answered a bare array; ?format=array keeps that shape. */
+    const char *fmt = sbx_http_req_query(req, "format");
+    if (fmt && strcmp(fmt, "array") == 0) {
+        json_t *a = json_incref(json_object_get(o, "tasks"));
+        json_decref(o);
+        o = a;
+    }
+    sbx_http_respond_json(req, 200, o);
+}
+
+/* ---- the event stream ---- */
+
+struct stream {
+    struct sbx_api *api;
+    sbx_sse *sse;
+    struct sbx_subscriber sub;
+};
+
+static int stream_send(void *ud, uint64_t id, const char *type, const char *json)
+{
+    struct stream *s = ud;
+    char ids[24];
+    snprintf(ids, sizeof(ids), "%llu", (unsigned long long)id);
+    return sbx_sse_send(s->sse, ids, type, json, strlen(json), NULL);
+}
+
+static void stream_close(sbx_sse *sse, void *ud)
+{
+    struct stream *s = ud;
+    sbx_runtime_unsubscribe(s->api->rt, &s->sub);
+    free(s);
+}
+
+static void stream_drain(sbx_sse *sse, void *ud)
+{
+    struct stream *s = ud;
+    sbx_runtime_resume(s->api->rt, &s->sub);
+}
+
+static void h_stream(sbx_http_request *req, void *ud)
+{
+    struct sbx_api *api = ud;
+    const char *session = sbx_http_req_query(req, "sessionID");
+    if (!session)
+        session = sbx_http_req_query(req, "sessionId");
+    if (!session)
+        session = sbx_runtime_default_session(api->rt);
+    sbx_err e = {0};
+    if (sbx_ws_segment_check("sessionID", session, strlen(session), &e) < 0)
+        return (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+    uint64_t after = 0;
+    const char *last = sbx_http_req_header(req, "Last-Event-ID");
+    if (last && *last && sbx_parse_uint(last, 0, UINT64_MAX, &after, &e) < 0)
+        return (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "Last-Event-ID: %s", e.msg);
+    struct stream *s = calloc(1, sizeof(*s));
+    if (!s)
+        return (void)sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "out of memory");
+    s->api = api;
+    snprintf(s->sub.session, sizeof(s->sub.session), "%s", session);
+    s->sub.last_id = after;
+    s->sub.send = stream_send;
+    s->sub.ud = s;
+    sbx_sse_opts o = {
+        .on_close = stream_close, .on_drain = stream_drain, .ud = s, .heartbeat_ms = 15000};
+    s->sse = sbx_http_respond_sse(req, &o);
+    if (!s->sse) {
+        free(s);
+        return;
+    }
+    if (sbx_runtime_subscribe(api->rt, &s->sub, &e) < 0)
+        sbx_sse_close(s->sse); /* closing without on_close: free here */
+}
+
+int sbx_api_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err)
+{
+    static const struct {
+        const char *method, *pattern;
+        sbx_http_handler fn;
+    } routes[] = {
+        {"GET", "/healthz", h_healthz},
+        {"GET", "/readyz", h_readyz},
+        {"GET", "/runtime/status", h_status},
+        {"POST", "/runtime/start", h_start},
+        {"POST", "/runtime/stop", h_stop},
+        {"POST", "/runtime/exec", h_exec},
+        {"POST", "/runtime/tasks", h_task_create},
+        {"GET", "/runtime/tasks", h_task_list},
+        {"GET", "/runtime/tasks/{id}", h_task_get},
+        {"POST", "/runtime/tasks/{id}/cancel", h_task_cancel},
+        {"GET", "/runtime/stream", h_stream},
+        {"POST", "/execute", h_execute},
+    };
+    for (size_t i = 0; i < SBX_ARRAY_LEN(routes); i++)
+        if (sbx_http_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, api, 0, err) < 0)
+            return -1;
+    return 0;
+}

@@ -1,0 +1,16 @@
+/* The daemon's HTTP routes: the original's contract (reference API), plus code
+ * by language, /execute, workspace files, paging, tenancy and tokens. */
+#pragma once
+
+#include "api/http.h"
+#include "runtime/runtime.h"
+
+struct sbx_api {
+    struct sbx_runtime *rt;
+    struct sbx_store *store;
+    const struct sbx_config *cfg;
+    bool ready; /* the store is open and the engine's self-check passed */
+    int64_t started_at;
+};
+
+int sbx_api_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err);

@@ -1,0 +1,783 @@
+#include "runtime/runtime.h"
+
+#include <event2/buffer.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exec/env.h"
+#include "net/egress.h"
+#include "workspace/files.h"
+#include "workspace/path.h"
+
+#define COALESCE_BYTES 65536
+#define COALESCE_MS 50
+#define CLONE_ID_STRIDE 65536u
+#define MAX_CLONES 60000u
+
+struct rt_task;
+
+/* One tenant's queue, in the round-robin ring of tenants with waiting tasks. */
+struct rt_tenant {
+    char code[SBX_SEGMENT_MAX + 1];
+    struct rt_task *head, *tail;
+    unsigned queued;
+    struct rt_tenant *next;
+};
+
+struct rt_task {
+    struct sbx_runtime *rt;
+    char id[SBX_ID_SIZE];
+    struct sbx_clone clone;
+    char session[SBX_SEGMENT_MAX + 1];
+    char **argv;
+    char **env;
+    char *stdin_data;
+    size_t stdin_len;
+    struct sbx_cg_limits lim;
+    double timeout_s;
+    uint64_t output_limit, file_size, tmp_size;
+    enum sbx_net_policy net;
+    enum sbx_seccomp_profile seccomp;
+    char *workspace;
+    char name[48]; /* the sandbox's cgroup name */
+    struct sbx_task *t;
+    struct sbx_egress_opts egress;
+    sbx_runtime_done_fn done;
+    void *ud;
+    struct evbuffer *pending[2];
+    struct event *flush;
+    struct rt_task *next;     /* in its tenant's queue */
+    struct rt_task *all_next; /* in the list of active tasks */
+};
+
+struct sbx_runtime {
+    struct sbx_runtime_opts o;
+    char default_session[SBX_SEGMENT_MAX + 1];
+    struct rt_tenant *ring; /* tenants with queued tasks */
+    unsigned queued, running;
+    struct rt_task *active; /* queued and running */
+    struct sbx_subscriber *subs;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+json_t *sbx_json_time(int64_t ms)
+{
+    if (ms <= 0)
+        return json_null();
+    char buf[40];
+    time_t s = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    size_t n = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + n, sizeof(buf) - n, ".%03dZ", (int)(ms % 1000));
+    return json_string(buf);
+}
+
+/* Length of the valid UTF-8 sequence at p (1..4), or 0. */
+static size_t utf8_seq(const unsigned char *p, size_t left)
+{
+    size_t n;
+    unsigned cp;
+    if (p[0] < 0x80)
+        return 1;
+    if ((p[0] & 0xe0) == 0xc0)
+        n = 2, cp = p[0] & 0x1f;
+    else if ((p[0] & 0xf0) == 0xe0)
+        n = 3, cp = p[0] & 0x0f;
+    else if ((p[0] & 0xf8) == 0xf0)
+        n = 4, cp = p[0] & 0x07;
+    else
+        return 0;
+    if (n > left)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (p[i] & 0x3f);
+    }
+    static const unsigned min[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+json_t *sbx_json_text(const char *buf, size_t len)
+{
+    json_t *s = json_stringn(buf ? buf : "", buf ? len : 0);
+    if (s)
+        return s;
+    /* Not UTF-8 (or holds NUL): keep what is valid, mark the rest. */
+    char *out = malloc(len * 3 + 1);
+    if (!out)
+        return json_string("");
+    size_t o = 0;
+    const unsigned char *p = (const unsigned char *)buf;
+    for (size_t i = 0; i < len;) {
+        size_t n = p[i] ? utf8_seq(p + i, len - i) : 0;
+        if (n) {
+            memcpy(out + o, p + i, n), o += n, i += n;
+        } else {
+            memcpy(out + o, "\xef\xbf\xbd", 3), o += 3, i++;
+        }
+    }
+    s = json_stringn(out, o);
+    free(out);
+    return s ? s : json_string("");
+}
+
+/* ---- events ---- */
+
+static void push(struct sbx_subscriber *s, uint64_t id, const char *type, const char *json)
+{
+    if (s->behind || id <= s->last_id)
+        return;
+    if (s->send(s->ud, id, type, json) < 0) {
+        s->behind = true;
+        return;
+    }
+    s->last_id = id;
+}
+
+int sbx_runtime_emit(struct sbx_runtime *rt, const char *session, const char *type, json_t *data,
+                     sbx_err *err)
+{
+    int64_t t = now_ms();
+    json_t *body = json_pack("{s:s, s:o, s:s, s:o}", "type", type, "time", sbx_json_time(t),
+                             "sessionId", session, "data", data ? data : json_object());
+    char *text = body ? json_dumps(json_object_get(body, "data"), JSON_COMPACT) : NULL;
+    uint64_t id = 0;
+    int rc = -1;
+    if (!text)
+        sbx_err_set(err, ENOMEM, "event");
+    else if (sbx_store_event_append(rt->o.store, session, type, t, text, &id, err) == 0) {
+        json_object_set_new(body, "id", json_integer((json_int_t)id));
+        char *full = json_dumps(body, JSON_COMPACT);
+        for (struct sbx_subscriber *s = rt->subs; full && s; s = s->next)
+            if (strcmp(s->session, session) == 0)
+                push(s, id, type, full);
+        free(full);
+        rc = 0;
+    }
+    free(text);
+    json_decref(body);
+    return rc;
+}
+
+struct replay_ctx {
+    struct sbx_subscriber *s;
+};
+
+static int replay_one(void *ctx, const struct sbx_store_event *ev)
+{
+    struct sbx_subscriber *s = ((struct replay_ctx *)ctx)->s;
+    json_error_t je;
+    json_t *data = json_loads(ev->data, 0, &je);
+    json_t *body = json_pack("{s:I, s:s, s:o, s:s, s:o}", "id", (json_int_t)ev->id, "type",
+                             ev->type, "time", sbx_json_time(ev->time), "sessionId", ev->session_id,
+                             "data", data ? data : json_object());
+    char *full = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    int rc = 0;
+    if (!full || s->send(s->ud, ev->id, ev->type, full) < 0)
+        rc = 1; /* full again: stop, resume later */
+    else
+        s->last_id = ev->id;
+    free(full);
+    return rc;
+}
+
+/* Send what the store holds after s->last_id; leaves s->behind set when the
+ * client's buffer filled up again. */
+static int catch_up(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_err *err)
+{
+    struct sbx_store_event_range range;
+    struct replay_ctx ctx = {s};
+    s->behind = false;
+    if (sbx_store_events_since(rt->o.store, s->session, s->last_id, 1, NULL, NULL, &range, err) < 0)
+        return -1;
+    uint64_t from, to;
+    if (sbx_store_events_lost(&range, s->last_id, &from, &to) == 0) {
+        json_t *body = json_pack("{s:s, s:o, s:s, s:{s:I, s:I}}", "type", "events_lost", "time",
+                                 sbx_json_time(now_ms()), "sessionId", s->session, "data", "from",
+                                 (json_int_t)from, "to", (json_int_t)to);
+        char *full = body ? json_dumps(body, JSON_COMPACT) : NULL;
+        json_decref(body);
+        int sent = full ? s->send(s->ud, to, "events_lost", full) : -1;
+        free(full);
+        if (sent < 0) {
+            s->behind = true;
+            return 0;
+        }
+        s->last_id = to;
+    } else if (s->last_id > range.last) {
+        s->last_id = 0; /* the stream was pruned and began again */
+    }
+    for (;;) {
+        uint64_t before = s->last_id;
+        int rc = sbx_store_events_since(rt->o.store, s->session, s->last_id, 500, replay_one, &ctx,
+                                        NULL, err);
+        if (rc < 0)
+            return -1;
+        if (rc > 0) {
+            s->behind = true;
+            return 0;
+        }
+        if (s->last_id == before)
+            return 0;
+    }
+}
+
+int sbx_runtime_subscribe(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_err *err)
+{
+    if (catch_up(rt, s, err) < 0)
+        return -1;
+    s->next = rt->subs;
+    rt->subs = s;
+    return 0;
+}
+
+void sbx_runtime_resume(struct sbx_runtime *rt, struct sbx_subscriber *s)
+{
+    if (s->behind)
+        catch_up(rt, s, NULL);
+}
+
+void sbx_runtime_unsubscribe(struct sbx_runtime *rt, struct sbx_subscriber *s)
+{
+    for (struct sbx_subscriber **p = &rt->subs; *p; p = &(*p)->next)
+        if (*p == s) {
+            *p = s->next;
+            return;
+        }
+}
+
+/* ---- tasks ---- */
+
+static json_t *task_event_data(const struct rt_task *rt_t, const char *status)
+{
+    json_t *cmd = json_array();
+    for (size_t i = 0; rt_t->argv && rt_t->argv[i]; i++)
+        json_array_append_new(cmd, sbx_json_text(rt_t->argv[i], strlen(rt_t->argv[i])));
+    return json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:s}", "taskId", rt_t->id, "command", cmd,
+                     "status", status, "backend", "sandbox", "skill", "", "skillSource", "",
+                     "skillTrustLevel", "");
+}
+
+static void flush_output(struct rt_task *t, int idx)
+{
+    struct evbuffer *b = t->pending[idx];
+    size_t len = b ? evbuffer_get_length(b) : 0;
+    if (!len)
+        return;
+    const char *data = (const char *)evbuffer_pullup(b, -1);
+    json_t *d = json_pack("{s:s, s:s, s:o}", "taskId", t->id, "stream",
+                          idx == 0 ? "stdout" : "stderr", "data", sbx_json_text(data, len));
+    sbx_runtime_emit(t->rt, t->session, "tool_call_output", d, NULL);
+    evbuffer_drain(b, len);
+}
+
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    struct rt_task *t = arg;
+    flush_output(t, 0);
+    flush_output(t, 1);
+}
+
+static void on_output(void *ud, enum sbx_stream s, const char *buf, size_t n)
+{
+    struct rt_task *t = ud;
+    int idx = s == SBX_STDOUT ? 0 : 1;
+    evbuffer_add(t->pending[idx], buf, n);
+    if (evbuffer_get_length(t->pending[idx]) >= COALESCE_BYTES)
+        flush_output(t, idx);
+    else if (!evtimer_pending(t->flush, NULL)) {
+        struct timeval tv = {0, COALESCE_MS * 1000};
+        evtimer_add(t->flush, &tv);
+    }
+}
+
+static void free_strv(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+static void task_free(struct rt_task *t)
+{
+    if (!t)
+        return;
+    if (t->t)
+        sbx_task_free(t->t);
+    if (t->flush)
+        event_free(t->flush);
+    for (int i = 0; i < 2; i++)
+        if (t->pending[i])
+            evbuffer_free(t->pending[i]);
+    free_strv(t->argv);
+    sbx_env_free(t->env);
+    free(t->stdin_data);
+    free(t->workspace);
+    free(t);
+}
+
+static void unlink_active(struct sbx_runtime *rt, struct rt_task *t)
+{
+    for (struct rt_task **p = &rt->active; *p; p = &(*p)->all_next)
+        if (*p == t) {
+            *p = t->all_next;
+            return;
+        }
+}
+
+static enum sbx_task_status final_status(const struct sbx_report *r)
+{
+    switch (r->outcome) {
+    case SBX_OUTCOME_EXITED:
+        return r->exit_code == 0 ? SBX_TASK_SUCCEEDED : SBX_TASK_FAILED;
+    case SBX_OUTCOME_TIMEOUT:
+        return SBX_TASK_TIMEOUT;
+    case SBX_OUTCOME_CANCELED:
+        return SBX_TASK_CANCELED;
+    default:
+        return SBX_TASK_FAILED;
+    }
+}
+
+static void start_next(struct sbx_runtime *rt);
+
+/* Record the end, tell the waiter and the stream, free, start the next. */
+static void finish(struct rt_task *t, enum sbx_task_status status, const char *error,
+                   const char *result, const char *out, size_t out_len, const char *errout,
+                   size_t err_len, int exit_code)
+{
+    struct sbx_runtime *rt = t->rt;
+    struct sbx_store_transition tr = {.to = status,
+                                      .error = error ? error : "",
+                                      .result = result,
+                                      .stdout_data = out,
+                                      .stdout_len = out_len,
+                                      .stderr_data = errout,
+                                      .stderr_len = err_len};
+    sbx_store_task_transition(rt->o.store, t->id, &tr, NULL);
+    json_t *d = task_event_data(t, sbx_task_status_name(status));
+    json_object_set_new(d, "exitCode", json_integer(exit_code));
+    json_object_set_new(d, "error", json_string(error ? error : ""));
+    sbx_runtime_emit(rt, t->session, "exec_finished", d, NULL);
+    unlink_active(rt, t);
+    if (t->done)
+        t->done(t->ud, t->id);
+    task_free(t);
+}
+
+static void on_task_done(void *ud, struct sbx_task *et)
+{
+    struct rt_task *t = ud;
+    struct sbx_runtime *rt = t->rt;
+    on_flush(-1, 0, t);
+    const struct sbx_report *r = sbx_task_report(et);
+    char *result = sbx_report_to_json(r);
+    size_t out_len, err_len;
+    const char *out = sbx_task_output(et, SBX_STDOUT, &out_len);
+    const char *errout = sbx_task_output(et, SBX_STDERR, &err_len);
+    enum sbx_task_status st = final_status(r);
+    const char *error = st == SBX_TASK_SUCCEEDED ? "" : r->message;
+    rt->running--;
+    /* The engine's task is freed with ours, after the callbacks. */
+    finish(t, st, error, result, out, out_len, errout, err_len, r->exit_code);
+    free(result);
+    start_next(rt);
+}
+
+static int task_start(struct rt_task *t, sbx_err *err)
+{
+    struct sbx_runtime *rt = t->rt;
+    const struct sbx_config *cfg = rt->o.cfg;
+    uint32_t base;
+    int ws_fd = -1;
+    if (sbx_store_clone_base(rt->o.store, t->clone.tenant, t->clone.key, t->clone.id,
+                             cfg->host_id_base, CLONE_ID_STRIDE, MAX_CLONES, &base, err) < 0)
+        return -1;
+    if (!(t->workspace =
+              sbx_ws_dir(cfg->workspace_root, t->clone.tenant, t->clone.key, t->clone.id, err)) ||
+        sbx_ws_ensure(cfg->workspace_root, t->clone.tenant, t->clone.key, t->clone.id,
+                      base + cfg->runner_uid, base + cfg->runner_gid, &ws_fd, err) < 0)
+        return -1;
+    close(ws_fd);
+    snprintf(t->name, sizeof(t->name), "task-%.36s", t->id);
+    t->pending[0] = evbuffer_new();
+    t->pending[1] = evbuffer_new();
+    t->flush = evtimer_new(rt->o.base, on_flush, t);
+    if (!t->pending[0] || !t->pending[1] || !t->flush)
+        return sbx_err_set(err, ENOMEM, "task buffers");
+    t->egress = (struct sbx_egress_opts){
+        .base = rt->o.base, .policy = rt->o.policy, .resolver = rt->o.resolver};
+    struct sbx_task_opts to = {
+        .spec = {.argv = t->argv,
+                 .envp = t->env,
+                 .workspace = t->workspace,
+                 .uid = cfg->runner_uid,
+                 .gid = cfg->runner_gid,
+                 .host_id_base = base,
+                 .net = t->net,
+                 .cg_host = rt->o.cg_host,
+                 .cg_limits = t->lim,
+                 .file_size_bytes = t->file_size,
+                 .tmp_size_bytes = t->tmp_size,
+                 .nofile = 1024,
+                 .name = t->name},
+        .fds = rt->o.fds[t->seccomp],
+        .timeout_s = t->timeout_s,
+        .output_limit = t->output_limit,
+        .stdin_data = t->stdin_data,
+        .stdin_len = t->stdin_len,
+        .stdin_fd = -1,
+        .egress = t->net == SBX_NET_PROXY ? &t->egress : NULL,
+        .on_output = on_output,
+        .on_done = on_task_done,
+        .ud = t,
+    };
+    struct sbx_store_transition tr = {.to = SBX_TASK_RUNNING, .sandbox = t->name};
+    if (sbx_store_task_transition(rt->o.store, t->id, &tr, err) < 0)
+        return -1;
+    t->t = sbx_task_start(rt->o.base, &to, err);
+    if (!t->t)
+        return -1;
+    sbx_runtime_emit(rt, t->session, "task_running", task_event_data(t, "running"), NULL);
+    sbx_runtime_emit(rt, t->session, "exec_started", task_event_data(t, "running"), NULL);
+    return 0;
+}
+
+/* Round robin over the tenants with waiting tasks: one tenant's burst waits
+ * its turn behind everyone else's next task. */
+static struct rt_task *dequeue(struct sbx_runtime *rt)
+{
+    struct rt_tenant *q = rt->ring;
+    if (!q)
+        return NULL;
+    struct rt_task *t = q->head;
+    q->head = t->next;
+    if (!q->head)
+        q->tail = NULL;
+    q->queued--;
+    rt->queued--;
+    /* Move this tenant to the back (or drop it when empty). */
+    rt->ring = q->next;
+    if (q->queued) {
+        q->next = NULL;
+        struct rt_tenant **p = &rt->ring;
+        while (*p)
+            p = &(*p)->next;
+        *p = q;
+    } else {
+        free(q);
+    }
+    t->next = NULL;
+    return t;
+}
+
+static void start_next(struct sbx_runtime *rt)
+{
+    while (rt->running < rt->o.cfg->max_concurrent) {
+        struct rt_task *t = dequeue(rt);
+        if (!t)
+            return;
+        sbx_err e = {0};
+        char msg[600];
+        if (task_start(t, &e) < 0) {
+            /* The task could not even start: it failed, with the reason. */
+            sbx_err_format(&e, msg, sizeof(msg));
+            if (t->t) {
+                sbx_task_free(t->t);
+                t->t = NULL;
+            }
+            finish(t, SBX_TASK_FAILED, msg, NULL, NULL, 0, NULL, 0, 125);
+            continue;
+        }
+        rt->running++;
+    }
+}
+
+static struct rt_tenant *tenant_queue(struct sbx_runtime *rt, const char *code, bool create)
+{
+    for (struct rt_tenant *q = rt->ring; q; q = q->next)
+        if (strcmp(q->code, code) == 0)
+            return q;
+    if (!create)
+        return NULL;
+    struct rt_tenant *q = calloc(1, sizeof(*q));
+    if (!q)
+        return NULL;
+    snprintf(q->code, sizeof(q->code), "%s", code);
+    struct rt_tenant **p = &rt->ring;
+    while (*p)
+        p = &(*p)->next;
+    *p = q;
+    return q;
+}
+
+static char **strv_dup(const char *const *v, size_t extra_slots)
+{
+    size_t n = 0;
+    while (v && v[n])
+        n++;
+    char **out = calloc(n + extra_slots + 1, sizeof(*out));
+    for (size_t i = 0; out && i < n; i++)
+        if (!(out[i] = strdup(v[i]))) {
+            free_strv(out);
+            return NULL;
+        }
+    return out;
+}
+
+/* argv from a language and code: the environment's command, then the code. */
+static char **code_argv(const struct sbx_config *cfg, const char *language, const char *code,
+                        sbx_err *err)
+{
+    const struct sbx_environment *env = sbx_config_environment(cfg, language);
+    if (!env) {
+        sbx_err_set(err, EINVAL, "unknown language or environment '%s'", language);
+        return NULL;
+    }
+    char **argv = strv_dup((const char *const *)env->command.v, 1);
+    if (argv && !(argv[env->command.n] = strdup(code))) {
+        free_strv(argv);
+        argv = NULL;
+    }
+    if (!argv)
+        sbx_err_set(err, ENOMEM, "command");
+    return argv;
+}
+
+/* A task's environment: the fixed base, the operator's injected keys (all
+ * tenants, then this tenant's), then the request's own. */
+static char **task_env(const struct sbx_config *cfg, const char *tenant, const char *const *req,
+                       sbx_err *err)
+{
+    const struct sbx_tenant_conf *tc = sbx_config_tenant(cfg, tenant);
+    size_t n = cfg->task_env.n + (tc ? tc->env.n : 0);
+    for (size_t i = 0; req && req[i]; i++)
+        n++;
+    const char **all = calloc(n + 1, sizeof(*all));
+    if (!all) {
+        sbx_err_set(err, ENOMEM, "environment");
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < cfg->task_env.n; i++)
+        all[k++] = cfg->task_env.v[i];
+    for (size_t i = 0; tc && i < tc->env.n; i++)
+        all[k++] = tc->env.v[i];
+    for (size_t i = 0; req && req[i]; i++)
+        all[k++] = req[i];
+    char **env = sbx_env_build(all, k, err);
+    free(all);
+    return env;
+}
+
+static int bounded(const char *what, double v, double max, sbx_err *err)
+{
+    if (v < 0 || v > max)
+        return sbx_err_set(err, EINVAL, "%s %g is above the maximum %g", what, v, max);
+    return 0;
+}
+
+int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *req,
+                       sbx_runtime_done_fn done, void *ud, char id[SBX_ID_SIZE], sbx_err *err)
+{
+    const struct sbx_config *cfg = rt->o.cfg;
+    struct rt_tenant *q = tenant_queue(rt, req->clone.tenant, false);
+    if ((q && q->queued >= cfg->queue_per_tenant) || rt->queued >= cfg->queue_size)
+        return sbx_err_set(err, EAGAIN, "the task queue of tenant '%s' is full", req->clone.tenant);
+    if (bounded("timeoutSeconds", req->timeout_s, cfg->max.timeout_s, err) < 0 ||
+        bounded("memoryMB", (double)req->memory_bytes / (1 << 20),
+                (double)cfg->max.memory_bytes / (1 << 20), err) < 0 ||
+        bounded("pids", (double)req->pids, (double)cfg->max.pids, err) < 0 ||
+        bounded("cpu", req->cpu_cores, cfg->max.cpu_cores, err) < 0)
+        return -1;
+    struct rt_task *t = calloc(1, sizeof(*t));
+    if (!t)
+        return sbx_err_set(err, ENOMEM, "task");
+    t->rt = rt;
+    t->clone = req->clone;
+    snprintf(t->session, sizeof(t->session), "%s",
+             req->session && *req->session ? req->session : rt->default_session);
+    t->argv = req->argv ? strv_dup(req->argv, 0) : code_argv(cfg, req->language, req->code, err);
+    t->env = t->argv ? task_env(cfg, req->clone.tenant, req->env, err) : NULL;
+    if (!t->argv || !t->env || !t->argv[0]) {
+        if (t->argv && !t->argv[0])
+            sbx_err_set(err, EINVAL, "command is empty");
+        task_free(t);
+        return -1;
+    }
+    if (req->stdin_len && !(t->stdin_data = malloc(req->stdin_len))) {
+        task_free(t);
+        return sbx_err_set(err, ENOMEM, "stdin");
+    }
+    if (req->stdin_len)
+        memcpy(t->stdin_data, req->stdin_data, req->stdin_len);
+    t->stdin_len = req->stdin_len;
+    t->timeout_s = req->timeout_s > 0 ? req->timeout_s : cfg->limits.timeout_s;
+    t->lim.memory_bytes = req->memory_bytes ? req->memory_bytes : cfg->limits.memory_bytes;
+    t->lim.pids = req->pids ? req->pids : cfg->limits.pids;
+    t->lim.cpu_cores = req->cpu_cores > 0 ? req->cpu_cores : cfg->limits.cpu_cores;
+    t->output_limit = cfg->limits.output_bytes;
+    t->file_size = cfg->limits.file_size_bytes;
+    t->tmp_size = cfg->limits.tmp_bytes;
+    t->net = cfg->net;
+    t->seccomp = cfg->seccomp;
+
+    json_t *cmd = json_array();
+    for (size_t i = 0; t->argv[i]; i++)
+        json_array_append_new(cmd, sbx_json_text(t->argv[i], strlen(t->argv[i])));
+    char *cmd_text = json_dumps(cmd, JSON_COMPACT);
+    json_decref(cmd);
+    char limits[256];
+    snprintf(limits, sizeof(limits),
+             "{\"timeoutSeconds\":%g,\"memoryBytes\":%llu,\"pids\":%llu,\"cpu\":%g}", t->timeout_s,
+             (unsigned long long)t->lim.memory_bytes, (unsigned long long)t->lim.pids,
+             t->lim.cpu_cores);
+    struct sbx_store_task rec = {.tenant = t->clone.tenant,
+                                 .clone_key = t->clone.key,
+                                 .clone_id = t->clone.id,
+                                 .session_id = t->session,
+                                 .command = cmd_text,
+                                 .language = req->argv ? NULL : req->language,
+                                 .code = req->argv ? NULL : req->code,
+                                 .limits = limits};
+    int rc = cmd_text ? sbx_store_task_insert(rt->o.store, &rec, err)
+                      : sbx_err_set(err, ENOMEM, "command");
+    free(cmd_text);
+    if (rc < 0 || !(q = tenant_queue(rt, t->clone.tenant, true))) {
+        if (rc == 0)
+            sbx_err_set(err, ENOMEM, "queue");
+        task_free(t);
+        return -1;
+    }
+    memcpy(t->id, rec.id, SBX_ID_SIZE);
+    memcpy(id, rec.id, SBX_ID_SIZE);
+    t->done = done;
+    t->ud = ud;
+    if (q->tail)
+        q->tail->next = t;
+    else
+        q->head = t;
+    q->tail = t;
+    q->queued++;
+    rt->queued++;
+    t->all_next = rt->active;
+    rt->active = t;
+    start_next(rt);
+    return 0;
+}
+
+static struct rt_task *find_active(struct sbx_runtime *rt, const char *id)
+{
+    for (struct rt_task *t = rt->active; t; t = t->all_next)
+        if (strcmp(t->id, id) == 0)
+            return t;
+    return NULL;
+}
+
+void sbx_runtime_forget(struct sbx_runtime *rt, const char *id)
+{
+    struct rt_task *t = find_active(rt, id);
+    if (t)
+        t->done = NULL, t->ud = NULL;
+}
+
+/* Remove a queued task from its tenant's queue. */
+static void unqueue(struct sbx_runtime *rt, struct rt_task *t)
+{
+    struct rt_tenant *q = tenant_queue(rt, t->clone.tenant, false);
+    if (!q)
+        return;
+    struct rt_task *prev = NULL;
+    for (struct rt_task *c = q->head; c; prev = c, c = c->next) {
+        if (c != t)
+            continue;
+        if (prev)
+            prev->next = c->next;
+        else
+            q->head = c->next;
+        if (q->tail == c)
+            q->tail = prev;
+        q->queued--;
+        rt->queued--;
+        break;
+    }
+    if (!q->queued) {
+        for (struct rt_tenant **p = &rt->ring; *p; p = &(*p)->next)
+            if (*p == q) {
+                *p = q->next;
+                break;
+            }
+        free(q);
+    }
+}
+
+int sbx_runtime_cancel(struct sbx_runtime *rt, const char *id, sbx_err *err)
+{
+    struct rt_task *t = find_active(rt, id);
+    if (!t)
+        return sbx_err_set(err, ENOENT, "task %s is not queued or running", id);
+    if (t->t) {
+        sbx_task_cancel(t->t); /* on_task_done records it as canceled */
+        return 0;
+    }
+    unqueue(rt, t);
+    finish(t, SBX_TASK_CANCELED, "canceled before it started", NULL, NULL, 0, NULL, 0, 124);
+    return 0;
+}
+
+void sbx_runtime_counts(const struct sbx_runtime *rt, unsigned *running, unsigned *queued)
+{
+    *running = rt->running;
+    *queued = rt->queued;
+}
+
+const char *sbx_runtime_default_session(const struct sbx_runtime *rt)
+{
+    return rt->default_session;
+}
+
+struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *err)
+{
+    struct sbx_runtime *rt = calloc(1, sizeof(*rt));
+    if (!rt) {
+        sbx_err_set(err, ENOMEM, "runtime");
+        return NULL;
+    }
+    rt->o = *o;
+    snprintf(rt->default_session, sizeof(rt->default_session), "%s",
+             o->cfg->runtime_id ? o->cfg->runtime_id : "default");
+    return rt;
+}
+
+void sbx_runtime_free(struct sbx_runtime *rt)
+{
+    if (!rt)
+        return;
+    while (rt->active) {
+        struct rt_task *t = rt->active;
+        if (t->t) {
+            /* Kill it now and record it; the engine's callbacks are not awaited. */
+            sbx_task_cancel(t->t);
+            rt->running--;
+            finish(t, SBX_TASK_CANCELED, "the daemon stopped", NULL, NULL, 0, NULL, 0, 124);
+        } else {
+            unqueue(rt, t);
+            finish(t, SBX_TASK_CANCELED, "the daemon stopped", NULL, NULL, 0, NULL, 0, 124);
+        }
+    }
+    free(rt);
+}

@@ -1,0 +1,99 @@
+/* The daemon's task manager: a bounded queue fair between tenants, at most
+ * max_concurrent sandboxes at once, every task recorded in the store before it
+ * starts and at each transition, and the per-session event streams (stored,
+ * then pushed to live subscribers). One-shot sandboxes only for now: a
+ * session groups tasks and their events, it does not yet keep one sandbox
+ * alive between them. */
+#pragma once
+
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "base/id.h"
+#include "daemon/config.h"
+#include "exec/task.h"
+#include "store/store.h"
+
+#define SBX_SEGMENT_MAX 64
+
+struct sbx_clone {
+    char tenant[SBX_SEGMENT_MAX + 1];
+    char key[SBX_SEGMENT_MAX + 1]; /* "" when none */
+    char id[SBX_SEGMENT_MAX + 1];
+};
+
+struct sbx_runtime_opts {
+    struct event_base *base;
+    struct sbx_store *store;
+    const struct sbx_config *cfg;
+    const struct sbx_cg_host *cg_host;
+    struct sbx_sandbox_fds fds[2]; /* per seccomp profile */
+    const struct sbx_policy *policy; /* for proxy sandboxes */
+    struct sbx_resolver *resolver;
+};
+
+struct sbx_runtime;
+struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *err);
+/* Graceful stop: queued tasks are canceled, running ones killed, all recorded. */
+void sbx_runtime_free(struct sbx_runtime *rt);
+
+struct sbx_task_request {
+    struct sbx_clone clone;
+    const char *session;       /* "" or NULL: the runtime's default session */
+    const char *const *argv;   /* the command, or NULL with language + code */
+    const char *language;      /* an environment name or alias */
+    const char *code;
+    const char *const *env;    /* "KEY=VALUE", NULL-terminated, may be NULL */
+    const char *stdin_data;
+    size_t stdin_len;
+    double timeout_s;          /* 0: the default; each bounded by the maxima */
+    uint64_t memory_bytes;
+    uint64_t pids;
+    double cpu_cores;
+};
+
+/* When the task ends: its stored record is final. */
+typedef void (*sbx_runtime_done_fn)(void *ud, const char *task_id);
+
+/* Validate, record (pending) and queue a task. EAGAIN when the tenant's share
+ * of the queue (or the queue) is full: the API answers 429; EINVAL for a bad
+ * request, named. done may be NULL. */
+int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *req,
+                       sbx_runtime_done_fn done, void *ud, char id[SBX_ID_SIZE], sbx_err *err);
+/* The waiter of a task went away: done will not be called for it. */
+void sbx_runtime_forget(struct sbx_runtime *rt, const char *id);
+/* Cancel a queued or running task (whole tree at once). ENOENT when it is not
+ * active (it may have ended: the store says). */
+int sbx_runtime_cancel(struct sbx_runtime *rt, const char *id, sbx_err *err);
+
+/* Counts for status and readiness. */
+void sbx_runtime_counts(const struct sbx_runtime *rt, unsigned *running, unsigned *queued);
+const char *sbx_runtime_default_session(const struct sbx_runtime *rt);
+
+/* ---- events ---- */
+/* Record an event of a session and push it to its subscribers; data is
+ * stolen. */
+int sbx_runtime_emit(struct sbx_runtime *rt, const char *session, const char *type, json_t *data,
+                     sbx_err *err);
+
+/* A live subscriber: send() gets each event; it returns 0, or -1 when the
+ * client's buffer is full (the runtime then stops pushing until resume). */
+struct sbx_subscriber {
+    char session[SBX_SEGMENT_MAX + 1];
+    uint64_t last_id; /* the last event delivered */
+    bool behind;      /* stopped pushing: catch up from the store on resume */
+    int (*send)(void *ud, uint64_t id, const char *type, const char *json);
+    void *ud;
+    struct sbx_subscriber *next;
+};
+/* Replay from after_id (saying events_lost first when some aged out), then
+ * keep pushing. */
+int sbx_runtime_subscribe(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_err *err);
+/* After a full buffer drained: replay what was missed, then live again. */
+void sbx_runtime_resume(struct sbx_runtime *rt, struct sbx_subscriber *s);
+void sbx_runtime_unsubscribe(struct sbx_runtime *rt, struct sbx_subscriber *s);
+
+/* Text as a JSON string, invalid UTF-8 replaced with U+FFFD. */
+json_t *sbx_json_text(const char *buf, size_t len);
+/* Milliseconds since the epoch as RFC 3339 ("" for 0). */
+json_t *sbx_json_time(int64_t ms);

@@ -655,6 +655,184 @@ static void h_stream(sbx_http_request *req, void *ud)
         sbx_sse_close(s->sse); /* closing without on_close: free here */
 }
 
+/* ---- workspace files ---- */
+
+static void respond_file_error(sbx_http_request *req, const sbx_err *e)
+{
+    switch (e->errnum) {
+    case ENOENT:
+        sbx_http_respond_error(req, SBX_HTTP_NOT_FOUND, "%s", e->msg);
+        break;
+    case EINVAL:
+    case EISDIR:
+    case ENOTDIR:
+    case ELOOP:
+    case EXDEV:
+    case ENAMETOOLONG:
+        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e->msg);
+        break;
+    case EACCES:
+        sbx_http_respond_error(req, SBX_HTTP_FORBIDDEN, "%s", e->msg);
+        break;
+    default:
+        sbx_http_respond_err(req, e);
+    }
+}
+
+/* The clone's workspace fd and the parsed ?path=, or an answer and -1. */
+static int file_target(sbx_http_request *req, struct sbx_api *api, int *ws_fd, uid_t *uid,
+                       gid_t *gid, struct sbx_ws_path *p)
+{
+    struct sbx_clone c;
+    sbx_err e = {0};
+    const char *path = sbx_http_req_query(req, "path");
+    if (request_clone(req, api, NULL, &c, &e) < 0) {
+        respond_clone_error(req, &e);
+        return -1;
+    }
+    if (!path) {
+        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "the path query parameter is required");
+        return -1;
+    }
+    if (sbx_ws_path_parse(path, strlen(path), p, &e) < 0 ||
+        sbx_runtime_workspace(api->rt, &c, ws_fd, uid, gid, &e) < 0) {
+        respond_file_error(req, &e);
+        return -1;
+    }
+    return 0;
+}
+
+static void h_file_get(sbx_http_request *req, void *ud)
+{
+    struct sbx_api *api = ud;
+    int ws = -1;
+    uid_t uid;
+    gid_t gid;
+    struct sbx_ws_path p;
+    if (file_target(req, api, &ws, &uid, &gid, &p) < 0)
+        return;
+    sbx_err e = {0};
+    struct sbx_ws_stat st;
+    if (sbx_ws_stat(ws, &p, true, &st, &e) < 0) {
+        respond_file_error(req, &e);
+    } else if (st.type == SBX_WS_DIR) {
+        struct sbx_ws_listing l = {0};
+        if (sbx_ws_list(ws, &p, 0, &l, &e) < 0) {
+            respond_file_error(req, &e);
+        } else {
+            json_t *arr = json_array();
+            for (size_t i = 0; i < l.n; i++)
+                json_array_append_new(
+                    arr, json_pack("{s:o, s:s, s:I, s:i, s:o}", "name",
+                                   sbx_json_text(l.entries[i].name, strlen(l.entries[i].name)),
+                                   "type", sbx_ws_type_name(l.entries[i].st.type), "size",
+                                   (json_int_t)l.entries[i].st.size, "mode",
+                                   (int)l.entries[i].st.mode, "mtime",
+                                   sbx_json_time((int64_t)l.entries[i].st.mtime.tv_sec * 1000 +
+                                                 l.entries[i].st.mtime.tv_nsec / 1000000)));
+            sbx_http_respond_json(req, 200,
+                                  json_pack("{s:s, s:o, s:b}", "path", p.rel, "entries", arr,
+                                            "truncated", l.truncated));
+            sbx_ws_listing_free(&l);
+        }
+    } else {
+        struct sbx_ws_download dl;
+        if (sbx_ws_download_open(ws, &p, &dl, &e) < 0) {
+            respond_file_error(req, &e);
+        } else {
+            int fd = dl.fd;
+            dl.fd = -1;
+            sbx_http_respond_file(req, 200, "application/octet-stream", fd, 0, dl.st.size);
+        }
+    }
+    close(ws);
+}
+
+struct upload {
+    struct sbx_ws_upload up;
+    bool failed;
+    sbx_err e;
+};
+
+static ssize_t upload_chunk(sbx_http_request *req, const char *data, size_t len, void *ud)
+{
+    struct upload *u = ud;
+    if (sbx_ws_upload_write(&u->up, data, len, &u->e) < 0) {
+        sbx_ws_upload_abort(&u->up);
+        u->e.errnum == ENOSPC || u->e.errnum == EDQUOT
+            ? (void)sbx_http_respond_error_status(req, 507, "insufficient_storage", "%s", u->e.msg)
+            : (void)sbx_http_respond_err(req, &u->e);
+        u->failed = true;
+        return -1;
+    }
+    return (ssize_t)len;
+}
+
+static void upload_end(sbx_http_request *req, void *ud)
+{
+    struct upload *u = ud;
+    if (!u->failed) {
+        uint64_t size = u->up.size;
+        if (sbx_ws_upload_commit(&u->up, &u->e) < 0)
+            respond_file_error(req, &u->e);
+        else
+            sbx_http_respond_json(req, 201,
+                                  json_pack("{s:b, s:I}", "ok", 1, "size", (json_int_t)size));
+    }
+    free(u);
+}
+
+static void upload_cancel(sbx_http_request *req, void *ud)
+{
+    struct upload *u = ud;
+    sbx_ws_upload_abort(&u->up);
+    free(u);
+}
+
+static void h_file_put(sbx_http_request *req, void *ud)
+{
+    struct sbx_api *api = ud;
+    int ws = -1;
+    uid_t uid;
+    gid_t gid;
+    struct sbx_ws_path p;
+    if (file_target(req, api, &ws, &uid, &gid, &p) < 0)
+        return;
+    struct upload *u = calloc(1, sizeof(*u));
+    if (!u) {
+        close(ws);
+        sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "out of memory");
+        return;
+    }
+    if (sbx_ws_upload_begin(ws, &p, uid, gid, &u->up, &u->e) < 0) {
+        close(ws);
+        respond_file_error(req, &u->e);
+        free(u);
+        return;
+    }
+    close(ws);
+    sbx_http_body_sink sink = {
+        .chunk = upload_chunk, .end = upload_end, .cancel = upload_cancel, .ud = u};
+    sbx_http_req_stream_body(req, &sink);
+}
+
+static void h_file_delete(sbx_http_request *req, void *ud)
+{
+    struct sbx_api *api = ud;
+    int ws = -1;
+    uid_t uid;
+    gid_t gid;
+    struct sbx_ws_path p;
+    if (file_target(req, api, &ws, &uid, &gid, &p) < 0)
+        return;
+    sbx_err e = {0};
+    if (sbx_ws_delete(ws, &p, &e) < 0)
+        respond_file_error(req, &e);
+    else
+        sbx_http_respond_json(req, 200, json_pack("{s:b}", "ok", 1));
+    close(ws);
+}
+
 int sbx_api_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err)
 {
     static const struct {
@@ -677,5 +855,11 @@ int sbx_api_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err)
     for (size_t i = 0; i < SBX_ARRAY_LEN(routes); i++)
         if (sbx_http_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, api, 0, err) < 0)
             return -1;
+    /* Uploads stream: the body goes to the file as it arrives. */
+    if (sbx_http_route(srv, "GET", "/runtime/files", h_file_get, api, 0, err) < 0 ||
+        sbx_http_route(srv, "PUT", "/runtime/files", h_file_put, api, SBX_HTTP_ROUTE_STREAM_BODY,
+                       err) < 0 ||
+        sbx_http_route(srv, "DELETE", "/runtime/files", h_file_delete, api, 0, err) < 0)
+        return -1;
     return 0;
 }

@@ -129,7 +129,8 @@ static double connect_s(const struct sbx_conn_ctx *ctx)
     return ctx->limits.connect_timeout_s > 0 ? ctx->limits.connect_timeout_s : DEFAULT_CONNECT_S;
 }
 
-static void set_rule(struct sbx_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_rule(struct sbx_conn *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void set_rule(struct sbx_conn *c, const char *fmt, ...)
 {
     va_list ap;
@@ -211,8 +212,7 @@ static void conn_end(struct sbx_conn *c)
         c->free_state(c->state);
     free(c->in);
 
-    c->flow.duration_s =
-        c->flow.verdict == SBX_VERDICT_ALLOW ? mono_now() - c->t0 : 0;
+    c->flow.duration_s = c->flow.verdict == SBX_VERDICT_ALLOW ? mono_now() - c->t0 : 0;
     report(ctx, &c->flow);
     free(c);
 }
@@ -722,8 +722,8 @@ struct sbx_conn *sbx_conn_new(struct sbx_conn_ctx *ctx, int fd, const struct sbx
     struct sbx_conn *c = calloc(1, sizeof(*c));
     if (c) {
         c->in = in_cap ? malloc(in_cap) : NULL;
-        c->cev = in_cap ? event_new(ctx->base, fd, EV_READ | EV_PERSIST, on_client_readable, c)
-                        : NULL;
+        c->cev =
+            in_cap ? event_new(ctx->base, fd, EV_READ | EV_PERSIST, on_client_readable, c) : NULL;
         c->timer = evtimer_new(ctx->base, on_timer, c);
     }
     if (!c || (in_cap && (!c->in || !c->cev)) || !c->timer) {
@@ -861,8 +861,8 @@ bool sbx_net_name_valid(const char *name)
             label = 0;
             continue;
         }
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                  ch == '-' || ch == '_';
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '-' || ch == '_';
         if (!ok || ++label > 63)
             return false;
     }

@@ -165,8 +165,8 @@ static bool is_name(const struct head *st, const struct hdr *h, const char *name
  * Proxy-* credentials; Host is rebuilt from the URL (RFC 9112 3.2.2). */
 static bool dropped(const struct head *st, const struct hdr *h)
 {
-    static const char *const hop[] = {"connection", "keep-alive", "te", "trailer", "upgrade",
-                                      "host"};
+    static const char *const hop[] = {"connection", "keep-alive", "te",
+                                      "trailer",    "upgrade",    "host"};
     for (size_t i = 0; i < SBX_ARRAY_LEN(hop); i++)
         if (is_name(st, h, hop[i]))
             return true;

@@ -107,8 +107,9 @@ struct sbx_conn_ops {
      * by a limit at accept (by_limit: then nothing of the handshake was
      * read and only sbx_conn_reply() may be used). */
     void (*on_denied)(struct sbx_conn *c, const char *rule, bool by_limit);
-    /* Resolution or every connect failed (errnum), or the handshake timed
-     * out (errnum ETIMEDOUT with no target yet). */
+    /* what is "resolve" (resolution failed), "connect" (every allowed
+     * address failed, or the connect timeout), or "handshake" (no target
+     * named in time; errnum ETIMEDOUT, handler state may be unset). */
     void (*on_failed)(struct sbx_conn *c, int errnum, const char *what);
     /* Connected: queue what the client and the target must see first. */
     void (*on_connected)(struct sbx_conn *c);

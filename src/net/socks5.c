@@ -162,8 +162,7 @@ static void socks5_data(struct sbx_conn *c)
     }
     sbx_conn_consume(c, (size_t)r);
     sbx_conn_set_stage(c, ST_TARGET);
-    sbx_conn_target(c, req.name[0] ? req.name : NULL, req.addr.family ? &req.addr : NULL,
-                    req.port);
+    sbx_conn_target(c, req.name[0] ? req.name : NULL, req.addr.family ? &req.addr : NULL, req.port);
 }
 
 static void socks5_denied(struct sbx_conn *c, const char *rule, bool by_limit)

@@ -398,21 +398,33 @@ static void on_task_done(void *ud, struct sbx_task *et)
     start_next(rt);
 }
 
+int sbx_runtime_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, int *ws_fd, uid_t *uid,
+                          gid_t *gid, sbx_err *err)
+{
+    const struct sbx_config *cfg = rt->o.cfg;
+    uint32_t base;
+    if (sbx_store_clone_base(rt->o.store, c->tenant, c->key, c->id, cfg->host_id_base,
+                             CLONE_ID_STRIDE, MAX_CLONES, &base, err) < 0)
+        return -1;
+    *uid = base + cfg->runner_uid;
+    *gid = base + cfg->runner_gid;
+    return sbx_ws_ensure(cfg->workspace_root, c->tenant, c->key, c->id, *uid, *gid, ws_fd, err);
+}
+
 static int task_start(struct rt_task *t, sbx_err *err)
 {
     struct sbx_runtime *rt = t->rt;
     const struct sbx_config *cfg = rt->o.cfg;
-    uint32_t base;
     int ws_fd = -1;
-    if (sbx_store_clone_base(rt->o.store, t->clone.tenant, t->clone.key, t->clone.id,
-                             cfg->host_id_base, CLONE_ID_STRIDE, MAX_CLONES, &base, err) < 0)
-        return -1;
-    if (!(t->workspace =
-              sbx_ws_dir(cfg->workspace_root, t->clone.tenant, t->clone.key, t->clone.id, err)) ||
-        sbx_ws_ensure(cfg->workspace_root, t->clone.tenant, t->clone.key, t->clone.id,
-                      base + cfg->runner_uid, base + cfg->runner_gid, &ws_fd, err) < 0)
+    uid_t uid;
+    gid_t gid;
+    if (sbx_runtime_workspace(rt, &t->clone, &ws_fd, &uid, &gid, err) < 0)
         return -1;
     close(ws_fd);
+    uint32_t base = (uint32_t)uid - cfg->runner_uid;
+    if (!(t->workspace =
+              sbx_ws_dir(cfg->workspace_root, t->clone.tenant, t->clone.key, t->clone.id, err)))
+        return -1;
     snprintf(t->name, sizeof(t->name), "task-%.36s", t->id);
     t->pending[0] = evbuffer_new();
     t->pending[1] = evbuffer_new();

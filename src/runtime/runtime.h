@@ -66,6 +66,11 @@ void sbx_runtime_forget(struct sbx_runtime *rt, const char *id);
  * active (it may have ended: the store says). */
 int sbx_runtime_cancel(struct sbx_runtime *rt, const char *id, sbx_err *err);
 
+/* The workspace of a clone (created on first use, owned by the clone's host
+ * ids): an O_PATH fd the caller closes, and the ids files should get. */
+int sbx_runtime_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, int *ws_fd,
+                          uid_t *uid, gid_t *gid, sbx_err *err);
+
 /* Counts for status and readiness. */
 void sbx_runtime_counts(const struct sbx_runtime *rt, unsigned *running, unsigned *queued);
 const char *sbx_runtime_default_session(const struct sbx_runtime *rt);

@@ -33,7 +33,8 @@ static int re_field(http_parser *p, const char *at, size_t len)
         r->field_len = 0;
         r->in_field = true;
     }
-    size_t n = len < sizeof(r->field) - 1 - r->field_len ? len : sizeof(r->field) - 1 - r->field_len;
+    size_t n =
+        len < sizeof(r->field) - 1 - r->field_len ? len : sizeof(r->field) - 1 - r->field_len;
     memcpy(r->field + r->field_len, at, n);
     r->field_len += n;
     r->field[r->field_len] = 0;

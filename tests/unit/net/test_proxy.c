@@ -349,9 +349,7 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void tick(evutil_socket_t fd, short what, void *arg)
-{
-}
+static void tick(evutil_socket_t fd, short what, void *arg) {}
 
 /* Run the loop until the client is done (then its socket is closed, as a
  * finished client would) and want flows were reported. */
@@ -826,7 +824,8 @@ static void http_connect_denied(void **state)
     cl.reply[cl.reply_len] = 0;
     assert_non_null(strstr((char *)cl.reply, "HTTP/1.1 403 Forbidden\r\n"));
     assert_non_null(strstr((char *)cl.reply, "Connection: close\r\n"));
-    assert_non_null(strstr((char *)cl.reply, "\r\n\r\nsandbox egress denied: deny-list 127.0.0.0/8\n"));
+    assert_non_null(
+        strstr((char *)cl.reply, "\r\n\r\nsandbox egress denied: deny-list 127.0.0.0/8\n"));
     assert_int_equal(f->flows[0].verdict, SBX_VERDICT_DENY);
     assert_int_equal(f->flows[0].via, SBX_VIA_HTTP);
     assert_string_equal(f->flows[0].rule, "deny-list 127.0.0.0/8");

@@ -408,7 +408,7 @@ int sbx_http_respond_json(sbx_http_request *req, unsigned status, json_t *body)
         json_decref(body);
         return -1;
     }
-    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(9)) : NULL;
     json_decref(body);
     size_t len = text ? strlen(text) : 0;
     char *buf = text ? realloc(text, len + 2) : NULL;

@@ -202,6 +202,10 @@ static int parse_task(sbx_http_request *req, struct sbx_api *api, json_t *body,
         number_field(body, "pids", &pids, err) < 0 ||
         number_field(body, "cpu", &p->r.cpu_cores, err) < 0)
         return -1;
+    if (mem && mem < 8)
+        return sbx_err_set(err, EINVAL, "memoryMB must be at least 8");
+    if (pids && pids != (double)(uint64_t)pids)
+        return sbx_err_set(err, EINVAL, "pids must be an integer");
     p->r.memory_bytes = (uint64_t)(mem * (1 << 20));
     p->r.pids = (uint64_t)pids;
     json_t *s = json_object_get(body, "sessionID");
@@ -315,8 +319,8 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
     json_t *d = start ? json_pack("{s:s, s:s, s:s}", "runtimeId", session, "cloneId", c.id,
                                   "tenantCode", c.tenant)
                       : json_pack("{s:s, s:s}", "runtimeId", session, "reason", "stopped");
-    if (sbx_runtime_emit(api->rt, session, start ? "runtime_started" : "runtime_stopped", d, &e) <
-        0) {
+    if (sbx_runtime_emit(api->rt, c.tenant, session, start ? "runtime_started" : "runtime_stopped",
+                         d, &e) < 0) {
         (void)sbx_http_respond_err(req, &e);
         return;
     }
@@ -494,13 +498,32 @@ static void h_execute(sbx_http_request *req, void *ud)
                    ? respond_clone_error(req, &e)
                    : (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
     }
+    const struct sbx_config *cfg = api->cfg;
+    json_t *t = json_object_get(body, "timeout"), *pl = json_object_get(body, "pids_limit");
+    if (t && !json_is_null(t) &&
+        (!json_is_number(t) || json_number_value(t) <= 0 ||
+         json_number_value(t) > cfg->max.timeout_s))
+        sbx_err_set(&e, EINVAL, "timeout must be a number of seconds in (0, %g]",
+                    cfg->max.timeout_s);
+    else if (pl && !json_is_null(pl) &&
+             (!json_is_integer(pl) || json_integer_value(pl) < 1 ||
+              (uint64_t)json_integer_value(pl) > cfg->max.pids))
+        sbx_err_set(&e, EINVAL, "pids_limit must be an integer in [1, %llu]",
+                    (unsigned long long)cfg->max.pids);
+    else if (mem && (bytes < (8u << 20) || bytes > cfg->max.memory_bytes))
+        sbx_err_set(&e, EINVAL, "memory_limit '%s' must be between 8m and %llum",
+                    json_string_value(mem), (unsigned long long)(cfg->max.memory_bytes >> 20));
+    if (e.msg[0]) {
+        json_decref(body);
+        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+        return;
+    }
     p.r.language = env ? json_string_value(env) : "python";
     p.r.code = json_string_value(code);
     p.r.memory_bytes = bytes;
-    json_t *t = json_object_get(body, "timeout"), *pl = json_object_get(body, "pids_limit");
-    if (json_is_number(t))
+    if (t && !json_is_null(t))
         p.r.timeout_s = json_number_value(t);
-    if (json_is_integer(pl))
+    if (pl && !json_is_null(pl))
         p.r.pids = (uint64_t)json_integer_value(pl);
     json_t *in = json_object_get(body, "stdin");
     if (json_is_string(in))
@@ -630,6 +653,11 @@ static void h_stream(sbx_http_request *req, void *ud)
     if (!session)
         session = sbx_runtime_default_session(api->rt);
     sbx_err e = {0};
+    struct sbx_clone c;
+    if (request_clone(req, api, NULL, &c, &e) < 0) {
+        respond_clone_error(req, &e);
+        return;
+    }
     if (sbx_ws_segment_check("sessionID", session, strlen(session), &e) < 0)
         return (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
     uint64_t after = 0;
@@ -640,6 +668,7 @@ static void h_stream(sbx_http_request *req, void *ud)
     if (!s)
         return (void)sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "out of memory");
     s->api = api;
+    snprintf(s->sub.tenant, sizeof(s->sub.tenant), "%s", c.tenant);
     snprintf(s->sub.session, sizeof(s->sub.session), "%s", session);
     s->sub.last_id = after;
     s->sub.send = stream_send;

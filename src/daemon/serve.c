@@ -167,7 +167,7 @@ static void recover(struct serve *s)
     sbx_err e = {0};
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    if (sbx_store_recover(s->store, (int64_t)ts.tv_sec * 1000, &r, &e) < 0) {
+    if (sbx_store_recover(s->store, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, &r, &e) < 0) {
         fprintf(stderr, "sandboxd: recovery: %s\n", e.msg);
         return;
     }

@@ -147,10 +147,18 @@ static void push(struct sbx_subscriber *s, uint64_t id, const char *type, const 
     s->last_id = id;
 }
 
-int sbx_runtime_emit(struct sbx_runtime *rt, const char *session, const char *type, json_t *data,
-                     sbx_err *err)
+/* The store's name of a tenant's session: segments never hold ':'. */
+static void stream_key(char *out, size_t len, const char *tenant, const char *session)
+{
+    snprintf(out, len, "%s:%s", tenant, session);
+}
+
+int sbx_runtime_emit(struct sbx_runtime *rt, const char *tenant, const char *session,
+                     const char *type, json_t *data, sbx_err *err)
 {
     int64_t t = now_ms();
+    char key[2 * SBX_SEGMENT_MAX + 2];
+    stream_key(key, sizeof(key), tenant, session);
     json_t *body = json_pack("{s:s, s:o, s:s, s:o}", "type", type, "time", sbx_json_time(t),
                              "sessionId", session, "data", data ? data : json_object());
     char *text = body ? json_dumps(json_object_get(body, "data"), JSON_COMPACT) : NULL;
@@ -158,11 +166,11 @@ int sbx_runtime_emit(struct sbx_runtime *rt, const char *session, const char *ty
     int rc = -1;
     if (!text)
         sbx_err_set(err, ENOMEM, "event");
-    else if (sbx_store_event_append(rt->o.store, session, type, t, text, &id, err) == 0) {
+    else if (sbx_store_event_append(rt->o.store, key, type, t, text, &id, err) == 0) {
         json_object_set_new(body, "id", json_integer((json_int_t)id));
         char *full = json_dumps(body, JSON_COMPACT);
         for (struct sbx_subscriber *s = rt->subs; full && s; s = s->next)
-            if (strcmp(s->session, session) == 0)
+            if (strcmp(s->key, key) == 0)
                 push(s, id, type, full);
         free(full);
         rc = 0;
@@ -182,7 +190,7 @@ static int replay_one(void *ctx, const struct sbx_store_event *ev)
     json_error_t je;
     json_t *data = json_loads(ev->data, 0, &je);
     json_t *body = json_pack("{s:I, s:s, s:o, s:s, s:o}", "id", (json_int_t)ev->id, "type",
-                             ev->type, "time", sbx_json_time(ev->time), "sessionId", ev->session_id,
+                             ev->type, "time", sbx_json_time(ev->time), "sessionId", s->session,
                              "data", data ? data : json_object());
     char *full = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
@@ -202,7 +210,7 @@ static int catch_up(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_err *e
     struct sbx_store_event_range range;
     struct replay_ctx ctx = {s};
     s->behind = false;
-    if (sbx_store_events_since(rt->o.store, s->session, s->last_id, 1, NULL, NULL, &range, err) < 0)
+    if (sbx_store_events_since(rt->o.store, s->key, s->last_id, 1, NULL, NULL, &range, err) < 0)
         return -1;
     uint64_t from, to;
     if (sbx_store_events_lost(&range, s->last_id, &from, &to) == 0) {
@@ -223,7 +231,7 @@ static int catch_up(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_err *e
     }
     for (;;) {
         uint64_t before = s->last_id;
-        int rc = sbx_store_events_since(rt->o.store, s->session, s->last_id, 500, replay_one, &ctx,
+        int rc = sbx_store_events_since(rt->o.store, s->key, s->last_id, 500, replay_one, &ctx,
                                         NULL, err);
         if (rc < 0)
             return -1;
@@ -238,6 +246,7 @@ static int catch_up(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_err *e
 
 int sbx_runtime_subscribe(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_err *err)
 {
+    stream_key(s->key, sizeof(s->key), s->tenant, s->session);
     if (catch_up(rt, s, err) < 0)
         return -1;
     s->next = rt->subs;
@@ -281,7 +290,7 @@ static void flush_output(struct rt_task *t, int idx)
     const char *data = (const char *)evbuffer_pullup(b, -1);
     json_t *d = json_pack("{s:s, s:s, s:o}", "taskId", t->id, "stream",
                           idx == 0 ? "stdout" : "stderr", "data", sbx_json_text(data, len));
-    sbx_runtime_emit(t->rt, t->session, "tool_call_output", d, NULL);
+    sbx_runtime_emit(t->rt, t->clone.tenant, t->session, "tool_call_output", d, NULL);
     evbuffer_drain(b, len);
 }
 
@@ -361,6 +370,18 @@ static void finish(struct rt_task *t, enum sbx_task_status status, const char *e
                    size_t err_len, int exit_code)
 {
     struct sbx_runtime *rt = t->rt;
+    /* A task that never ran in a sandbox (canceled while queued or at the
+     * daemon's stop, or unable to start) still gets a result with its exit
+     * code: 124 for a cancel, 125 for a setup failure. */
+    char *made = NULL;
+    if (!result) {
+        json_t *r = json_pack("{s:s, s:i, s:s}", "outcome",
+                              status == SBX_TASK_CANCELED ? "canceled" : "setup_error", "exitCode",
+                              exit_code, "message", error ? error : "");
+        made = r ? json_dumps(r, JSON_COMPACT) : NULL;
+        json_decref(r);
+        result = made;
+    }
     struct sbx_store_transition tr = {.to = status,
                                       .error = error ? error : "",
                                       .result = result,
@@ -372,11 +393,12 @@ static void finish(struct rt_task *t, enum sbx_task_status status, const char *e
     json_t *d = task_event_data(t, sbx_task_status_name(status));
     json_object_set_new(d, "exitCode", json_integer(exit_code));
     json_object_set_new(d, "error", json_string(error ? error : ""));
-    sbx_runtime_emit(rt, t->session, "exec_finished", d, NULL);
+    sbx_runtime_emit(rt, t->clone.tenant, t->session, "exec_finished", d, NULL);
     unlink_active(rt, t);
     if (t->done)
         t->done(t->ud, t->id);
     task_free(t);
+    free(made);
 }
 
 static void on_task_done(void *ud, struct sbx_task *et)
@@ -464,8 +486,10 @@ static int task_start(struct rt_task *t, sbx_err *err)
     t->t = sbx_task_start(rt->o.base, &to, err);
     if (!t->t)
         return -1;
-    sbx_runtime_emit(rt, t->session, "task_running", task_event_data(t, "running"), NULL);
-    sbx_runtime_emit(rt, t->session, "exec_started", task_event_data(t, "running"), NULL);
+    sbx_runtime_emit(rt, t->clone.tenant, t->session, "task_running", task_event_data(t, "running"),
+                     NULL);
+    sbx_runtime_emit(rt, t->clone.tenant, t->session, "exec_started", task_event_data(t, "running"),
+                     NULL);
     return 0;
 }
 

@@ -76,15 +76,18 @@ void sbx_runtime_counts(const struct sbx_runtime *rt, unsigned *running, unsigne
 const char *sbx_runtime_default_session(const struct sbx_runtime *rt);
 
 /* ---- events ---- */
-/* Record an event of a session and push it to its subscribers; data is
- * stolen. */
-int sbx_runtime_emit(struct sbx_runtime *rt, const char *session, const char *type, json_t *data,
-                     sbx_err *err);
+/* Record an event of a tenant's session and push it to its subscribers; data
+ * is stolen. Sessions are per tenant: the same name in two tenants is two
+ * streams, and a tenant can only ever reach its own. */
+int sbx_runtime_emit(struct sbx_runtime *rt, const char *tenant, const char *session,
+                     const char *type, json_t *data, sbx_err *err);
 
 /* A live subscriber: send() gets each event; it returns 0, or -1 when the
  * client's buffer is full (the runtime then stops pushing until resume). */
 struct sbx_subscriber {
+    char tenant[SBX_SEGMENT_MAX + 1];
     char session[SBX_SEGMENT_MAX + 1];
+    char key[2 * SBX_SEGMENT_MAX + 2]; /* filled by subscribe */
     uint64_t last_id; /* the last event delivered */
     bool behind;      /* stopped pushing: catch up from the store on resume */
     int (*send)(void *ud, uint64_t id, const char *type, const char *json);

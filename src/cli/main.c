@@ -1,0 +1,119 @@
+/* sandboxctl: the client of sandboxd's HTTP API. HTTP only (libcurl); exit
+ * status 0, the task's own for exec, run and tasks wait, 1 for an error, 2
+ * for a usage error naming the bad option or value. */
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/cmd.h"
+
+static void usage(FILE *f)
+{
+    fputs(
+        "usage: sandboxctl [global options] COMMAND [options]\n"
+        "\n"
+        "Commands:\n"
+        "  status                          the runtime's status\n"
+        "  exec [options] -- CMD [ARGS...] run a command, print its output, exit with its status\n"
+        "  run --language L (-c CODE | FILE)  run a program (python, node, shell; FILE '-': "
+        "stdin)\n"
+        "  tasks list [--status S] [--limit N] [--cursor C] [--all]\n"
+        "  tasks get ID                    one task's record\n"
+        "  tasks cancel ID                 cancel a queued or running task\n"
+        "  tasks wait ID                   wait for a task to end, print its output, exit with\n"
+        "                                  its status\n"
+        "  files get PATH [-o FILE]        download a workspace file (to stdout by default)\n"
+        "  files put LOCAL PATH            upload LOCAL ('-': stdin) to PATH, parents created\n"
+        "  files ls [PATH]                 list a workspace directory\n"
+        "  files rm PATH                   remove a workspace file\n"
+        "  stream [--session ID] [--last-event-id N]\n"
+        "                                  follow a session's events (default: the daemon's\n"
+        "                                  default session), resuming after a drop\n"
+        "\n"
+        "Options of exec and run:\n"
+        "  --timeout SECONDS   wall-clock limit of the task\n"
+        "  -e, --env KEY=VALUE add to the task's environment (repeatable)\n"
+        "  --memory SIZE, --pids N, --cpu CORES  narrower limits for this task\n"
+        "  --session ID        run in that session\n"
+        "  -d, --detach        queue the task (POST /runtime/tasks) and print its id\n"
+        "\n"
+        "Global options:\n"
+        "  --url URL           http://HOST:PORT, https://…, unix:/PATH (env SANDBOX_URL,\n"
+        "                      default " SBX_CLI_DEFAULT_URL ")\n"
+        "  --token TOKEN       API token, sent as a Bearer token (env SANDBOX_TOKEN: prefer\n"
+        "                      it, a command line is visible to other users)\n"
+        "  --tenant T, --clone-key K, --clone-id I  the clone to act for (env SANDBOX_TENANT,\n"
+        "                      SANDBOX_CLONE_KEY, SANDBOX_CLONE_ID)\n"
+        "  --json              the API's JSON instead of text (one event per line for stream)\n"
+        "  -h, --help, --version\n"
+        "\n"
+        "Exit status: the task's for exec, run and tasks wait (124: timed out or canceled);\n"
+        "otherwise 0, 1 on an error, 2 on a usage error.\n",
+        f);
+}
+
+static const char *env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+static int dispatch(struct sbx_cli_client *c, const struct sbx_cli_args *a)
+{
+    switch (a->cmd) {
+    case SBX_CLI_STATUS:
+        return sbx_cli_cmd_status(c, a);
+    case SBX_CLI_EXEC:
+    case SBX_CLI_RUN:
+        return sbx_cli_cmd_exec(c, a);
+    case SBX_CLI_TASKS_LIST:
+    case SBX_CLI_TASKS_GET:
+    case SBX_CLI_TASKS_CANCEL:
+    case SBX_CLI_TASKS_WAIT:
+        return sbx_cli_cmd_tasks(c, a);
+    case SBX_CLI_FILES_GET:
+    case SBX_CLI_FILES_PUT:
+    case SBX_CLI_FILES_LS:
+    case SBX_CLI_FILES_RM:
+        return sbx_cli_cmd_files(c, a);
+    case SBX_CLI_STREAM:
+        return sbx_cli_cmd_stream(c, a);
+    default:
+        return 2;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct sbx_cli_env e = {env("SANDBOX_URL"), env("SANDBOX_TOKEN"), env("SANDBOX_TENANT"),
+                            env("SANDBOX_CLONE_KEY"), env("SANDBOX_CLONE_ID")};
+    struct sbx_cli_args a;
+    sbx_err err = {0};
+    if (sbx_cli_parse_args(argc, argv, &e, &a, &err) < 0) {
+        fprintf(stderr, "sandboxctl: %s\nRun 'sandboxctl --help' for usage.\n", err.msg);
+        return 2;
+    }
+    if (a.cmd == SBX_CLI_HELP) {
+        usage(stdout);
+        return 0;
+    }
+    if (a.cmd == SBX_CLI_VERSION) {
+        printf("sandboxctl %s (%s)\n", SANDBOXCTL_VERSION, curl_version());
+        return 0;
+    }
+    /* A reader that goes away (`stream | head`) is an EPIPE we handle, not
+     * a signal that kills us mid-message. */
+    signal(SIGPIPE, SIG_IGN);
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        fprintf(stderr, "sandboxctl: libcurl failed to start\n");
+        return 1;
+    }
+    struct sbx_cli_client *c = sbx_cli_client_new(&a, &err);
+    int rc = c ? dispatch(c, &a) : sbx_cli_fail(&err);
+    sbx_cli_client_free(c);
+    curl_global_cleanup();
+    return rc;
+}

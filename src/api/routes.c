@@ -60,6 +60,23 @@ static void respond_clone_error(sbx_http_request *req, const sbx_err *e)
         sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e->msg);
 }
 
+/* Every action is audited with the token's name (never the token). */
+static void audit(sbx_http_request *req, struct sbx_api *api, const char *action,
+                  const char *target)
+{
+    const sbx_identity *who = sbx_http_req_identity(req);
+    const char *peer = sbx_http_req_peer(req);
+    json_t *d = json_pack("{s:s, s:s}", "peer", peer ? peer : "", "route", sbx_http_req_path(req));
+    char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    struct sbx_store_audit rec = {.identity = who && who->name ? who->name : "",
+                                  .action = action,
+                                  .target = target ? target : "",
+                                  .detail = detail};
+    sbx_store_audit_append(api->store, &rec, NULL);
+    free(detail);
+}
+
 /* ---- task JSON in the original's shape ---- */
 
 static json_t *task_json(const struct sbx_store_task *t, bool with_output)
@@ -316,6 +333,7 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
         snprintf(session, sizeof(session), "%s", sbx_runtime_default_session(api->rt));
     }
     json_decref(body);
+    audit(req, api, start ? "session_start" : "session_stop", session);
     json_t *d = start ? json_pack("{s:s, s:s, s:s}", "runtimeId", session, "cloneId", c.id,
                                   "tenantCode", c.tenant)
                       : json_pack("{s:s, s:s}", "runtimeId", session, "reason", "stopped");
@@ -412,6 +430,7 @@ static void submit(sbx_http_request *req, struct sbx_api *api, struct parsed_tas
         sbx_http_req_defer(req, exec_cancel, w);
     }
     int rc = sbx_runtime_submit(api->rt, &p->r, sync ? exec_done : NULL, w, id, &e);
+    audit(req, api, rc < 0 ? "task_refused" : "task_submit", rc < 0 ? e.msg : id);
     if (w) {
         w->submitting = false;
         /* A task that could not even start was answered inside submit. */
@@ -564,6 +583,7 @@ static void h_task_cancel(sbx_http_request *req, void *ud)
     if (final)
         return (void)sbx_http_respond_error(req, SBX_HTTP_CONFLICT, "task %s has already ended",
                                             id);
+    audit(req, api, "task_cancel", id);
     if (sbx_runtime_cancel(api->rt, id, &e) < 0)
         return (void)sbx_http_respond_err(req, &e);
     /* A running task is recorded canceled once its tree is dead; answer with
@@ -833,6 +853,7 @@ static void h_file_put(sbx_http_request *req, void *ud)
         sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "out of memory");
         return;
     }
+    audit(req, api, "file_put", p.rel);
     if (sbx_ws_upload_begin(ws, &p, uid, gid, &u->up, &u->e) < 0) {
         close(ws);
         respond_file_error(req, &u->e);
@@ -855,6 +876,7 @@ static void h_file_delete(sbx_http_request *req, void *ud)
     if (file_target(req, api, &ws, &uid, &gid, &p) < 0)
         return;
     sbx_err e = {0};
+    audit(req, api, "file_delete", p.rel);
     if (sbx_ws_delete(ws, &p, &e) < 0)
         respond_file_error(req, &e);
     else

@@ -31,6 +31,7 @@ struct serve {
     sbx_auth *auth;
     sbx_http_server *http;
     struct sbx_api api;
+    struct event *prune;
     char token[65]; /* generated on first start when none is configured */
 };
 
@@ -183,6 +184,29 @@ static void recover(struct serve *s)
     sbx_store_recovery_free(&r);
 }
 
+/* Retention: finished tasks, their outputs and idle sessions' events older
+ * than the configured age (or beyond the newest max_tasks) go, a bounded batch
+ * at a time so the loop never waits long. */
+static void on_prune(evutil_socket_t fd, short what, void *ud)
+{
+    struct serve *s = ud;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    int64_t older =
+        s->cfg.retention.max_age_s > 0 ? now - (int64_t)(s->cfg.retention.max_age_s * 1000) : 0;
+    struct sbx_store_prune_counts c = {0};
+    for (int round = 0; round < 8; round++) {
+        sbx_err e = {0};
+        if (sbx_store_prune(s->store, older, s->cfg.retention.max_tasks, &c, &e) < 0) {
+            fprintf(stderr, "sandboxd: retention: %s\n", e.msg);
+            return;
+        }
+        if (!c.more)
+            break;
+    }
+}
+
 static void on_stop_signal(evutil_socket_t sig, short what, void *ud)
 {
     struct serve *s = ud;
@@ -192,6 +216,8 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *ud)
 
 static void teardown(struct serve *s)
 {
+    if (s->prune)
+        event_free(s->prune);
     sbx_runtime_free(s->rt); /* records every unfinished task as canceled */
     sbx_http_server_free(s->http);
     sbx_auth_free(s->auth);
@@ -269,6 +295,10 @@ int sbx_cmd_serve(int argc, char **argv)
         printf("sandboxd: API token (generated, kept in %s/api-token): %s\n", s.cfg.state_dir,
                s.token);
     fflush(stdout);
+    struct timeval every = {.tv_sec = 60};
+    if ((s.prune = event_new(s.base, -1, EV_PERSIST, on_prune, &s)))
+        event_add(s.prune, &every);
+    on_prune(-1, 0, &s);
     event_base_dispatch(s.base);
     rc = 0;
     goto out;

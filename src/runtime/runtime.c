@@ -1,5 +1,6 @@
 #include "runtime/runtime.h"
 
+#include <arpa/inet.h>
 #include <event2/buffer.h>
 #include <stdio.h>
 #include <string.h>
@@ -433,6 +434,35 @@ int sbx_runtime_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, int
     return sbx_ws_ensure(cfg->workspace_root, c->tenant, c->key, c->id, *uid, *gid, ws_fd, err);
 }
 
+/* Every egress flow of a task is an audit record; a denial of a real target
+ * (not a malformed handshake) is also a network_denied event on its session. */
+static void on_flow(void *ud, const struct sbx_flow *f)
+{
+    struct rt_task *t = ud;
+    char addr[INET6_ADDRSTRLEN] = "";
+    if (f->addr.family)
+        sbx_addr_str(&f->addr, addr, sizeof(addr));
+    bool denied = f->verdict == SBX_VERDICT_DENY;
+    json_t *d = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:I, s:I, s:f}", "taskId",
+                          t->id, "tenantCode", t->clone.tenant, "cloneId", t->clone.id, "via",
+                          sbx_flow_via_name(f->via), "name", f->name, "address", addr, "port",
+                          f->port, "verdict", denied ? "deny" : "allow", "rule", f->rule,
+                          "bytesOut", (json_int_t)f->bytes_out, "bytesIn", (json_int_t)f->bytes_in,
+                          "durationSeconds", f->duration_s);
+    char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    struct sbx_store_audit rec = {.identity = "egress",
+                                  .action = denied ? "egress_denied" : "egress_flow",
+                                  .target = t->id,
+                                  .detail = detail};
+    if (detail)
+        sbx_store_audit_append(t->rt->o.store, &rec, NULL);
+    free(detail);
+    if (d && denied && (f->addr.family || f->name[0]))
+        sbx_runtime_emit(t->rt, t->clone.tenant, t->session, "network_denied", json_incref(d),
+                         NULL);
+    json_decref(d);
+}
+
 static int task_start(struct rt_task *t, sbx_err *err)
 {
     struct sbx_runtime *rt = t->rt;
@@ -453,8 +483,16 @@ static int task_start(struct rt_task *t, sbx_err *err)
     t->flush = evtimer_new(rt->o.base, on_flush, t);
     if (!t->pending[0] || !t->pending[1] || !t->flush)
         return sbx_err_set(err, ENOMEM, "task buffers");
-    t->egress = (struct sbx_egress_opts){
-        .base = rt->o.base, .policy = rt->o.policy, .resolver = rt->o.resolver};
+    t->egress =
+        (struct sbx_egress_opts){.base = rt->o.base,
+                                 .policy = rt->o.policy,
+                                 .resolver = rt->o.resolver,
+                                 .limits = {.max_conns = (unsigned)cfg->network.max_connections,
+                                            .max_bytes = cfg->network.max_bytes,
+                                            .idle_timeout_s = cfg->network.idle_timeout_s,
+                                            .connect_timeout_s = cfg->network.connect_timeout_s},
+                                 .on_flow = on_flow,
+                                 .ud = t};
     struct sbx_task_opts to = {
         .spec = {.argv = t->argv,
                  .envp = t->env,
@@ -600,7 +638,10 @@ static char **task_env(const struct sbx_config *cfg, const char *tenant, const c
                        sbx_err *err)
 {
     const struct sbx_tenant_conf *tc = sbx_config_tenant(cfg, tenant);
-    size_t n = cfg->task_env.n + (tc ? tc->env.n : 0);
+    size_t n_proxy = 0;
+    while (cfg->net == SBX_NET_PROXY && sbx_egress_env[n_proxy])
+        n_proxy++;
+    size_t n = n_proxy + cfg->task_env.n + (tc ? tc->env.n : 0);
     for (size_t i = 0; req && req[i]; i++)
         n++;
     const char **all = calloc(n + 1, sizeof(*all));
@@ -609,6 +650,8 @@ static char **task_env(const struct sbx_config *cfg, const char *tenant, const c
         return NULL;
     }
     size_t k = 0;
+    for (size_t i = 0; i < n_proxy; i++)
+        all[k++] = sbx_egress_env[i];
     for (size_t i = 0; i < cfg->task_env.n; i++)
         all[k++] = cfg->task_env.v[i];
     for (size_t i = 0; tc && i < tc->env.n; i++)

@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/json.h"
 #include "api/sse.h"
 #include "base/parse.h"
 #include "workspace/files.h"
@@ -115,22 +116,79 @@ static json_t *task_json(const struct sbx_store_task *t, bool with_output)
 
 /* ---- request bodies ---- */
 
-static const char *const task_fields[] = {"command",  "env",       "timeoutSeconds", "language",
-                                          "code",     "stdin",     "memoryMB",       "pids",
-                                          "cpu",      "sessionID", "sessionId",      "tenantCode",
-                                          "cloneKey", "cloneId",   "skill",          "args",
-                                          NULL};
+static const char *const task_fields[] = {
+    "command", "env",  "timeoutSeconds", "language",  "code",       "stdin",    "memoryMB",
+    "pids",    "cpu",  "sessionID",      "sessionId", "tenantCode", "cloneKey", "cloneId",
+    "skill",   "args", "network",        NULL};
 
 struct parsed_task {
     struct sbx_task_request r;
     const char **argv;
     const char **env;
+    const char **rules[2]; /* allow, deny */
 };
 
 static void parsed_free(struct parsed_task *p)
 {
     free(p->argv);
     free(p->env);
+    free(p->rules[0]);
+    free(p->rules[1]);
+}
+
+/* "network": {"policy", "default", "allow", "deny"}. An operator may choose
+ * anything; a tenant-bound token may only narrow: no host policy, no allow
+ * rules (EACCES), but none instead of proxy, default deny and deny rules. */
+static int parse_network(sbx_http_request *req, json_t *net, struct parsed_task *p, sbx_err *err)
+{
+    if (!net || json_is_null(net))
+        return 0;
+    if (!json_is_object(net))
+        return sbx_err_set(err, EINVAL, "network must be an object");
+    static const char *const fields[] = {"policy", "default", "allow", "deny", NULL};
+    if (sbx_json_check_fields(net, "network", fields, err) < 0)
+        return -1;
+    const sbx_identity *who = sbx_http_req_identity(req);
+    bool tenant = who && who->tenant;
+    json_t *pol = json_object_get(net, "policy"), *def = json_object_get(net, "default");
+    if (pol) {
+        enum sbx_net_policy np;
+        if (!json_is_string(pol) || sbx_net_policy_parse(json_string_value(pol), &np, err) < 0)
+            return sbx_err_set(err, EINVAL, "network.policy must be none, proxy or host");
+        if (np == SBX_NET_HOST && tenant)
+            return sbx_err_set(err, EACCES, "network.policy host needs an operator token");
+        p->r.net = (int)np;
+    }
+    if (def) {
+        const char *d = json_is_string(def) ? json_string_value(def) : "";
+        if (strcmp(d, "allow") != 0 && strcmp(d, "deny") != 0)
+            return sbx_err_set(err, EINVAL, "network.default must be allow or deny");
+        if (strcmp(d, "allow") == 0 && tenant)
+            return sbx_err_set(err, EACCES, "network.default allow needs an operator token");
+        p->r.net_default = strcmp(d, "deny") == 0 ? SBX_DEFAULT_DENY : SBX_DEFAULT_ALLOW;
+    }
+    static const char *const names[2] = {"allow", "deny"};
+    for (int i = 0; i < 2; i++) {
+        json_t *list = json_object_get(net, names[i]);
+        if (!list || json_is_null(list))
+            continue;
+        if (!json_is_array(list) || json_array_size(list) > 256)
+            return sbx_err_set(err, EINVAL, "network.%s must be a list of rules", names[i]);
+        if (i == 0 && tenant && json_array_size(list))
+            return sbx_err_set(err, EACCES, "network.allow needs an operator token");
+        p->rules[i] = calloc(json_array_size(list) + 1, sizeof(char *));
+        if (!p->rules[i])
+            return sbx_err_set(err, ENOMEM, "network");
+        for (size_t k = 0; k < json_array_size(list); k++) {
+            json_t *r = json_array_get(list, k);
+            if (!json_is_string(r) || strlen(json_string_value(r)) != json_string_length(r))
+                return sbx_err_set(err, EINVAL, "network.%s[%zu] must be a string", names[i], k);
+            p->rules[i][k] = json_string_value(r);
+        }
+    }
+    p->r.allow = p->rules[0];
+    p->r.deny = p->rules[1];
+    return 0;
 }
 
 static int number_field(json_t *body, const char *name, double *out, sbx_err *err)
@@ -149,7 +207,9 @@ static int parse_task(sbx_http_request *req, struct sbx_api *api, json_t *body,
                       struct parsed_task *p, sbx_err *err)
 {
     memset(p, 0, sizeof(*p));
-    if (request_clone(req, api, body, &p->r.clone, err) < 0)
+    p->r.net = p->r.net_default = -1;
+    if (request_clone(req, api, body, &p->r.clone, err) < 0 ||
+        parse_network(req, json_object_get(body, "network"), p, err) < 0)
         return -1;
     json_t *cmd = json_object_get(body, "command");
     json_t *lang = json_object_get(body, "language");
@@ -490,7 +550,7 @@ static void h_execute(sbx_http_request *req, void *ud)
     json_t *body = sbx_http_req_json(req, fields);
     if (!body)
         return;
-    struct parsed_task p = {0};
+    struct parsed_task p = {.r = {.net = -1, .net_default = -1}};
     sbx_err e = {0};
     json_t *code = json_object_get(body, "code"), *env = json_object_get(body, "env");
     json_t *caps = json_object_get(body, "capabilities");

@@ -26,6 +26,8 @@ struct serve {
     struct sbx_cg_host cg_host;
     struct sbx_sandbox_fds fds[2];
     struct sbx_policy *policy;
+    struct sbx_policy_opts policy_opts;
+    struct sbx_addr own[64];
     struct sbx_resolver *resolver;
     struct sbx_runtime *rt;
     sbx_auth *auth;
@@ -137,7 +139,6 @@ static int setup_engine(struct serve *s, sbx_err *err)
         if (s->fds[p].seccomp < 0)
             return -1;
     }
-    struct sbx_addr own[64];
     struct sbx_policy_opts po = {
         .def = s->cfg.network.def,
         .allow = (const char *const *)s->cfg.network.allow.v,
@@ -147,9 +148,10 @@ static int setup_engine(struct serve *s, sbx_err *err)
         .allowed_ports = s->cfg.network.allowed_ports,
         .allowed_internal_targets = s->cfg.network.allowed_internal_targets,
         .blocked_cidrs = s->cfg.network.blocked_cidrs,
-        .own_addrs = own,
-        .n_own_addrs = own_addresses(own, SBX_ARRAY_LEN(own)),
+        .own_addrs = s->own,
+        .n_own_addrs = own_addresses(s->own, SBX_ARRAY_LEN(s->own)),
     };
+    s->policy_opts = po;
     if (!(s->policy = sbx_policy_new(&po, err)))
         return -1;
     s->resolver = sbx_resolver_new(
@@ -267,6 +269,7 @@ int sbx_cmd_serve(int argc, char **argv)
                                   .cg_host = &s.cg_host,
                                   .fds = {s.fds[0], s.fds[1]},
                                   .policy = s.policy,
+                                  .policy_opts = &s.policy_opts,
                                   .resolver = s.resolver};
     if (!(s.rt = sbx_runtime_new(&ro, &e)))
         goto fail;

@@ -45,6 +45,7 @@ struct rt_task {
     char *workspace;
     char name[48]; /* the sandbox's cgroup name */
     struct sbx_task *t;
+    struct sbx_policy *own_policy; /* when the request changed the egress policy */
     struct sbx_egress_opts egress;
     sbx_runtime_done_fn done;
     void *ud;
@@ -333,6 +334,7 @@ static void task_free(struct rt_task *t)
     for (int i = 0; i < 2; i++)
         if (t->pending[i])
             evbuffer_free(t->pending[i]);
+    sbx_policy_free(t->own_policy);
     free_strv(t->argv);
     sbx_env_free(t->env);
     free(t->stdin_data);
@@ -634,12 +636,12 @@ static char **code_argv(const struct sbx_config *cfg, const char *language, cons
 
 /* A task's environment: the fixed base, the operator's injected keys (all
  * tenants, then this tenant's), then the request's own. */
-static char **task_env(const struct sbx_config *cfg, const char *tenant, const char *const *req,
-                       sbx_err *err)
+static char **task_env(const struct sbx_config *cfg, enum sbx_net_policy net, const char *tenant,
+                       const char *const *req, sbx_err *err)
 {
     const struct sbx_tenant_conf *tc = sbx_config_tenant(cfg, tenant);
     size_t n_proxy = 0;
-    while (cfg->net == SBX_NET_PROXY && sbx_egress_env[n_proxy])
+    while (net == SBX_NET_PROXY && sbx_egress_env[n_proxy])
         n_proxy++;
     size_t n = n_proxy + cfg->task_env.n + (tc ? tc->env.n : 0);
     for (size_t i = 0; req && req[i]; i++)
@@ -661,6 +663,42 @@ static char **task_env(const struct sbx_config *cfg, const char *tenant, const c
     char **env = sbx_env_build(all, k, err);
     free(all);
     return env;
+}
+
+static size_t strv_len(const char *const *v)
+{
+    size_t n = 0;
+    while (v && v[n])
+        n++;
+    return n;
+}
+
+/* The operator's rules plus the request's, as one policy of the task. */
+static struct sbx_policy *task_policy(struct sbx_runtime *rt, const struct sbx_task_request *req,
+                                      sbx_err *err)
+{
+    struct sbx_policy_opts po = *rt->o.policy_opts;
+    const char *const *lists[2][2] = {{po.allow, req->allow}, {po.deny, req->deny}};
+    const char **merged[2] = {NULL, NULL};
+    struct sbx_policy *p = NULL;
+    for (int i = 0; i < 2; i++) {
+        size_t a = strv_len(lists[i][0]), b = strv_len(lists[i][1]);
+        if (!(merged[i] = calloc(a + b + 1, sizeof(char *)))) {
+            sbx_err_set(err, ENOMEM, "policy");
+            goto out;
+        }
+        memcpy(merged[i], lists[i][0], a * sizeof(char *));
+        memcpy(merged[i] + a, lists[i][1], b * sizeof(char *));
+    }
+    po.allow = merged[0];
+    po.deny = merged[1];
+    if (req->net_default >= 0)
+        po.def = (enum sbx_default)req->net_default;
+    p = sbx_policy_new(&po, err);
+out:
+    free(merged[0]);
+    free(merged[1]);
+    return p;
 }
 
 static int bounded(const char *what, double v, double max, sbx_err *err)
@@ -691,7 +729,8 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     snprintf(t->session, sizeof(t->session), "%s",
              req->session && *req->session ? req->session : rt->default_session);
     t->argv = req->argv ? strv_dup(req->argv, 0) : code_argv(cfg, req->language, req->code, err);
-    t->env = t->argv ? task_env(cfg, req->clone.tenant, req->env, err) : NULL;
+    t->net = req->net >= 0 ? (enum sbx_net_policy)req->net : cfg->net;
+    t->env = t->argv ? task_env(cfg, t->net, req->clone.tenant, req->env, err) : NULL;
     if (!t->argv || !t->env || !t->argv[0]) {
         if (t->argv && !t->argv[0])
             sbx_err_set(err, EINVAL, "command is empty");
@@ -712,8 +751,12 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     t->output_limit = cfg->limits.output_bytes;
     t->file_size = cfg->limits.file_size_bytes;
     t->tmp_size = cfg->limits.tmp_bytes;
-    t->net = cfg->net;
     t->seccomp = cfg->seccomp;
+    if ((req->net_default >= 0 || req->allow || req->deny) &&
+        !(t->own_policy = task_policy(rt, req, err))) {
+        task_free(t);
+        return -1;
+    }
 
     json_t *cmd = json_array();
     for (size_t i = 0; t->argv[i]; i++)

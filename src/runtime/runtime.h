@@ -29,6 +29,7 @@ struct sbx_runtime_opts {
     const struct sbx_cg_host *cg_host;
     struct sbx_sandbox_fds fds[2]; /* per seccomp profile */
     const struct sbx_policy *policy; /* for proxy sandboxes */
+    const struct sbx_policy_opts *policy_opts; /* what it was built from */
     struct sbx_resolver *resolver;
 };
 
@@ -46,6 +47,13 @@ struct sbx_task_request {
     const char *const *env;    /* "KEY=VALUE", NULL-terminated, may be NULL */
     const char *stdin_data;
     size_t stdin_len;
+    /* Network of this task: -1 keeps the configured policy / default; extra
+     * egress rules (NULL-terminated, may be NULL) are added to the
+     * operator's. Whether the caller may widen is the API's to check. */
+    int net;
+    int net_default;
+    const char *const *allow;
+    const char *const *deny;
     double timeout_s;          /* 0: the default; each bounded by the maxima */
     uint64_t memory_bytes;
     uint64_t pids;

@@ -374,6 +374,36 @@ def exec_command_mirrors_exit_code():
 
 
 @case
+def network_per_task_operator_widens_tenant_only_narrows():
+    # The daemon under test runs with --net none; an operator may choose proxy
+    # for one task (the proxy variables then appear), a tenant token may not
+    # choose host or add allow rules, but may narrow.
+    st, b, _ = D.req("POST", "/runtime/exec",
+                     {"command": ["/bin/sh", "-c", "env | grep -c _PROXY=; tail -n +3 /proc/net/dev"],
+                      "network": {"policy": "proxy"}})
+    check(st == 200 and b["stdout"].startswith("4\n"), "operator: proxy with its variables", b)
+    st, b, _ = D.req("POST", "/runtime/exec",
+                     {"command": ["/bin/sh", "-c", "env | grep -c _PROXY= || true"]})
+    check(st == 200 and b["stdout"] == "0\n", "default (none): no proxy variables", b)
+    a = {"X-Tenant-Code": "acme"}
+    for net, what in (({"policy": "host"}, "network.policy host"),
+                      ({"allow": ["10.0.0.0/8"]}, "network.allow"),
+                      ({"default": "allow"}, "network.default allow")):
+        st, b, _ = D.req("POST", "/runtime/exec", {"command": ["true"], "network": net},
+                         token=ACME_TOKEN, headers=a)
+        check(st == 403 and what in b["error"]["message"], "tenant may not widen: " + what, b)
+    st, b, _ = D.req("POST", "/runtime/exec",
+                     {"command": ["true"], "network": {"policy": "proxy", "default": "deny",
+                                                       "deny": ["*.evil.test"]}},
+                     token=ACME_TOKEN, headers=a)
+    check(st == 200 and b["exitCode"] == 0, "tenant may narrow", b)
+    for net, what in (({"allow": ["bad..rule"]}, "bad..rule"), ({"policy": "vpn"}, "network.policy"),
+                      ({"bogus": 1}, "bogus"), ([], "network")):
+        st, b, _ = D.req("POST", "/runtime/exec", {"command": ["true"], "network": net})
+        check(st == 400 and what in b["error"]["message"], "bad network named: " + what, b)
+
+
+@case
 def exec_language_code():
     cases = [("python", "import sys; print(6*7); print('e', file=sys.stderr)", "42\n", "e\n"),
              ("node", "console.log(6*7); console.error('e')", "42\n", "e\n"),

@@ -1,0 +1,496 @@
+#include "workspace/quota.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/loop.h>
+#include <linux/major.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef LOOP_CONFIGURE
+#define LOOP_CONFIGURE 0x4C0A
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+
+#define MOUNT_FLAGS (MS_NOSUID | MS_NODEV)
+/* The image starts as a sparse file of zeros: the kernel need not zero the
+ * inode tables behind our back (which would also fill the sparse file). */
+#define MOUNT_DATA "noinit_itable"
+#define LOOP_TRIES 16 /* LOOP_CTL_GET_FREE raced by another attacher */
+#define MKFS_MSG 160  /* mkfs.ext4's stderr kept for the error */
+
+/* ---- SHA-256 (FIPS 180-4), for the image name ---- */
+
+static const uint32_t K256[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+};
+
+static uint32_t ror(uint32_t x, unsigned n)
+{
+    return (x >> n) | (x << (32 - n));
+}
+
+static void sha256_block(uint32_t h[8], const unsigned char *p)
+{
+    uint32_t w[64];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 =
+            k + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) + K256[i] + w[i];
+        uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        k = g;
+        g = f;
+        f = e;
+        e = d + t1;
+        d = c;
+        c = b;
+        b = a;
+        a = t1 + t2;
+    }
+    h[0] += a;
+    h[1] += b;
+    h[2] += c;
+    h[3] += d;
+    h[4] += e;
+    h[5] += f;
+    h[6] += g;
+    h[7] += k;
+}
+
+static void sha256(const void *data, size_t len, unsigned char out[32])
+{
+    uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                     0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    const unsigned char *p = data;
+    size_t left = len;
+    for (; left >= 64; left -= 64, p += 64)
+        sha256_block(h, p);
+    unsigned char tail[128] = {0};
+    memcpy(tail, p, left);
+    tail[left] = 0x80;
+    size_t n = left < 56 ? 64 : 128;
+    uint64_t bits = (uint64_t)len * 8;
+    for (int i = 0; i < 8; i++)
+        tail[n - 1 - i] = (unsigned char)(bits >> (8 * i));
+    sha256_block(h, tail);
+    if (n == 128)
+        sha256_block(h, tail + 64);
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 4; j++)
+            out[4 * i + j] = (unsigned char)(h[i] >> (24 - 8 * j));
+}
+
+/* ---- names and paths ---- */
+
+/* The path as given, without trailing slashes ("/" stays "/"). */
+static size_t trimmed_len(const char *path)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    return n;
+}
+
+void sbx_ws_quota_image_name(const char *mount_point, char out[SBX_WS_QUOTA_NAME_MAX + 1])
+{
+    unsigned char md[32];
+    sha256(mount_point, trimmed_len(mount_point), md);
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 32; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    memcpy(out + 64, ".img", 5);
+}
+
+/* mount_point opened without following a final symlink, and whether
+ * something is mounted on it: its st_dev differs from its parent's ("..",
+ * which from a mount's root leads to the parent mount). */
+static int open_mount_point(const char *mp, struct stat *st, bool *mounted, sbx_err *err)
+{
+    if (mp[0] != '/')
+        return sbx_err_stage(err, "mount", EINVAL, "workspace mount point \"%s\" is not absolute",
+                             mp);
+    int fd = open(mp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return sbx_err_stage(err, "mount", errno, "workspace mount point \"%s\"", mp);
+    struct stat parent;
+    if (fstat(fd, st) < 0 || fstatat(fd, "..", &parent, 0) < 0) {
+        int e = errno;
+        close(fd);
+        return sbx_err_stage(err, "mount", e, "stat \"%s\"", mp);
+    }
+    *mounted = st->st_dev != parent.st_dev;
+    return fd;
+}
+
+/* The backing file of loop device minor, from sysfs (the path as the kernel
+ * shows it in our mount namespace); "" when the device is not attached. */
+static void loop_backing(unsigned minor, char *out, size_t len)
+{
+    char path[96];
+    snprintf(path, sizeof(path), "/sys/dev/block/%u:%u/loop/backing_file", LOOP_MAJOR, minor);
+    out[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, out, len - 1);
+    close(fd);
+    if (n <= 0)
+        n = 0;
+    out[n] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+}
+
+/* A loop device already backed by image (a lazily unmounted workspace whose
+ * files are still open): mounting it again shares its superblock, where a
+ * second loop device on the same file would mount the filesystem twice and
+ * corrupt it. Returns its minor, or -1. */
+static int find_attached(const char *image)
+{
+    DIR *d = opendir("/sys/block");
+    if (!d)
+        return -1;
+    int found = -1;
+    struct dirent *de;
+    while (found < 0 && (de = readdir(d))) {
+        unsigned minor;
+        char back[PATH_MAX];
+        if (sscanf(de->d_name, "loop%u", &minor) != 1)
+            continue;
+        loop_backing(minor, back, sizeof(back));
+        if (strcmp(back, image) == 0)
+            found = (int)minor;
+    }
+    closedir(d);
+    return found;
+}
+
+/* ---- mkfs ---- */
+
+/* mkfs.ext4 on path, in a child (fork + execve, a clean environment, stdin
+ * and stdout on /dev/null, stderr kept for the error), waited for. A journal
+ * is kept (a host crash loses at most recent writes, never the filesystem);
+ * nothing is reserved for root; one inode per 8 KiB whatever the size (mke2fs
+ * would give small images 4 KiB, large ones 16 KiB: 64 Ki files in 1 GiB is
+ * tight for a node_modules tree); the image is all holes, so neither inode
+ * tables nor journal need zeroing. */
+static int run_mkfs(const char *path, uid_t uid, gid_t gid, sbx_err *err)
+{
+    char ext[96];
+    snprintf(ext, sizeof(ext), "root_owner=%u:%u,lazy_itable_init=1,lazy_journal_init=1,nodiscard",
+             (unsigned)uid, (unsigned)gid);
+    char *argv[] = {
+        "mkfs.ext4",     "-q", "-F", "-m", "0",          "-b", "4096", "-i", "8192", "-L",
+        "sbx-workspace", "-E", ext,  "--", (char *)path, NULL};
+    char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
+    static const char *const bins[] = {"/sbin/mkfs.ext4", "/usr/sbin/mkfs.ext4"};
+
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) < 0)
+        return sbx_err_stage(err, "mkfs", errno, "pipe");
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull < 0) {
+        int e = errno;
+        close(pfd[0]);
+        close(pfd[1]);
+        return sbx_err_stage(err, "mkfs", e, "open /dev/null");
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* Only async-signal-safe calls from here on. */
+        if (dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(pfd[1], 2) < 0)
+            _exit(126);
+        syscall(SYS_close_range, 3, ~0U, 0);
+        for (size_t i = 0; i < SBX_ARRAY_LEN(bins); i++)
+            execve(bins[i], argv, envp);
+        _exit(127);
+    }
+    int fork_errno = errno;
+    close(devnull);
+    close(pfd[1]);
+    if (pid < 0) {
+        close(pfd[0]);
+        return sbx_err_stage(err, "mkfs", fork_errno, "fork");
+    }
+    char msg[MKFS_MSG + 1];
+    size_t have = 0;
+    for (;;) {
+        char buf[512];
+        ssize_t n = read(pfd[0], buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        size_t take = (size_t)n < MKFS_MSG - have ? (size_t)n : MKFS_MSG - have;
+        memcpy(msg + have, buf, take);
+        have += take;
+    }
+    close(pfd[0]);
+    msg[have] = '\0';
+    for (char *c = msg; *c; c++)
+        if (*c == '\n' || *c == '\t')
+            *c = ' ';
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return sbx_err_stage(err, "mkfs", errno, "wait for mkfs.ext4");
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+        return sbx_err_stage(err, "mkfs", ENOENT, "mkfs.ext4 not found (install e2fsprogs)");
+    if (WIFEXITED(status))
+        return sbx_err_stage(err, "mkfs", EIO, "mkfs.ext4 \"%s\" exited with %d: %s", path,
+                             WEXITSTATUS(status), msg);
+    return sbx_err_stage(err, "mkfs", EIO, "mkfs.ext4 \"%s\" killed by signal %d", path,
+                         WTERMSIG(status));
+}
+
+/* A new image: "<name>.tmp" made sparse, formatted, then renamed to name, so
+ * an image under its name is always a formatted one. */
+static int make_image(int dirfd, const char *dir, const char *name, uint64_t size, uid_t uid,
+                      gid_t gid, sbx_err *err)
+{
+    char tmp[SBX_WS_QUOTA_NAME_MAX + 8];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+    char path[PATH_MAX];
+    if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, tmp) >= sizeof(path))
+        return sbx_err_stage(err, "image", ENAMETOOLONG, "images dir \"%s\"", dir);
+    int fd = openat(dirfd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return sbx_err_stage(err, "image", errno, "create \"%s\"", path);
+    if (ftruncate(fd, (off_t)size) < 0) {
+        int e = errno;
+        close(fd);
+        unlinkat(dirfd, tmp, 0);
+        return sbx_err_stage(err, "image", e, "size \"%s\" to %llu bytes", path,
+                             (unsigned long long)size);
+    }
+    close(fd);
+    if (run_mkfs(path, uid, gid, err) < 0) {
+        unlinkat(dirfd, tmp, 0);
+        return -1;
+    }
+    if (renameat(dirfd, tmp, dirfd, name) < 0) {
+        int e = errno;
+        unlinkat(dirfd, tmp, 0);
+        return sbx_err_stage(err, "image", e, "rename \"%s\"", path);
+    }
+    fsync(dirfd); /* best effort: at worst a crash formats again */
+    return 0;
+}
+
+/* ---- loop ---- */
+
+/* /dev/loop<minor>, made when the device exists but its node does not (a
+ * container's static /dev). */
+static int open_loop(unsigned minor, char *dev, size_t len)
+{
+    snprintf(dev, len, "/dev/loop%u", minor);
+    int fd = open(dev, O_RDWR | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && mknod(dev, S_IFBLK | 0660, makedev(LOOP_MAJOR, minor)) == 0)
+        fd = open(dev, O_RDWR | O_CLOEXEC);
+    return fd;
+}
+
+/* Attach img_fd to a free loop device with LO_FLAGS_AUTOCLEAR: the device
+ * detaches itself when its last user (the mount) goes. Returns the device's
+ * fd (keep it open until mounted) and its path in dev. */
+static int attach_loop(int img_fd, const char *image, char *dev, size_t len, sbx_err *err)
+{
+    int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+    if (ctl < 0)
+        return sbx_err_stage(err, "loop", errno, "open /dev/loop-control");
+    for (int tries = 0; tries < LOOP_TRIES; tries++) {
+        int minor = ioctl(ctl, LOOP_CTL_GET_FREE);
+        if (minor < 0) {
+            int e = errno;
+            close(ctl);
+            return sbx_err_stage(err, "loop", e, "LOOP_CTL_GET_FREE");
+        }
+        int fd = open_loop((unsigned)minor, dev, len);
+        if (fd < 0) {
+            int e = errno;
+            close(ctl);
+            return sbx_err_stage(err, "loop", e, "open %s", dev);
+        }
+        struct loop_config cfg;
+        memset(&cfg, 0, sizeof(cfg));
+        cfg.fd = (uint32_t)img_fd;
+        cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+        /* Shown by losetup; sysfs's backing_file has the whole path. */
+        memcpy(cfg.info.lo_file_name, image, strnlen(image, LO_NAME_SIZE - 1));
+        int rc = ioctl(fd, LOOP_CONFIGURE, &cfg);
+        if (rc < 0 && (errno == EINVAL || errno == ENOTTY)) {
+            /* Before Linux 5.8: the two-step form. */
+            rc = ioctl(fd, LOOP_SET_FD, img_fd);
+            if (rc == 0 && (rc = ioctl(fd, LOOP_SET_STATUS64, &cfg.info)) < 0) {
+                int e = errno;
+                ioctl(fd, LOOP_CLR_FD, 0);
+                errno = e;
+            }
+        }
+        if (rc == 0) {
+            close(ctl);
+            return fd;
+        }
+        int e = errno;
+        close(fd);
+        if (e == EBUSY) /* taken between GET_FREE and CONFIGURE */
+            continue;
+        close(ctl);
+        return sbx_err_stage(err, "loop", e, "attach \"%s\" to %s", image, dev);
+    }
+    close(ctl);
+    return sbx_err_stage(err, "loop", EBUSY, "no free loop device for \"%s\"", image);
+}
+
+/* ---- ensure, release, usage ---- */
+
+/* The mounted root: owned by uid:gid, 0700, and no lost+found of root's (the
+ * one mkfs made: empty; e2fsck would make it again if it needs one). */
+static int fix_root(const char *mp, uid_t uid, gid_t gid, sbx_err *err)
+{
+    cleanup_fd int fd = open(mp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0)
+        return sbx_err_stage(err, "mount", errno, "open mounted \"%s\"", mp);
+    if ((st.st_uid != uid || st.st_gid != gid) && fchown(fd, uid, gid) < 0)
+        return sbx_err_stage(err, "mount", errno, "chown \"%s\" to %u:%u", mp, (unsigned)uid,
+                             (unsigned)gid);
+    if ((st.st_mode & 07777) != 0700 && fchmod(fd, 0700) < 0)
+        return sbx_err_stage(err, "mount", errno, "chmod \"%s\"", mp);
+    struct stat lf;
+    if (fstatat(fd, "lost+found", &lf, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(lf.st_mode) &&
+        lf.st_uid == 0)
+        unlinkat(fd, "lost+found", AT_REMOVEDIR); /* not empty: left as it is (root's, 0700) */
+    return 0;
+}
+
+int sbx_ws_quota_ensure(const char *images_dir, const char *mount_point, uint64_t size_bytes,
+                        uid_t uid, gid_t gid, sbx_err *err)
+{
+    if (size_bytes < SBX_WS_QUOTA_MIN)
+        return sbx_err_stage(err, "image", EINVAL,
+                             "workspace quota of %llu bytes is under the minimum of 16 MiB",
+                             (unsigned long long)size_bytes);
+    if (size_bytes > (uint64_t)INT64_MAX)
+        return sbx_err_stage(err, "image", EFBIG, "workspace quota of %llu bytes",
+                             (unsigned long long)size_bytes);
+    char name[SBX_WS_QUOTA_NAME_MAX + 1];
+    sbx_ws_quota_image_name(mount_point, name);
+
+    /* The images directory is the operator's: trusted, but must exist. */
+    cleanup_fd int dirfd = open(images_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0)
+        return sbx_err_stage(err, "image", errno, "images dir \"%s\"", images_dir);
+    char real_dir[PATH_MAX], image[PATH_MAX];
+    if (!realpath(images_dir, real_dir))
+        return sbx_err_stage(err, "image", errno, "images dir \"%s\"", images_dir);
+    if ((size_t)snprintf(image, sizeof(image), "%s/%s", real_dir, name) >= sizeof(image))
+        return sbx_err_stage(err, "image", ENAMETOOLONG, "images dir \"%s\"", images_dir);
+
+    struct stat st;
+    bool mounted;
+    int mfd = open_mount_point(mount_point, &st, &mounted, err);
+    if (mfd < 0)
+        return -1;
+    close(mfd);
+    if (mounted) {
+        char back[PATH_MAX] = "";
+        if (major(st.st_dev) == LOOP_MAJOR)
+            loop_backing(minor(st.st_dev), back, sizeof(back));
+        if (strcmp(back, image) != 0)
+            return sbx_err_stage(err, "mount", EBUSY,
+                                 "\"%s\" is already a mount point, not of its image \"%s\"",
+                                 mount_point, image);
+        return fix_root(mount_point, uid, gid, err);
+    }
+
+    cleanup_fd int img = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (img < 0 && errno == ENOENT) {
+        if (make_image(dirfd, real_dir, name, size_bytes, uid, gid, err) < 0)
+            return -1;
+        img = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (img < 0)
+        return sbx_err_stage(err, "image", errno, "open \"%s\"", image);
+    if (fstat(img, &st) < 0)
+        return sbx_err_stage(err, "image", errno, "stat \"%s\"", image);
+    if (!S_ISREG(st.st_mode))
+        return sbx_err_stage(err, "image", EINVAL, "\"%s\" is not a regular file", image);
+
+    char dev[32];
+    int busy = find_attached(image);
+    if (busy >= 0) {
+        snprintf(dev, sizeof(dev), "/dev/loop%d", busy);
+        if (mount(dev, mount_point, "ext4", MOUNT_FLAGS, MOUNT_DATA) == 0)
+            return fix_root(mount_point, uid, gid, err);
+        /* Cleared meanwhile (autoclear): attach it afresh below. */
+    }
+    cleanup_fd int loop = attach_loop(img, image, dev, sizeof(dev), err);
+    if (loop < 0)
+        return -1;
+    /* The loop device holds its own reference to the image. */
+    if (mount(dev, mount_point, "ext4", MOUNT_FLAGS, MOUNT_DATA) < 0)
+        return sbx_err_stage(err, "mount", errno, "mount %s (\"%s\") on \"%s\"", dev, image,
+                             mount_point);
+    /* Closing loop now leaves the mount as the device's only user. */
+    return fix_root(mount_point, uid, gid, err);
+}
+
+int sbx_ws_quota_release(const char *mount_point, sbx_err *err)
+{
+    struct stat st;
+    bool mounted;
+    int fd = open_mount_point(mount_point, &st, &mounted, err);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    if (!mounted)
+        return 0;
+    if (major(st.st_dev) != LOOP_MAJOR)
+        return sbx_err_stage(err, "mount", EINVAL, "\"%s\" is not a workspace image mount",
+                             mount_point);
+    if (umount2(mount_point, MNT_DETACH | UMOUNT_NOFOLLOW) < 0)
+        return sbx_err_stage(err, "mount", errno, "unmount \"%s\"", mount_point);
+    return 0;
+}
+
+int sbx_ws_quota_usage(const char *mount_point, uint64_t *used, uint64_t *total, sbx_err *err)
+{
+    struct statvfs sv;
+    if (statvfs(mount_point, &sv) < 0)
+        return sbx_err_stage(err, "mount", errno, "statvfs \"%s\"", mount_point);
+    uint64_t frsize = sv.f_frsize ? sv.f_frsize : sv.f_bsize;
+    *total = (uint64_t)sv.f_blocks * frsize;
+    *used = (uint64_t)(sv.f_blocks - sv.f_bfree) * frsize;
+    return 0;
+}

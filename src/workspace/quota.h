@@ -1,0 +1,63 @@
+/* Workspace quotas: each clone's workspace is its own ext4 filesystem, a
+ * sparse image file mounted (through a loop device) on the clone's work
+ * directory. A task that fills it gets ENOSPC from its own filesystem; other
+ * clones' workspaces and the daemon's state directory are other filesystems.
+ *
+ *   <images_dir>/<sha256 of mount_point, hex>.img   one per clone, sparse
+ *
+ * Costs: creating an image formats it with mkfs.ext4 (a child process, waited
+ * for: ~5-15 ms measured, up to ~100 ms on a slow disk, once per clone, the
+ * first time its workspace is used); attaching and mounting an existing image
+ * is ~1 ms (each daemon start, or after a release). Both are synchronous: the caller on the event
+ * loop pays them once per clone, not per request.
+ *
+ * The image is sparse: it takes host space only as the clone writes, so the
+ * sum of the quotas may exceed images_dir's filesystem (overcommit). Keep
+ * images_dir off the state directory's filesystem to make "a full workspace
+ * never fills the store" hold even then. The usable space is a little under
+ * size_bytes: ext4's inode tables (one inode per 8 KiB) and journal take
+ * ~6.5% (1 GiB gives 957 MiB; nothing is reserved for root).
+ *
+ * Needs root (CAP_SYS_ADMIN): /dev/loop-control, mount(2). No losetup or mount
+ * processes: the loop device is configured with ioctls (LOOP_CONFIGURE with
+ * LO_FLAGS_AUTOCLEAR), so unmounting frees it. Errors carry the stage
+ * ("image", "mkfs", "loop", "mount") and errno. */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/err.h"
+
+#define SBX_WS_QUOTA_MIN (16ull << 20) /* smallest image: 16 MiB */
+#define SBX_WS_QUOTA_NAME_MAX 68       /* 64 hex digits + ".img" */
+
+/* Make mount_point (absolute: a clone's ".../work" directory, which must
+ * exist, e.g. made by sbx_ws_ensure) a mount of the clone's image:
+ *  - already mounted there (on a loop device backed by this image): no-op
+ *    apart from the root's owner and mode below;
+ *  - the image exists (a restart, or after a release): attached and mounted
+ *    as it is, never reformatted (its size stays what it was made with);
+ *  - otherwise a sparse image of size_bytes (>= SBX_WS_QUOTA_MIN) is made and
+ *    formatted as "<name>.img.tmp", then renamed into place, so an existing
+ *    "<name>.img" is always a formatted one, even after a crash.
+ * The filesystem is mounted nosuid,nodev; its root belongs to uid:gid with
+ * mode 0700 (lost+found is removed after formatting). Anything else
+ * already mounted on mount_point is EBUSY. Note: an O_PATH fd of mount_point
+ * opened before this call (sbx_ws_ensure's) refers to the directory under
+ * the mount: reopen it afterwards. */
+int sbx_ws_quota_ensure(const char *images_dir, const char *mount_point, uint64_t size_bytes,
+                        uid_t uid, gid_t gid, sbx_err *err);
+
+/* Unmount the clone's image from mount_point (MNT_DETACH: files still open
+ * keep it alive until closed; with AUTOCLEAR the loop device then frees
+ * itself). Not mounted: a no-op. The image file stays. */
+int sbx_ws_quota_release(const char *mount_point, sbx_err *err);
+
+/* Bytes used and the filesystem's size (statvfs of mount_point). */
+int sbx_ws_quota_usage(const char *mount_point, uint64_t *used, uint64_t *total, sbx_err *err);
+
+/* The image's file name for mount_point ("<64 hex>.img"): the SHA-256 of the
+ * path as given (trailing slashes dropped), so any path maps to a fixed-size
+ * name made of [0-9a-f.] only. out holds SBX_WS_QUOTA_NAME_MAX + 1 bytes. */
+void sbx_ws_quota_image_name(const char *mount_point, char out[SBX_WS_QUOTA_NAME_MAX + 1]);

@@ -245,6 +245,9 @@ static int parse_task(sbx_http_request *req, struct sbx_api *api, json_t *body,
     if (env && !json_is_null(env)) {
         if (!json_is_object(env))
             return sbx_err_set(err, EINVAL, "env must be an object of strings");
+        if (json_object_size(env) > 256)
+            return sbx_err_set(err, EINVAL, "env has %zu entries (at most 256)",
+                               json_object_size(env));
         p->env = calloc(json_object_size(env) + 1, sizeof(char *));
         if (!p->env)
             return sbx_err_set(err, ENOMEM, "env");
@@ -279,8 +282,18 @@ static int parse_task(sbx_http_request *req, struct sbx_api *api, json_t *body,
         number_field(body, "pids", &pids, err) < 0 ||
         number_field(body, "cpu", &p->r.cpu_cores, err) < 0)
         return -1;
-    if (mem && mem < 8)
-        return sbx_err_set(err, EINVAL, "memoryMB must be at least 8");
+    const struct sbx_config *cfg = api->cfg;
+    if (mem && (mem < 8 || mem > (double)(cfg->max.memory_bytes >> 20)))
+        return sbx_err_set(err, EINVAL, "memoryMB must be between 8 and %llu",
+                           (unsigned long long)(cfg->max.memory_bytes >> 20));
+    if (pids > (double)cfg->max.pids)
+        return sbx_err_set(err, EINVAL, "pids %g is above the maximum %llu", pids,
+                           (unsigned long long)cfg->max.pids);
+    if (p->r.cpu_cores && (p->r.cpu_cores < 0.01 || p->r.cpu_cores > cfg->max.cpu_cores))
+        return sbx_err_set(err, EINVAL, "cpu must be between 0.01 and %g", cfg->max.cpu_cores);
+    if (p->r.timeout_s > cfg->max.timeout_s)
+        return sbx_err_set(err, EINVAL, "timeoutSeconds %g is above the maximum %g", p->r.timeout_s,
+                           cfg->max.timeout_s);
     if (pids && pids != (double)(uint64_t)pids)
         return sbx_err_set(err, EINVAL, "pids must be an integer");
     p->r.memory_bytes = (uint64_t)(mem * (1 << 20));
@@ -341,6 +354,11 @@ static void h_status(sbx_http_request *req, void *ud)
     sbx_runtime_counts(api->rt, &running, &queued);
     char *ws = sbx_ws_dir(api->cfg->workspace_root, c.tenant, c.key, c.id, NULL);
     const char *session = sbx_http_req_query(req, "sessionID");
+    if (session && sbx_ws_segment_check("sessionID", session, strlen(session), &e) < 0) {
+        free(ws);
+        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+        return;
+    }
     sbx_http_respond_json(req, 200,
                           json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:i, s:i}",
                                     "runtimeId", sbx_runtime_default_session(api->rt), "tenantCode",
@@ -706,9 +724,18 @@ struct stream {
 static int stream_send(void *ud, uint64_t id, const char *type, const char *json)
 {
     struct stream *s = ud;
-    char ids[24];
+    char ids[24], small[160];
+    sbx_err e = {0};
     snprintf(ids, sizeof(ids), "%llu", (unsigned long long)id);
-    return sbx_sse_send(s->sse, ids, type, json, strlen(json), NULL);
+    if (sbx_sse_send(s->sse, ids, type, json, strlen(json), &e) == 0)
+        return 0;
+    if (e.errnum != EMSGSIZE)
+        return -1;
+    /* Larger than the client's whole buffer: say so in its place, never stall. */
+    snprintf(small, sizeof(small),
+             "{\"id\":%llu,\"type\":\"event_too_large\",\"data\":{\"type\":\"%s\"}}",
+             (unsigned long long)id, type);
+    return sbx_sse_send(s->sse, ids, "event_too_large", small, strlen(small), NULL);
 }
 
 static void stream_close(sbx_sse *sse, void *ud)
@@ -760,8 +787,10 @@ static void h_stream(sbx_http_request *req, void *ud)
         free(s);
         return;
     }
-    if (sbx_runtime_subscribe(api->rt, &s->sub, &e) < 0)
+    if (sbx_runtime_subscribe(api->rt, &s->sub, &e) < 0) {
         sbx_sse_close(s->sse); /* closing without on_close: free here */
+        free(s);
+    }
 }
 
 /* ---- workspace files ---- */
@@ -840,7 +869,8 @@ static void h_file_get(sbx_http_request *req, void *ud)
                                    sbx_json_time((int64_t)l.entries[i].st.mtime.tv_sec * 1000 +
                                                  l.entries[i].st.mtime.tv_nsec / 1000000)));
             sbx_http_respond_json(req, 200,
-                                  json_pack("{s:s, s:o, s:b}", "path", p.rel, "entries", arr,
+                                  json_pack("{s:o, s:o, s:b}", "path",
+                                            sbx_json_text(p.rel, strlen(p.rel)), "entries", arr,
                                             "truncated", l.truncated));
             sbx_ws_listing_free(&l);
         }
@@ -859,19 +889,27 @@ static void h_file_get(sbx_http_request *req, void *ud)
 
 struct upload {
     struct sbx_ws_upload up;
-    bool failed;
+    uint64_t max;
     sbx_err e;
 };
 
 static ssize_t upload_chunk(sbx_http_request *req, const char *data, size_t len, void *ud)
 {
     struct upload *u = ud;
+    if (u->up.size + len > u->max) {
+        sbx_ws_upload_abort(&u->up);
+        sbx_http_respond_error(req, SBX_HTTP_TOO_LARGE,
+                               "the upload is larger than the workspace quota (%llu bytes)",
+                               (unsigned long long)u->max);
+        free(u); /* neither end nor cancel follows a refused body */
+        return -1;
+    }
     if (sbx_ws_upload_write(&u->up, data, len, &u->e) < 0) {
         sbx_ws_upload_abort(&u->up);
         u->e.errnum == ENOSPC || u->e.errnum == EDQUOT
             ? (void)sbx_http_respond_error_status(req, 507, "insufficient_storage", "%s", u->e.msg)
             : (void)sbx_http_respond_err(req, &u->e);
-        u->failed = true;
+        free(u); /* neither end nor cancel follows a refused body */
         return -1;
     }
     return (ssize_t)len;
@@ -880,7 +918,7 @@ static ssize_t upload_chunk(sbx_http_request *req, const char *data, size_t len,
 static void upload_end(sbx_http_request *req, void *ud)
 {
     struct upload *u = ud;
-    if (!u->failed) {
+    {
         uint64_t size = u->up.size;
         if (sbx_ws_upload_commit(&u->up, &u->e) < 0)
             respond_file_error(req, &u->e);
@@ -914,6 +952,7 @@ static void h_file_put(sbx_http_request *req, void *ud)
         return;
     }
     audit(req, api, "file_put", p.rel);
+    u->max = api->cfg->workspace_quota_bytes;
     if (sbx_ws_upload_begin(ws, &p, uid, gid, &u->up, &u->e) < 0) {
         close(ws);
         respond_file_error(req, &u->e);

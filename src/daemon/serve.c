@@ -220,8 +220,10 @@ static void teardown(struct serve *s)
 {
     if (s->prune)
         event_free(s->prune);
-    sbx_runtime_free(s->rt); /* records every unfinished task as canceled */
+    /* The server first: its streams and waiting requests let go of the
+     * runtime; then the runtime records every unfinished task as canceled. */
     sbx_http_server_free(s->http);
+    sbx_runtime_free(s->rt);
     sbx_auth_free(s->auth);
     sbx_resolver_free(s->resolver);
     sbx_policy_free(s->policy);

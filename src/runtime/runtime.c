@@ -15,6 +15,7 @@
 
 #define COALESCE_BYTES 65536
 #define COALESCE_MS 50
+#define OUTPUT_PIECE (32 * 1024)
 #define CLONE_ID_STRIDE 65536u
 #define MAX_CLONES 60000u
 
@@ -290,9 +291,18 @@ static void flush_output(struct rt_task *t, int idx)
     if (!len)
         return;
     const char *data = (const char *)evbuffer_pullup(b, -1);
-    json_t *d = json_pack("{s:s, s:s, s:o}", "taskId", t->id, "stream",
-                          idx == 0 ? "stdout" : "stderr", "data", sbx_json_text(data, len));
-    sbx_runtime_emit(t->rt, t->clone.tenant, t->session, "tool_call_output", d, NULL);
+    /* Pieces small enough that even JSON's worst case (\u00XX for every
+     * byte) fits a client's stream buffer; never cut inside a UTF-8 sequence. */
+    for (size_t off = 0; off < len;) {
+        size_t cut = len - off < OUTPUT_PIECE ? len - off : OUTPUT_PIECE;
+        while (off + cut < len && cut > 4 && ((unsigned char)data[off + cut] & 0xc0) == 0x80)
+            cut--;
+        json_t *d =
+            json_pack("{s:s, s:s, s:o}", "taskId", t->id, "stream", idx == 0 ? "stdout" : "stderr",
+                      "data", sbx_json_text(data + off, cut));
+        sbx_runtime_emit(t->rt, t->clone.tenant, t->session, "tool_call_output", d, NULL);
+        off += cut;
+    }
     evbuffer_drain(b, len);
 }
 
@@ -729,7 +739,10 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     snprintf(t->session, sizeof(t->session), "%s",
              req->session && *req->session ? req->session : rt->default_session);
     t->argv = req->argv ? strv_dup(req->argv, 0) : code_argv(cfg, req->language, req->code, err);
-    t->net = req->net >= 0 ? (enum sbx_net_policy)req->net : cfg->net;
+    /* Code in a language runs with its environment's settings. */
+    const struct sbx_environment *envc =
+        req->argv ? NULL : sbx_config_environment(cfg, req->language ? req->language : "");
+    t->net = req->net >= 0 ? (enum sbx_net_policy)req->net : envc ? envc->net : cfg->net;
     t->env = t->argv ? task_env(cfg, t->net, req->clone.tenant, req->env, err) : NULL;
     if (!t->argv || !t->env || !t->argv[0]) {
         if (t->argv && !t->argv[0])
@@ -744,14 +757,15 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     if (req->stdin_len)
         memcpy(t->stdin_data, req->stdin_data, req->stdin_len);
     t->stdin_len = req->stdin_len;
-    t->timeout_s = req->timeout_s > 0 ? req->timeout_s : cfg->limits.timeout_s;
-    t->lim.memory_bytes = req->memory_bytes ? req->memory_bytes : cfg->limits.memory_bytes;
-    t->lim.pids = req->pids ? req->pids : cfg->limits.pids;
-    t->lim.cpu_cores = req->cpu_cores > 0 ? req->cpu_cores : cfg->limits.cpu_cores;
-    t->output_limit = cfg->limits.output_bytes;
-    t->file_size = cfg->limits.file_size_bytes;
-    t->tmp_size = cfg->limits.tmp_bytes;
-    t->seccomp = cfg->seccomp;
+    const struct sbx_limits *dl = envc ? &envc->limits : &cfg->limits;
+    t->timeout_s = req->timeout_s > 0 ? req->timeout_s : dl->timeout_s;
+    t->lim.memory_bytes = req->memory_bytes ? req->memory_bytes : dl->memory_bytes;
+    t->lim.pids = req->pids ? req->pids : dl->pids;
+    t->lim.cpu_cores = req->cpu_cores > 0 ? req->cpu_cores : dl->cpu_cores;
+    t->output_limit = dl->output_bytes;
+    t->file_size = dl->file_size_bytes;
+    t->tmp_size = dl->tmp_bytes;
+    t->seccomp = envc ? envc->seccomp : cfg->seccomp;
     if ((req->net_default >= 0 || req->allow || req->deny) &&
         !(t->own_policy = task_policy(rt, req, err))) {
         task_free(t);

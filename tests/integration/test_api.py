@@ -404,6 +404,26 @@ def network_per_task_operator_widens_tenant_only_narrows():
 
 
 @case
+def stream_survives_output_that_escapes_large():
+    # 70 000 control bytes become ~420 KB of JSON: the stream must still carry
+    # every event of the task, up to exec_finished.
+    c, r = open_stream(D, "ctl", last_id=0)
+    try:
+        st, b, _ = D.req("POST", "/runtime/exec",
+                         {"sessionID": "ctl", "command": ["/bin/sh", "-c",
+                                                          "head -c 70000 /dev/zero | tr '\\0' '\\1'"]})
+        check(st == 200 and b["exitCode"] == 0, "task ran", b)
+        evs = sse_events(r, lambda ev: any(e[1] == "exec_finished" for e in ev), quiet=0.5,
+                         limit=10)
+    finally:
+        c.close()
+    types = [e[1] for e in evs]
+    check("exec_finished" in types, "exec_finished reached the stream", types)
+    got = sum(len(e[2]["data"].get("data", "")) for e in evs if e[1] == "tool_call_output")
+    check(got == 70000, "all 70000 bytes of output streamed (%d)" % got, types)
+
+
+@case
 def exec_language_code():
     cases = [("python", "import sys; print(6*7); print('e', file=sys.stderr)", "42\n", "e\n"),
              ("node", "console.log(6*7); console.error('e')", "42\n", "e\n"),

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
-#include <ifaddrs.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -321,29 +320,6 @@ static int write_report(const char *where, const struct sbx_report *r, enum sbx_
     return rc;
 }
 
-/* The addresses of the host (our own network namespace): never reachable
- * through the egress. */
-static size_t own_addresses(struct sbx_addr *out, size_t max)
-{
-    struct ifaddrs *ifa = NULL, *i;
-    size_t n = 0;
-    if (getifaddrs(&ifa) < 0)
-        return 0;
-    for (i = ifa; i && n < max; i = i->ifa_next) {
-        if (!i->ifa_addr)
-            continue;
-        if (i->ifa_addr->sa_family == AF_INET) {
-            out[n].family = AF_INET;
-            out[n++].u.v4 = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
-        } else if (i->ifa_addr->sa_family == AF_INET6) {
-            out[n].family = AF_INET6;
-            out[n++].u.v6 = ((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
-        }
-    }
-    freeifaddrs(ifa);
-    return n;
-}
-
 /* CLAW_ENABLE_SANDBOX_NET (the original's switch): true, the default, means
  * the proxy policy. */
 static int default_net(enum sbx_net_policy *out)
@@ -427,7 +403,7 @@ int sbx_cmd_run(int argc, char **argv)
             .allowed_internal_targets = getenv("CLAW_ALLOWED_INTERNAL_TARGETS"),
             .blocked_cidrs = getenv("CLAW_SANDBOX_BLOCKED_CIDRS"),
             .own_addrs = own,
-            .n_own_addrs = own_addresses(own, SBX_ARRAY_LEN(own)),
+            .n_own_addrs = sbx_host_addresses(own, SBX_ARRAY_LEN(own)),
         };
         if (!(policy = sbx_policy_new(&po, &e)) ||
             !(resolver = sbx_resolver_new(st.base, policy, o.n_dns ? o.dns : NULL, &e))) {

@@ -2,7 +2,6 @@
 #include <dirent.h>
 #include <event2/event.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -108,27 +107,6 @@ static int setup_auth(struct serve *s, sbx_err *err)
     return 0;
 }
 
-static size_t own_addresses(struct sbx_addr *out, size_t max)
-{
-    struct ifaddrs *ifa = NULL;
-    size_t n = 0;
-    if (getifaddrs(&ifa) < 0)
-        return 0;
-    for (struct ifaddrs *i = ifa; i && n < max; i = i->ifa_next) {
-        if (!i->ifa_addr)
-            continue;
-        if (i->ifa_addr->sa_family == AF_INET) {
-            out[n].family = AF_INET;
-            out[n++].u.v4 = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
-        } else if (i->ifa_addr->sa_family == AF_INET6) {
-            out[n].family = AF_INET6;
-            out[n++].u.v6 = ((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
-        }
-    }
-    freeifaddrs(ifa);
-    return n;
-}
-
 static int setup_engine(struct serve *s, sbx_err *err)
 {
     if (sbx_cg_host_detect(false, &s->cg_host, err) < 0)
@@ -149,7 +127,7 @@ static int setup_engine(struct serve *s, sbx_err *err)
         .allowed_internal_targets = s->cfg.network.allowed_internal_targets,
         .blocked_cidrs = s->cfg.network.blocked_cidrs,
         .own_addrs = s->own,
-        .n_own_addrs = own_addresses(s->own, SBX_ARRAY_LEN(s->own)),
+        .n_own_addrs = sbx_host_addresses(s->own, SBX_ARRAY_LEN(s->own)),
     };
     s->policy_opts = po;
     if (!(s->policy = sbx_policy_new(&po, err)))

@@ -92,28 +92,6 @@ static double now(clockid_t clock)
 /* Same rule as the resolver's: letters, digits, '-', '_', labels of 1..63,
  * at most 253 in all. evdns hands us label bytes as they came (dots and
  * all), so this is where odd bytes stop. */
-static bool name_valid(const char *name)
-{
-    size_t len = strlen(name), label = 0;
-    if (len > 0 && name[len - 1] == '.')
-        len--;
-    if (len == 0 || len > 253)
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        char c = name[i];
-        if (c == '.') {
-            if (label == 0)
-                return false;
-            label = 0;
-            continue;
-        }
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '-' || c == '_';
-        if (!ok || ++label > 63)
-            return false;
-    }
-    return label > 0;
-}
 
 /* Lower case, no trailing dot: the form rules and the audit use. */
 static void canonical(const char *name, char *out, size_t len)
@@ -172,7 +150,7 @@ static bool admit(const struct sbx_dns_server *s, const struct evdns_server_ques
             snprintf(d->rule, sizeof(d->rule), "dns: type %d refused", q->type);
         return false;
     }
-    if (!name_valid(q->name)) {
+    if (!sbx_dns_name_valid(q->name)) {
         snprintf(d->rule, sizeof(d->rule), "dns: malformed name");
         return false;
     }
@@ -183,7 +161,7 @@ static bool admit(const struct sbx_dns_server *s, const struct evdns_server_ques
  * bytes are whatever the sandbox sent. */
 static void flow_name(const char *name, char *out, size_t len)
 {
-    if (name_valid(name))
+    if (sbx_dns_name_valid(name))
         canonical(name, out, len);
     else
         snprintf(out, len, "(malformed)");

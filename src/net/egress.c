@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <event2/listener.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <libmnl/libmnl.h>
 #include <linux/filter.h>
 #include <linux/rtnetlink.h>
@@ -26,6 +27,27 @@ const char *const sbx_egress_env[] = {
     "no_proxy=localhost,127.0.0.1",
     NULL,
 };
+
+size_t sbx_host_addresses(struct sbx_addr *out, size_t max)
+{
+    struct ifaddrs *ifa = NULL;
+    size_t n = 0;
+    if (getifaddrs(&ifa) < 0)
+        return 0;
+    for (struct ifaddrs *i = ifa; i && n < max; i = i->ifa_next) {
+        if (!i->ifa_addr)
+            continue;
+        if (i->ifa_addr->sa_family == AF_INET) {
+            out[n].family = AF_INET;
+            out[n++].u.v4 = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+        } else if (i->ifa_addr->sa_family == AF_INET6) {
+            out[n].family = AF_INET6;
+            out[n++].u.v6 = ((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+        }
+    }
+    freeifaddrs(ifa);
+    return n;
+}
 
 enum { L_SOCKS, L_HTTP, L_TRANSPARENT4, L_TRANSPARENT6, L_COUNT };
 

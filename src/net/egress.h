@@ -17,6 +17,10 @@
 #define SBX_EGRESS_HTTP_PORT 3128
 #define SBX_EGRESS_TRANSPARENT_PORT 15001
 
+/* The addresses of the calling process's network namespace (the host's),
+ * which the policy always denies: at most max, returns how many. */
+size_t sbx_host_addresses(struct sbx_addr *out, size_t max);
+
 /* What a task in proxy mode finds in its environment. */
 extern const char *const sbx_egress_env[];
 

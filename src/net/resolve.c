@@ -59,7 +59,7 @@ struct sbx_resolver {
 
 /* Letters, digits, '-' and '_' in labels of 1..63, at most 253 in all, one
  * trailing dot allowed: anything else never becomes a DNS question. */
-static bool name_valid(const char *name)
+bool sbx_dns_name_valid(const char *name)
 {
     size_t len = strlen(name), label = 0;
     if (len > 0 && name[len - 1] == '.')
@@ -292,7 +292,7 @@ struct sbx_resolve_req *sbx_resolve(struct sbx_resolver *r, const char *name, in
         answer_now(req, EAFNOSUPPORT, NULL);
     else if (literal(name, &addr))
         answer_now(req, 0, &addr);
-    else if (!name_valid(name))
+    else if (!sbx_dns_name_valid(name))
         answer_now(req, EINVAL, NULL);
     else if (r->policy && sbx_policy_static_host(r->policy, name, &addr))
         answer_now(req, 0, &addr);

@@ -6,6 +6,7 @@
 
 #include <event2/dns.h>
 #include <event2/event.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "net/policy.h"
@@ -13,6 +14,10 @@
 #define SBX_RESOLVE_MAX 16
 
 struct sbx_resolver;
+
+/* A DNS name we would ask about: labels of 1-63 letters, digits, '-' or '_',
+ * at most 253 characters, an optional trailing dot. */
+bool sbx_dns_name_valid(const char *name);
 
 /* Upstream: nameservers "ip" or "ip:port" (NULL-terminated), or NULL for the
  * host's /etc/resolv.conf. */

@@ -194,6 +194,8 @@ static void conn_end(struct sbx_conn *c)
     if (c->next)
         c->next->pprev = c->pprev;
     ctx->active--;
+    if (ctx->limits.total_active)
+        (*ctx->limits.total_active)--;
 
     if (c->rreq)
         sbx_resolve_cancel(c->rreq);
@@ -675,6 +677,11 @@ static bool over_limit(const struct sbx_conn_ctx *ctx, char *rule, size_t len)
         snprintf(rule, len, "limit: max_conns %u", max_conns(ctx));
         return true;
     }
+    if (ctx->limits.total_active && ctx->limits.max_total &&
+        *ctx->limits.total_active >= ctx->limits.max_total) {
+        snprintf(rule, len, "limit: total connections %u", ctx->limits.max_total);
+        return true;
+    }
     if (ctx->limits.max_bytes && ctx->bytes_total >= ctx->limits.max_bytes) {
         snprintf(rule, len, "limit: max_bytes %llu", (unsigned long long)ctx->limits.max_bytes);
         return true;
@@ -756,6 +763,8 @@ struct sbx_conn *sbx_conn_new(struct sbx_conn_ctx *ctx, int fd, const struct sbx
     ctx->live = c;
     c->pprev = &ctx->live;
     ctx->active++;
+    if (ctx->limits.total_active)
+        (*ctx->limits.total_active)++;
 
     c->phase = PH_HANDSHAKE;
     if (in_cap) {

@@ -17,6 +17,10 @@ struct sbx_egress_limits {
     uint64_t max_bytes;       /* both ways, whole sandbox life (0: unlimited) */
     double idle_timeout_s;    /* a relay with no traffic for this long closes (0: 300) */
     double connect_timeout_s; /* (0: 10) */
+    /* Over all sandboxes: a counter the caller owns and shares between their
+     * contexts, and its cap (NULL / 0: no cap over all). */
+    unsigned *total_active;
+    unsigned max_total;
 };
 
 /* Shared by every connection of one sandbox. The caller fills the first

@@ -62,6 +62,7 @@ struct sbx_runtime {
     struct rt_tenant *ring; /* tenants with queued tasks */
     unsigned queued, running;
     struct rt_task *active; /* queued and running */
+    unsigned egress_conns;  /* live egress connections of all sandboxes */
     struct sbx_subscriber *subs;
 };
 
@@ -502,7 +503,9 @@ static int task_start(struct rt_task *t, sbx_err *err)
                                  .limits = {.max_conns = (unsigned)cfg->network.max_connections,
                                             .max_bytes = cfg->network.max_bytes,
                                             .idle_timeout_s = cfg->network.idle_timeout_s,
-                                            .connect_timeout_s = cfg->network.connect_timeout_s},
+                                            .connect_timeout_s = cfg->network.connect_timeout_s,
+                                            .total_active = &rt->egress_conns,
+                                            .max_total = (unsigned)cfg->network.total_connections},
                                  .on_flow = on_flow,
                                  .ud = t};
     struct sbx_task_opts to = {

@@ -1033,6 +1033,28 @@ static void limit_max_bytes(void **state)
     assert_string_equal(f->flows[0].rule, "limit: max_bytes 1000");
 }
 
+/* The cap over all sandboxes: a counter shared by their contexts. */
+static void limit_total_over_sandboxes(void **state)
+{
+    struct fx *f = *state;
+    unsigned total = 5; /* four connections of other sandboxes, and this one's */
+    f->ctx.limits.total_active = &total;
+    f->ctx.limits.max_total = 6;
+    int hs_fd = open_client(f, sbx_httpproxy_accept, false);
+    run_for(f, 0.05);
+    assert_int_equal(total, 6);
+    struct client cl = {.arg = "CONNECT a.test:443 HTTP/1.1\r\n\r\n", .arg_len = 31};
+    start(&cl, f, open_client(f, sbx_httpproxy_accept, true), script_raw);
+    run_until(f, &cl, 1);
+    cl.reply[cl.reply_len] = 0;
+    assert_non_null(strstr((char *)cl.reply, "HTTP/1.1 503 "));
+    assert_string_equal(f->flows[0].rule, "limit: total connections 6");
+    sbx_conn_ctx_close_all(&f->ctx);
+    assert_int_equal(total, 5); /* this sandbox's connection is counted out */
+    close(hs_fd);
+    f->ctx.limits.total_active = NULL;
+}
+
 static void limit_max_conns_and_close_all(void **state)
 {
     struct fx *f = *state;
@@ -1141,6 +1163,7 @@ int main(void)
         T(limit_idle_timeout),
         T(limit_max_bytes),
         T(limit_max_conns_and_close_all),
+        T(limit_total_over_sandboxes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

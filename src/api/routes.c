@@ -945,6 +945,17 @@ static void h_file_put(sbx_http_request *req, void *ud)
     struct sbx_ws_path p;
     if (file_target(req, api, &ws, &uid, &gid, &p) < 0)
         return;
+    /* A declared size over the quota is refused before a byte is read. */
+    const char *cl = sbx_http_req_header(req, "Content-Length");
+    uint64_t declared;
+    if (cl && sbx_parse_uint(cl, 0, UINT64_MAX, &declared, NULL) == 0 &&
+        declared > api->cfg->workspace_quota_bytes) {
+        close(ws);
+        sbx_http_respond_error(req, SBX_HTTP_TOO_LARGE,
+                               "the upload is larger than the workspace quota (%llu bytes)",
+                               (unsigned long long)api->cfg->workspace_quota_bytes);
+        return;
+    }
     struct upload *u = calloc(1, sizeof(*u));
     if (!u) {
         close(ws);

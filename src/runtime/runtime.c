@@ -2,8 +2,10 @@
 
 #include <arpa/inet.h>
 #include <event2/buffer.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -11,6 +13,7 @@
 #include "exec/env.h"
 #include "net/egress.h"
 #include "workspace/files.h"
+#include "workspace/quota.h"
 #include "workspace/path.h"
 
 #define COALESCE_BYTES 65536
@@ -56,13 +59,19 @@ struct rt_task {
     struct rt_task *all_next; /* in the list of active tasks */
 };
 
+struct mounted_ws {
+    char *path;
+    struct mounted_ws *next;
+};
+
 struct sbx_runtime {
     struct sbx_runtime_opts o;
     char default_session[SBX_SEGMENT_MAX + 1];
     struct rt_tenant *ring; /* tenants with queued tasks */
     unsigned queued, running;
-    struct rt_task *active; /* queued and running */
-    unsigned egress_conns;  /* live egress connections of all sandboxes */
+    struct rt_task *active;     /* queued and running */
+    unsigned egress_conns;      /* live egress connections of all sandboxes */
+    struct mounted_ws *mounted; /* workspace images this daemon mounted */
     struct sbx_subscriber *subs;
 };
 
@@ -434,17 +443,53 @@ static void on_task_done(void *ud, struct sbx_task *et)
     start_next(rt);
 }
 
+/* The clone's workspace as a filesystem of its own (its quota image), mounted
+ * once per daemon run and remembered for the unmount at stop. */
+static int mount_quota(struct sbx_runtime *rt, const char *dir, uid_t uid, gid_t gid, sbx_err *err)
+{
+    for (struct mounted_ws *m = rt->mounted; m; m = m->next)
+        if (strcmp(m->path, dir) == 0)
+            return 0;
+    char images[PATH_MAX];
+    snprintf(images, sizeof(images), "%s/workspace-images", rt->o.cfg->state_dir);
+    if (mkdir(images, 0700) < 0 && errno != EEXIST)
+        return sbx_err_set(err, errno, "mkdir %s", images);
+    if (sbx_ws_quota_ensure(images, dir, rt->o.cfg->workspace_quota_bytes, uid, gid, err) < 0)
+        return -1;
+    struct mounted_ws *m = calloc(1, sizeof(*m));
+    if (!m || !(m->path = strdup(dir))) {
+        free(m);
+        sbx_ws_quota_release(dir, NULL);
+        return sbx_err_set(err, ENOMEM, "workspace");
+    }
+    m->next = rt->mounted;
+    rt->mounted = m;
+    return 0;
+}
+
 int sbx_runtime_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, int *ws_fd, uid_t *uid,
                           gid_t *gid, sbx_err *err)
 {
     const struct sbx_config *cfg = rt->o.cfg;
     uint32_t base;
+    int fd = -1;
     if (sbx_store_clone_base(rt->o.store, c->tenant, c->key, c->id, cfg->host_id_base,
                              CLONE_ID_STRIDE, MAX_CLONES, &base, err) < 0)
         return -1;
     *uid = base + cfg->runner_uid;
     *gid = base + cfg->runner_gid;
-    return sbx_ws_ensure(cfg->workspace_root, c->tenant, c->key, c->id, *uid, *gid, ws_fd, err);
+    if (sbx_ws_ensure(cfg->workspace_root, c->tenant, c->key, c->id, *uid, *gid, &fd, err) < 0)
+        return -1;
+    close(fd);
+    char *dir = sbx_ws_dir(cfg->workspace_root, c->tenant, c->key, c->id, err);
+    if (!dir)
+        return -1;
+    /* The fd of the directory under the mount is stale: open the mount's root. */
+    int rc = mount_quota(rt, dir, *uid, *gid, err);
+    if (rc == 0 && (*ws_fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        rc = sbx_err_set(err, errno, "open workspace %s", dir);
+    free(dir);
+    return rc;
 }
 
 /* Every egress flow of a task is an audit record; a denial of a real target
@@ -906,6 +951,13 @@ void sbx_runtime_free(struct sbx_runtime *rt)
 {
     if (!rt)
         return;
+    for (struct mounted_ws *m = rt->mounted, *next; m; m = next) {
+        next = m->next;
+        free(m->path);
+        free(m);
+    }
+    /* Those of an earlier run that crashed too. */
+    sbx_ws_quota_release_all(rt->o.cfg->workspace_root);
     while (rt->active) {
         struct rt_task *t = rt->active;
         if (t->t) {

@@ -494,3 +494,52 @@ int sbx_ws_quota_usage(const char *mount_point, uint64_t *used, uint64_t *total,
     *used = (uint64_t)(sv.f_blocks - sv.f_bfree) * frsize;
     return 0;
 }
+
+/* Mount points in /proc/self/mountinfo are the fifth field, with space, tab,
+ * newline and backslash written as octal escapes. */
+static void unescape(char *s)
+{
+    char *o = s;
+    for (char *i = s; *i; i++) {
+        if (i[0] == '\\' && i[1] >= '0' && i[1] <= '3' && i[2] >= '0' && i[2] <= '7' &&
+            i[3] >= '0' && i[3] <= '7') {
+            *o++ = (char)((i[1] - '0') * 64 + (i[2] - '0') * 8 + (i[3] - '0'));
+            i += 3;
+        } else {
+            *o++ = *i;
+        }
+    }
+    *o = '\0';
+}
+
+int sbx_ws_quota_release_all(const char *root)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return 0;
+    size_t rlen = strlen(root);
+    char line[8192];
+    char *found[256];
+    size_t n = 0;
+    while (n < SBX_ARRAY_LEN(found) && fgets(line, sizeof(line), f)) {
+        char *save = NULL, *mp = NULL, *tok = strtok_r(line, " ", &save);
+        for (int field = 0; tok && field < 4; field++)
+            tok = strtok_r(NULL, " ", &save);
+        mp = tok;
+        if (!mp)
+            continue;
+        unescape(mp);
+        if (strncmp(mp, root, rlen) == 0 && mp[rlen] == '/' && (found[n] = strdup(mp)))
+            n++;
+    }
+    fclose(f);
+    int released = 0;
+    /* Deepest first, though workspaces do not nest. */
+    while (n > 0) {
+        char *mp = found[--n];
+        if (sbx_ws_quota_release(mp, NULL) == 0)
+            released++;
+        free(mp);
+    }
+    return released;
+}

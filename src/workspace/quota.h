@@ -53,6 +53,9 @@ int sbx_ws_quota_ensure(const char *images_dir, const char *mount_point, uint64_
  * keep it alive until closed; with AUTOCLEAR the loop device then frees
  * itself). Not mounted: a no-op. The image file stays. */
 int sbx_ws_quota_release(const char *mount_point, sbx_err *err);
+/* Release every workspace image mounted below root (an absolute directory),
+ * including those of an earlier run that crashed. Returns how many. */
+int sbx_ws_quota_release_all(const char *root);
 
 /* Bytes used and the filesystem's size (statvfs of mount_point). */
 int sbx_ws_quota_usage(const char *mount_point, uint64_t *used, uint64_t *total, sbx_err *err);

@@ -745,8 +745,10 @@ static struct sbx_policy *task_policy(struct sbx_runtime *rt, const struct sbx_t
             sbx_err_set(err, ENOMEM, "policy");
             goto out;
         }
-        memcpy(merged[i], lists[i][0], a * sizeof(char *));
-        memcpy(merged[i] + a, lists[i][1], b * sizeof(char *));
+        if (a)
+            memcpy(merged[i], lists[i][0], a * sizeof(char *));
+        if (b)
+            memcpy(merged[i] + a, lists[i][1], b * sizeof(char *));
     }
     po.allow = merged[0];
     po.deny = merged[1];

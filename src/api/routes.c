@@ -351,7 +351,12 @@ static void h_status(sbx_http_request *req, void *ud)
     if (request_clone(req, api, NULL, &c, &e) < 0)
         return respond_clone_error(req, &e);
     unsigned running, queued;
-    sbx_runtime_counts(api->rt, &running, &queued);
+    /* A tenant token learns nothing of other tenants' load. */
+    const sbx_identity *who = sbx_http_req_identity(req);
+    if (who && who->tenant)
+        sbx_runtime_tenant_counts(api->rt, c.tenant, &running, &queued);
+    else
+        sbx_runtime_counts(api->rt, &running, &queued);
     char *ws = sbx_ws_dir(api->cfg->workspace_root, c.tenant, c.key, c.id, NULL);
     const char *session = sbx_http_req_query(req, "sessionID");
     if (session && sbx_ws_segment_check("sessionID", session, strlen(session), &e) < 0) {

@@ -931,6 +931,15 @@ void sbx_runtime_counts(const struct sbx_runtime *rt, unsigned *running, unsigne
     *queued = rt->queued;
 }
 
+void sbx_runtime_tenant_counts(const struct sbx_runtime *rt, const char *tenant, unsigned *running,
+                               unsigned *queued)
+{
+    *running = *queued = 0;
+    for (const struct rt_task *t = rt->active; t; t = t->all_next)
+        if (strcmp(t->clone.tenant, tenant) == 0)
+            (*(t->t ? running : queued))++;
+}
+
 const char *sbx_runtime_default_session(const struct sbx_runtime *rt)
 {
     return rt->default_session;

@@ -27,8 +27,8 @@ struct sbx_runtime_opts {
     struct sbx_store *store;
     const struct sbx_config *cfg;
     const struct sbx_cg_host *cg_host;
-    struct sbx_sandbox_fds fds[2]; /* per seccomp profile */
-    const struct sbx_policy *policy; /* for proxy sandboxes */
+    struct sbx_sandbox_fds fds[2];             /* per seccomp profile */
+    const struct sbx_policy *policy;           /* for proxy sandboxes */
     const struct sbx_policy_opts *policy_opts; /* what it was built from */
     struct sbx_resolver *resolver;
 };
@@ -40,11 +40,11 @@ void sbx_runtime_free(struct sbx_runtime *rt);
 
 struct sbx_task_request {
     struct sbx_clone clone;
-    const char *session;       /* "" or NULL: the runtime's default session */
-    const char *const *argv;   /* the command, or NULL with language + code */
-    const char *language;      /* an environment name or alias */
+    const char *session;     /* "" or NULL: the runtime's default session */
+    const char *const *argv; /* the command, or NULL with language + code */
+    const char *language;    /* an environment name or alias */
     const char *code;
-    const char *const *env;    /* "KEY=VALUE", NULL-terminated, may be NULL */
+    const char *const *env; /* "KEY=VALUE", NULL-terminated, may be NULL */
     const char *stdin_data;
     size_t stdin_len;
     /* Network of this task: -1 keeps the configured policy / default; extra
@@ -54,7 +54,7 @@ struct sbx_task_request {
     int net_default;
     const char *const *allow;
     const char *const *deny;
-    double timeout_s;          /* 0: the default; each bounded by the maxima */
+    double timeout_s; /* 0: the default; each bounded by the maxima */
     uint64_t memory_bytes;
     uint64_t pids;
     double cpu_cores;
@@ -76,11 +76,14 @@ int sbx_runtime_cancel(struct sbx_runtime *rt, const char *id, sbx_err *err);
 
 /* The workspace of a clone (created on first use, owned by the clone's host
  * ids): an O_PATH fd the caller closes, and the ids files should get. */
-int sbx_runtime_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, int *ws_fd,
-                          uid_t *uid, gid_t *gid, sbx_err *err);
+int sbx_runtime_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, int *ws_fd, uid_t *uid,
+                          gid_t *gid, sbx_err *err);
 
 /* Counts for status and readiness. */
 void sbx_runtime_counts(const struct sbx_runtime *rt, unsigned *running, unsigned *queued);
+/* The same for one tenant's tasks. */
+void sbx_runtime_tenant_counts(const struct sbx_runtime *rt, const char *tenant, unsigned *running,
+                               unsigned *queued);
 const char *sbx_runtime_default_session(const struct sbx_runtime *rt);
 
 /* ---- events ---- */
@@ -96,8 +99,8 @@ struct sbx_subscriber {
     char tenant[SBX_SEGMENT_MAX + 1];
     char session[SBX_SEGMENT_MAX + 1];
     char key[2 * SBX_SEGMENT_MAX + 2]; /* filled by subscribe */
-    uint64_t last_id; /* the last event delivered */
-    bool behind;      /* stopped pushing: catch up from the store on resume */
+    uint64_t last_id;                  /* the last event delivered */
+    bool behind;                       /* stopped pushing: catch up from the store on resume */
     int (*send)(void *ud, uint64_t id, const char *type, const char *json);
     void *ud;
     struct sbx_subscriber *next;

@@ -815,6 +815,7 @@ static void respond_file_error(sbx_http_request *req, const sbx_err *e)
         sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e->msg);
         break;
     case EACCES:
+    case EDQUOT:
         sbx_http_respond_error(req, SBX_HTTP_FORBIDDEN, "%s", e->msg);
         break;
     default:

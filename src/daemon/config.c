@@ -188,6 +188,8 @@ static const struct setting settings[] = {
      1024, LIM_CPU},
     {"sandbox", "workspace_quota", NULL, NULL, 0, NULL, K_SIZE, OFF(workspace_quota_bytes),
      1ull << 20, 0, -1},
+    {"sandbox", "max_clones_per_tenant", NULL, NULL, 0, NULL, K_UINT, OFF(max_clones_per_tenant), 1,
+     60000, -1},
     {"sandbox", "idle_timeout", NULL, "CLAW_IDLE_TIMEOUT_SEC", K_SECONDS, NULL, K_DURATION,
      OFF(idle_timeout_s), 0, 30 * 86400, -1},
     {"sandbox", "network_policy", NULL, "CLAW_ENABLE_SANDBOX_NET", K_NETBOOL, "--net", K_NETPOL,
@@ -972,6 +974,7 @@ static int set_defaults(struct loader *L)
         .tmp_bytes = 1ull << 30,
     };
     c->workspace_quota_bytes = 1ull << 30;
+    c->max_clones_per_tenant = 1000;
     c->idle_timeout_s = 600;
     c->net = SBX_NET_PROXY;
     c->mount_sandbox = true;

@@ -58,6 +58,7 @@
  *       output_limit: 64m
  *       tmp_size: 1g
  *     workspace_quota: 1g      # per clone
+ *     max_clones_per_tenant: 1000
  *     idle_timeout: 600s       # CLAW_IDLE_TIMEOUT_SEC: a session idle this long is stopped
  *     network_policy: proxy    # none|proxy|host (seed's `bridge` = proxy);
  *                              # CLAW_ENABLE_SANDBOX_NET true = proxy, false = none; --net
@@ -221,7 +222,8 @@ struct sbx_config {
     struct sbx_limits limits; /* defaults, each <= max */
     struct sbx_limits max;
     uint64_t workspace_quota_bytes;
-    double idle_timeout_s; /* of a session */
+    uint64_t max_clones_per_tenant; /* workspaces (and host id ranges) a tenant may have */
+    double idle_timeout_s;          /* of a session */
     enum sbx_net_policy net;
     bool mount_sandbox;
     enum sbx_seccomp_profile seccomp;

@@ -473,6 +473,15 @@ int sbx_runtime_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, int
     const struct sbx_config *cfg = rt->o.cfg;
     uint32_t base;
     int fd = -1;
+    /* A tenant cannot take every host id range: new clones stop at its cap. */
+    bool known;
+    uint64_t n;
+    if (sbx_store_clone_known(rt->o.store, c->tenant, c->key, c->id, &known, err) < 0 ||
+        (!known && sbx_store_clone_count(rt->o.store, c->tenant, &n, err) < 0))
+        return -1;
+    if (!known && n >= cfg->max_clones_per_tenant)
+        return sbx_err_set(err, EDQUOT, "tenant %s already has %llu clones, the most allowed",
+                           c->tenant, (unsigned long long)n);
     if (sbx_store_clone_base(rt->o.store, c->tenant, c->key, c->id, cfg->host_id_base,
                              CLONE_ID_STRIDE, MAX_CLONES, &base, err) < 0)
         return -1;

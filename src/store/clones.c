@@ -166,3 +166,26 @@ int sbx_store_clone_base(struct sbx_store *st, const char *tenant, const char *c
     *base = c.base;
     return 0;
 }
+
+static const char sql_count[] = "SELECT count(*) FROM clones WHERE tenant = ?1";
+
+int sbx_store_clone_count(struct sbx_store *st, const char *tenant, uint64_t *n, sbx_err *err)
+{
+    cleanup_stmt sqlite3_stmt *s = store_stmt(st, STMT_CLONE_COUNT, sql_count, err);
+    if (!s)
+        return -1;
+    int rc = store_bind_text(s, 1, tenant);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW)
+        return store_fail(st, err, rc, "count the clones of tenant %s", tenant);
+    *n = (uint64_t)sqlite3_column_int64(s, 0);
+    return 0;
+}
+
+int sbx_store_clone_known(struct sbx_store *st, const char *tenant, const char *clone_key,
+                          const char *clone_id, bool *known, sbx_err *err)
+{
+    struct clone_ctx c = {.tenant = tenant, .clone_key = clone_key, .clone_id = clone_id};
+    return lookup(st, &c, known, err);
+}

@@ -263,6 +263,11 @@ int sbx_store_events_since(struct sbx_store *st, const char *session_id, uint64_
 int sbx_store_clone_base(struct sbx_store *st, const char *tenant, const char *clone_key,
                          const char *clone_id, uint32_t first_base, uint32_t stride,
                          uint32_t max_clones, uint32_t *base, sbx_err *err);
+/* How many clones of tenant are recorded. */
+int sbx_store_clone_count(struct sbx_store *st, const char *tenant, uint64_t *n, sbx_err *err);
+/* Whether (tenant, clone_key, clone_id) is recorded. */
+int sbx_store_clone_known(struct sbx_store *st, const char *tenant, const char *clone_key,
+                          const char *clone_id, bool *known, sbx_err *err);
 
 /* ---- Audit -------------------------------------------------------------- */
 

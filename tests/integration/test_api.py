@@ -424,6 +424,24 @@ def stream_survives_output_that_escapes_large():
 
 
 @case
+def clones_per_tenant_are_capped():
+    cfg = os.path.join(TMP, "cap.yaml")
+    with open(cfg, "w") as f:
+        f.write("sandbox:\n  workspace_quota: 32m\n  max_clones_per_tenant: 2\n")
+    d = Daemon(os.path.join(TMP, "cap-state"), config=cfg).start()
+    try:
+        for i, want in ((1, 200), (2, 200), (3, 403), (1, 200)):
+            st, b, _ = d.req("GET", "/runtime/files?path=/", headers={"X-Tenant-Code": "capped",
+                                                                      "X-Clone-Id": "c%d" % i})
+            check(st == want, "clone c%d: %d" % (i, want), (st, b))
+        st, b, _ = d.req("GET", "/runtime/files?path=/", headers={"X-Tenant-Code": "other",
+                                                                  "X-Clone-Id": "c3"})
+        check(st == 200, "another tenant is not affected", (st, b))
+    finally:
+        d.stop()
+
+
+@case
 def exec_language_code():
     cases = [("python", "import sys; print(6*7); print('e', file=sys.stderr)", "42\n", "e\n"),
              ("node", "console.log(6*7); console.error('e')", "42\n", "e\n"),

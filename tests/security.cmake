@@ -8,3 +8,10 @@ set_tests_properties(security/probes PROPERTIES
 if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/security_net.cmake)
   include(${CMAKE_CURRENT_SOURCE_DIR}/security_net.cmake)
 endif()
+# Probes 21-23 against a real `sandboxd serve`: another clone's workspace, the
+# file API's paths and planted symlinks, names with .., / and NUL.
+add_test(NAME security/api_probes
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/security/test_api_probes.py)
+set_tests_properties(security/api_probes PROPERTIES
+  ENVIRONMENT "SANDBOXD=$<TARGET_FILE:sandboxd>;SBX_HELPERS=${CMAKE_BINARY_DIR}/helpers"
+  TIMEOUT 600)

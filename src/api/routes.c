@@ -695,8 +695,17 @@ static void h_task_list(sbx_http_request *req, void *ud)
     }
     f.cursor = sbx_http_req_query(req, "cursor");
     f.session_id = sbx_http_req_query(req, "sessionID");
+    if (f.session_id &&
+        sbx_ws_segment_check("sessionID", f.session_id, strlen(f.session_id), &e) < 0) {
+        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+        return;
+    }
     const char *tenant =
         who && who->tenant ? who->tenant : sbx_http_req_header(req, "X-Tenant-Code");
+    if (tenant && sbx_ws_segment_check("tenantCode", tenant, strlen(tenant), &e) < 0) {
+        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+        return;
+    }
     f.tenant = tenant;
     struct sbx_store_task_page page = {0};
     if (sbx_store_task_list(api->store, &f, &page, &e) < 0)

@@ -677,6 +677,40 @@ static void h_task_cancel(sbx_http_request *req, void *ud)
     sbx_store_task_free(t);
 }
 
+/* POST /runtime/tasks/{id}/network {default, allow, deny}: a running task's
+ * egress policy, for its new connections from now on; a tenant token may
+ * only narrow. */
+static void h_task_network(sbx_http_request *req, void *ud)
+{
+    struct sbx_api *api = ud;
+    static const char *const fields[] = {"default", "allow", "deny", NULL};
+    const char *id = sbx_http_req_param(req, "id");
+    const sbx_identity *who = sbx_http_req_identity(req);
+    struct sbx_store_task *t = NULL;
+    sbx_err e = {0};
+    if (sbx_store_task_get(api->store, id, who ? who->tenant : NULL, 0, &t, &e) < 0) {
+        e.errnum == ENOENT ? (void)sbx_http_respond_error(req, SBX_HTTP_NOT_FOUND, "no task %s", id)
+                           : (void)sbx_http_respond_err(req, &e);
+        return;
+    }
+    sbx_store_task_free(t);
+    json_t *body = sbx_http_req_json(req, fields);
+    if (!body)
+        return;
+    struct parsed_task p = {.r = {.net = -1, .net_default = -1}};
+    if (parse_network(req, body, &p, &e) < 0)
+        e.errnum == EACCES ? (void)sbx_http_respond_error(req, SBX_HTTP_FORBIDDEN, "%s", e.msg)
+                           : (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+    else if (audit(req, api, "task_network", id),
+             sbx_runtime_set_network(api->rt, id, p.r.net_default, p.r.allow, p.r.deny, &e) < 0)
+        e.errnum == EINVAL ? (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg)
+                           : (void)sbx_http_respond_error(req, SBX_HTTP_CONFLICT, "%s", e.msg);
+    else
+        sbx_http_respond_json(req, 200, json_pack("{s:b, s:s}", "ok", 1, "taskId", id));
+    parsed_free(&p);
+    json_decref(body);
+}
+
 static void h_task_list(sbx_http_request *req, void *ud)
 {
     struct sbx_api *api = ud;
@@ -1025,6 +1059,7 @@ int sbx_api_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err)
         {"GET", "/runtime/tasks", h_task_list},
         {"GET", "/runtime/tasks/{id}", h_task_get},
         {"POST", "/runtime/tasks/{id}/cancel", h_task_cancel},
+        {"POST", "/runtime/tasks/{id}/network", h_task_network},
         {"GET", "/runtime/stream", h_stream},
         {"POST", "/execute", h_execute},
     };

@@ -387,6 +387,11 @@ void sbx_task_cancel(struct sbx_task *t)
     sbx_sandbox_kill(&t->sb);
 }
 
+struct sbx_egress *sbx_task_egress(struct sbx_task *t)
+{
+    return t->egress;
+}
+
 const struct sbx_report *sbx_task_report(const struct sbx_task *t)
 {
     return &t->report;

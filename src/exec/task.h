@@ -45,6 +45,8 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
 /* Kill the whole tree now; on_done follows with outcome canceled. */
 void sbx_task_cancel(struct sbx_task *t);
 const struct sbx_report *sbx_task_report(const struct sbx_task *t);
+/* The task's egress (proxy policy), or NULL. */
+struct sbx_egress *sbx_task_egress(struct sbx_task *t);
 /* The kept output of a stream (not NUL-terminated). */
 const char *sbx_task_output(const struct sbx_task *t, enum sbx_stream s, size_t *len);
 void sbx_task_free(struct sbx_task *t);

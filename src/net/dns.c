@@ -467,3 +467,8 @@ void sbx_dns_server_free(struct sbx_dns_server *s)
         close(s->fd);
     free(s);
 }
+
+void sbx_dns_server_set_policy(struct sbx_dns_server *s, const struct sbx_policy *policy)
+{
+    s->policy = policy;
+}

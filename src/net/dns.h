@@ -15,5 +15,8 @@ struct sbx_dns_server *sbx_dns_server_new(struct event_base *base, int udp_fd,
                                           struct sbx_resolver *resolver,
                                           struct sbx_dns_answers *answers, sbx_flow_cb on_flow,
                                           void *ud, sbx_err *err);
+/* Judge questions by another policy from now on (the caller keeps the old
+ * one alive while lookups it admitted may still be pending). */
+void sbx_dns_server_set_policy(struct sbx_dns_server *s, const struct sbx_policy *policy);
 /* Stops serving and closes udp_fd; pending upstream lookups are cancelled. */
 void sbx_dns_server_free(struct sbx_dns_server *s);

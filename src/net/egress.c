@@ -350,6 +350,12 @@ fail:
     return NULL;
 }
 
+void sbx_egress_set_policy(struct sbx_egress *eg, const struct sbx_policy *policy)
+{
+    eg->ctx.policy = policy;
+    sbx_dns_server_set_policy(eg->dns, policy);
+}
+
 void sbx_egress_free(struct sbx_egress *eg)
 {
     if (!eg)

@@ -38,5 +38,9 @@ struct sbx_egress;
 /* Build it all inside the namespace netns_fd (an fd of /proc/PID/ns/net).
  * The calling thread returns to its own namespace before this returns. */
 struct sbx_egress *sbx_egress_start(const struct sbx_egress_opts *o, int netns_fd, sbx_err *err);
+/* Judge new connections and DNS questions by another policy, at once. The
+ * caller keeps the old policy alive until the egress is freed (connections
+ * being set up may still hold it). */
+void sbx_egress_set_policy(struct sbx_egress *eg, const struct sbx_policy *policy);
 /* Close the listeners and every live connection (each reports its flow). */
 void sbx_egress_free(struct sbx_egress *eg);

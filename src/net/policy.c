@@ -949,6 +949,13 @@ bool sbx_policy_name_allowed(const struct sbx_policy *p, const char *name, struc
         say(d, SBX_VERDICT_DENY, NULL, NULL, "invalid name");
         return false;
     }
+    /* An explicit deny of the name wins, static host or not. */
+    for (size_t i = 0; i < p->n_deny; i++) {
+        if (p->deny[i].port == 0 && name_matches(&p->deny[i], norm)) {
+            say_rule(d, SBX_VERDICT_DENY, "deny", &p->deny[i], NULL, NULL);
+            return false;
+        }
+    }
     const struct host_entry *h = find_host(p, norm);
     if (h) {
         decide(p, norm, &h->addr, 0, d);

@@ -49,7 +49,8 @@ struct rt_task {
     char *workspace;
     char name[48]; /* the sandbox's cgroup name */
     struct sbx_task *t;
-    struct sbx_policy *own_policy; /* when the request changed the egress policy */
+    struct sbx_policy *own_policy;  /* when the request changed the egress policy */
+    struct retired_policy *retired; /* replaced while running, freed at the end */
     struct sbx_egress_opts egress;
     sbx_runtime_done_fn done;
     void *ud;
@@ -57,6 +58,11 @@ struct rt_task {
     struct event *flush;
     struct rt_task *next;     /* in its tenant's queue */
     struct rt_task *all_next; /* in the list of active tasks */
+};
+
+struct retired_policy {
+    struct sbx_policy *p;
+    struct retired_policy *next;
 };
 
 struct mounted_ws {
@@ -355,6 +361,11 @@ static void task_free(struct rt_task *t)
         if (t->pending[i])
             evbuffer_free(t->pending[i]);
     sbx_policy_free(t->own_policy);
+    for (struct retired_policy *r = t->retired, *next; r; r = next) {
+        next = r->next;
+        sbx_policy_free(r->p);
+        free(r);
+    }
     free_strv(t->argv);
     sbx_env_free(t->env);
     free(t->stdin_data);
@@ -931,6 +942,31 @@ int sbx_runtime_cancel(struct sbx_runtime *rt, const char *id, sbx_err *err)
     }
     unqueue(rt, t);
     finish(t, SBX_TASK_CANCELED, "canceled before it started", NULL, NULL, 0, NULL, 0, 124);
+    return 0;
+}
+
+int sbx_runtime_set_network(struct sbx_runtime *rt, const char *id, int net_default,
+                            const char *const *allow, const char *const *deny, sbx_err *err)
+{
+    struct rt_task *t = find_active(rt, id);
+    if (!t || !t->t)
+        return sbx_err_set(err, ENOENT, "task %s is not running", id);
+    struct sbx_egress *eg = sbx_task_egress(t->t);
+    if (!eg)
+        return sbx_err_set(err, ENOTSUP, "task %s has no egress (its policy is not proxy)", id);
+    struct sbx_task_request req = {.net_default = net_default, .allow = allow, .deny = deny};
+    struct sbx_policy *p = task_policy(rt, &req, err);
+    struct retired_policy *r = p ? calloc(1, sizeof(*r)) : NULL;
+    if (!r) {
+        sbx_policy_free(p);
+        return p ? sbx_err_set(err, ENOMEM, "policy") : -1;
+    }
+    sbx_egress_set_policy(eg, p);
+    /* The old one may still be in use by connections being set up. */
+    r->p = t->own_policy;
+    r->next = t->retired;
+    t->retired = r;
+    t->own_policy = p;
     return 0;
 }
 

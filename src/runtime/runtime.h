@@ -79,6 +79,13 @@ int sbx_runtime_cancel(struct sbx_runtime *rt, const char *id, sbx_err *err);
 int sbx_runtime_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, int *ws_fd, uid_t *uid,
                           gid_t *gid, sbx_err *err);
 
+/* Change the egress policy of a running task (proxy policy): its default
+ * and extra rules, on top of the operator's, for new connections and DNS
+ * questions from now on. ENOENT when not running, ENOTSUP without an egress,
+ * EINVAL for a bad rule. */
+int sbx_runtime_set_network(struct sbx_runtime *rt, const char *id, int net_default,
+                            const char *const *allow, const char *const *deny, sbx_err *err);
+
 /* Counts for status and readiness. */
 void sbx_runtime_counts(const struct sbx_runtime *rt, unsigned *running, unsigned *queued);
 /* The same for one tenant's tasks. */

@@ -306,6 +306,9 @@ server:
     - name: acme-agent
       token: "%s"
       tenant: acme
+network:
+  hosts:
+    svc.test: 203.0.113.10
 """ % ACME_TOKEN)
 QUEUE_CFG = write(os.path.join(TMP, "queue.yaml"), """\
 server:
@@ -439,6 +442,41 @@ def clones_per_tenant_are_capped():
         check(st == 200, "another tenant is not affected", (st, b))
     finally:
         d.stop()
+
+
+@case
+def network_of_a_running_task_changes_at_once():
+    # The name is a static host answered by the sandbox's own DNS: no packet
+    # leaves. Allowed at first; denied for the task's next question once the
+    # policy is changed while it runs.
+    a = {"X-Tenant-Code": "acme"}
+    script = ("getent hosts svc.test >/dev/null && echo first; sleep 2; "
+              "getent hosts svc.test >/dev/null && echo second || echo refused")
+    st, t, _ = D.req("POST", "/runtime/tasks", {"command": ["/bin/sh", "-c", script],
+                                                "network": {"policy": "proxy"}},
+                     token=ACME_TOKEN, headers=a)
+    check(st == 202, "task queued", (st, t))
+    D.wait_status(t["id"], {"running"})
+    time.sleep(0.8)
+    path = "/runtime/tasks/%s/network" % t["id"]
+    st, b, _ = D.req("POST", path, {"allow": ["*.test"]}, token=ACME_TOKEN, headers=a)
+    check(st == 403, "a tenant token may not widen", (st, b))
+    st, b, _ = D.req("POST", path, {"policy": "host"}, token=ACME_TOKEN, headers=a)
+    check(st == 400, "the policy itself cannot change while running", (st, b))
+    st, b, _ = D.req("POST", path, {"deny": ["svc.test"]}, token=ACME_TOKEN, headers=a)
+    check(st == 200, "a tenant token may narrow", (st, b))
+    # Each change sets the task's rules (on top of the operator's): it does not
+    # add to the previous change.
+    st, b, _ = D.req("POST", path, {"deny": ["svc.test", "x.test"]},
+                     headers={"X-Tenant-Code": "other"}, token=TOKEN)
+    check(st == 200, "operator may act on any task", (st, b))
+    done = D.wait_status(t["id"], FINAL)
+    out = done["result"]["stdout"]
+    check(out == "first\nrefused\n", "allowed before, refused after the change", done)
+    st, b, _ = D.req("POST", path, {"deny": ["y"]}, token=ACME_TOKEN, headers=a)
+    check(st == 409, "an ended task: 409", (st, b))
+    st, b, _ = D.req("POST", "/runtime/tasks/0/network", {"deny": ["y"]})
+    check(st == 404, "unknown task: 404", (st, b))
 
 
 @case

@@ -619,6 +619,22 @@ static void name_allowed_default_deny(void **state)
     sbx_policy_free(p);
 }
 
+/* A deny rule naming a static host wins over the entry. */
+static void deny_rule_beats_static_host(void **state)
+{
+    struct sbx_policy *p = mk(&(struct sbx_policy_opts){.def = SBX_DEFAULT_ALLOW,
+                                                        .hosts = RULES("svc.test=203.0.113.10"),
+                                                        .deny = RULES("svc.test")});
+    struct sbx_decision d;
+    assert_false(sbx_policy_name_allowed(p, "svc.test", &d));
+    assert_string_equal(d.rule, "deny svc.test");
+    sbx_policy_free(p);
+    p = mk(&(struct sbx_policy_opts){.def = SBX_DEFAULT_ALLOW,
+                                     .hosts = RULES("svc.test=203.0.113.10")});
+    assert_true(sbx_policy_name_allowed(p, "svc.test", &d));
+    sbx_policy_free(p);
+}
+
 static void static_hosts(void **state)
 {
     const char *const *hosts =
@@ -950,6 +966,7 @@ int main(void)
         cmocka_unit_test(name_allowed_default_allow),
         cmocka_unit_test(name_allowed_default_deny),
         cmocka_unit_test(static_hosts),
+        cmocka_unit_test(deny_rule_beats_static_host),
         cmocka_unit_test(bad_rules_refused),
         cmocka_unit_test(claw_lists),
         cmocka_unit_test(check_odd_inputs),

@@ -417,6 +417,14 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
     }
     json_decref(body);
     audit(req, api, start ? "session_start" : "session_stop", session);
+    /* A live sandbox for the session: its tasks share /tmp, processes, the
+     * workspace and the egress until stop or the idle timeout. */
+    if (start && sbx_runtime_session_start(api->rt, &c, session, &e) < 0) {
+        sbx_http_respond_err(req, &e);
+        return;
+    }
+    if (!start)
+        sbx_runtime_session_stop(api->rt, c.tenant, session);
     json_t *d = start ? json_pack("{s:s, s:s, s:s}", "runtimeId", session, "cloneId", c.id,
                                   "tenantCode", c.tenant)
                       : json_pack("{s:s, s:s}", "runtimeId", session, "reason", "stopped");

@@ -433,6 +433,7 @@ int sbx_cmd_run(int argc, char **argv)
                 .tmp_size_bytes = 64ull << 20,
                 .nofile = 1024,
                 .name = name,
+                .join_pidfd = -1,
             },
         .fds = {-1, -1},
         .prepare = prepare_fds,

@@ -37,6 +37,7 @@ struct sbx_task {
     struct evbuffer *stdin_buf;
     bool stdin_src_eof, stdin_pollable;
     bool init_gone, timed_out, canceled, finished;
+    bool draining; /* reading what a session's task left in its pipes */
     struct sbx_init_msg exited, setup_error, exec_error;
     bool have_exited, have_setup_error, have_exec_error;
     struct timespec t0;
@@ -70,7 +71,9 @@ static void build_report(struct sbx_task *t)
 {
     struct sbx_report *r = &t->report;
     struct sbx_cg_stats st = {0};
-    sbx_cgroup_stats(&t->sb.cg, &st, NULL);
+    /* A session's task shares its cgroup: its own usage comes from rusage. */
+    if (!t->sb.joined)
+        sbx_cgroup_stats(&t->sb.cg, &st, NULL);
     r->wall_s = since(&t->t0);
     r->cgroup_mode = t->sb.cg.mode;
     r->limits.cpu_enforced = t->sb.cg.cpu_enforced;
@@ -116,10 +119,27 @@ static void build_report(struct sbx_task *t)
     }
 }
 
-/* Everything is over when init is gone and both output pipes reached EOF. */
+static void on_stream(evutil_socket_t fd, short what, void *arg);
+
+/* Everything is over when init is gone and both output pipes reached EOF. A
+ * session's task is over when its sub-init is: what it left running in the
+ * background may hold its pipes for as long as the session lives, so what is
+ * in them now is read and the rest is not waited for. */
 static void maybe_finish(struct sbx_task *t)
 {
-    if (t->finished || !t->init_gone || !t->out[0].eof || !t->out[1].eof)
+    if (t->finished || !t->init_gone)
+        return;
+    if (t->sb.joined) {
+        t->draining = true;
+        for (int i = 0; i < 2; i++)
+            for (int rounds = 0; rounds < 16 && !t->out[i].eof; rounds++)
+                on_stream(event_get_fd(t->out[i].ev), EV_READ, &t->out[i]);
+        for (int i = 0; i < 2; i++)
+            if (!t->out[i].eof)
+                event_del(t->out[i].ev);
+        t->out[0].eof = t->out[1].eof = true;
+    }
+    if (!t->out[0].eof || !t->out[1].eof)
         return;
     t->finished = true;
     event_del(t->ev_timer);
@@ -195,7 +215,8 @@ static void on_stream(evutil_socket_t fd, short what, void *arg)
         if (n <= 0) {
             s->eof = true;
             event_del(s->ev);
-            maybe_finish(t);
+            if (!t->draining)
+                maybe_finish(t);
             return;
         }
         uint64_t room = s->total < t->o.output_limit ? t->o.output_limit - s->total : 0;
@@ -304,8 +325,8 @@ static int setup_stdin(struct sbx_task *t, sbx_err *err)
  * child builds its root, ready before the task starts. */
 static int start_egress(struct sbx_task *t, sbx_err *err)
 {
-    if (t->o.spec.net != SBX_NET_PROXY)
-        return 0;
+    if (t->o.spec.net != SBX_NET_PROXY || t->sb.joined)
+        return 0; /* a session's task uses the session's egress */
     if (!t->o.egress)
         return sbx_err_stage(err, "egress", EINVAL, "proxy policy without egress settings");
     char path[64];

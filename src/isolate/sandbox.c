@@ -198,6 +198,51 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
     child_fail(3, &(sbx_err){errno, "exec init", "execveat"});
 }
 
+/* A task of a session: into its namespaces and cgroup, then a child of ours
+ * (inside its pid namespace) execs our init as the task's sub-init; we wait
+ * for it and go with it, so our creator's pidfd tells when the task is over. */
+static __attribute__((noreturn)) void join_main(const struct child_ctx *c)
+{
+    const struct sbx_spec *spec = c->spec;
+    sbx_err e = {0};
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+        child_fail(c->sync_fd, &(sbx_err){errno, "pdeathsig", "prctl"});
+    close(c->parent_end);
+    int rc = sbx_cgroup_join_self(c->cg_join);
+    if (rc < 0)
+        child_fail(c->sync_fd, &(sbx_err){-rc, "cgroup", "join the session"});
+    if (setns(spec->join_pidfd, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
+                                    CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWPID) < 0)
+        child_fail(c->sync_fd, &(sbx_err){errno, "session", "enter the session's namespaces"});
+    if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0 || setgroups(0, NULL) < 0)
+        child_fail(c->sync_fd, &(sbx_err){errno, "user namespace", "become root inside"});
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || chdir("/workspace") < 0)
+        child_fail(c->sync_fd, &(sbx_err){errno, "session", "chdir /workspace"});
+    int got[2];
+    if (recv_fds(c->sync_fd, got, &e) < 0)
+        child_fail(c->sync_fd, &e);
+    pid_t pid = fork();
+    if (pid < 0)
+        child_fail(c->sync_fd, &(sbx_err){errno, "session", "fork"});
+    if (pid == 0) {
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+            child_fail(c->sync_fd, &(sbx_err){errno, "pdeathsig", "prctl"});
+        const int inherit[] = {c->stdio[0], c->stdio[1], c->stdio[2], c->sync_fd, got[1]};
+        int exe = fcntl(got[0], F_DUPFD_CLOEXEC, 5);
+        if (exe < 0 || place_fds(inherit, 5, &e) < 0)
+            child_fail(c->sync_fd, e.msg[0] ? &e : &(sbx_err){errno, "fds", "copy"});
+        syscall(SYS_close_range, 5, ~0U, CLOSE_RANGE_CLOEXEC);
+        syscall(SYS_execveat, exe, "", c->init_argv, spec->envp, AT_EMPTY_PATH);
+        child_fail(3, &(sbx_err){errno, "exec init", "execveat"});
+    }
+    /* Nothing of ours may keep the task's pipes or socket open. */
+    syscall(SYS_close_range, 0, ~0U, 0);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 125);
+}
+
 static int write_map(pid_t pid, const char *file, uint32_t base, sbx_err *err)
 {
     char path[64], line[64];
@@ -223,9 +268,9 @@ static __attribute__((format(printf, 1, 2))) char *fmt(const char *f, ...)
 static char **build_init_argv(const struct sbx_spec *spec, const struct sbx_cgroup *cg)
 {
     size_t argc = 0;
-    while (spec->argv[argc])
+    while (spec->argv && spec->argv[argc])
         argc++;
-    char **v = calloc(argc + 12, sizeof(*v));
+    char **v = calloc(argc + 14, sizeof(*v));
     if (!v)
         return NULL;
     size_t i = 0;
@@ -238,9 +283,15 @@ static char **build_init_argv(const struct sbx_spec *spec, const struct sbx_cgro
     /* Without cgroups, memory and processes fall back to rlimits. */
     v[i++] = fmt("--data=%llu", rl ? (unsigned long long)spec->cg_limits.memory_bytes : 0ULL);
     v[i++] = fmt("--nproc=%llu", rl ? (unsigned long long)spec->cg_limits.pids : 0ULL);
-    v[i++] = strdup("--");
-    for (size_t a = 0; a < argc; a++)
-        v[i++] = strdup(spec->argv[a]);
+    if (spec->session) {
+        v[i++] = strdup("--session");
+    } else {
+        if (spec->join_pidfd >= 0)
+            v[i++] = strdup("--sub");
+        v[i++] = strdup("--");
+        for (size_t a = 0; a < argc; a++)
+            v[i++] = strdup(spec->argv[a]);
+    }
     for (size_t a = 0; a < i; a++)
         if (!v[a]) { /* an allocation failed: free what was made */
             for (size_t b = 0; b < i; b++)
@@ -299,12 +350,20 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
     struct sbx_cg_limits lim = spec->cg_limits;
     if (lim.pids)
         lim.pids += 1;
-    if (sbx_cgroup_create(spec->cg_host, spec->name, &lim, &sb->cg, err) < 0)
+    if (spec->join_pidfd >= 0) {
+        /* A task of a session lives in the session's cgroup, which is not ours
+         * to freeze or remove; its namespaces and root are the session's. */
+        sb->joined = true;
+        sb->cg.mode = spec->join_cg->mode;
+    } else {
+        if (sbx_cgroup_create(spec->cg_host, spec->name, &lim, &sb->cg, err) < 0)
+            goto fail;
+        sb->cg_made = true;
+    }
+    const struct sbx_cgroup *into = sb->joined ? spec->join_cg : &sb->cg;
+    if (into->mode == SBX_CG_V2 && (cgfd = sbx_cgroup_open_dir(into, err)) < 0)
         goto fail;
-    sb->cg_made = true;
-    if (sb->cg.mode == SBX_CG_V2 && (cgfd = sbx_cgroup_open_dir(&sb->cg, err)) < 0)
-        goto fail;
-    if (sbx_cgroup_open_join(&sb->cg, cg_join, err) < 0)
+    if (sbx_cgroup_open_join(into, cg_join, err) < 0)
         goto fail;
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 || pipe2(in, O_CLOEXEC) < 0 ||
         pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
@@ -318,8 +377,10 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
     }
 
     struct clone_args ca = {
-        .flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
-                 CLONE_PIDFD | (spec->net != SBX_NET_HOST ? CLONE_NEWNET : 0),
+        .flags = sb->joined
+                     ? CLONE_PIDFD
+                     : CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
+                           CLONE_PIDFD | (spec->net != SBX_NET_HOST ? CLONE_NEWNET : 0),
         .pidfd = (uint64_t)(uintptr_t)&sb->pidfd,
         .exit_signal = SIGCHLD,
     };
@@ -338,14 +399,19 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
         sbx_err_stage(err, "clone", errno, "clone3 with new namespaces");
         goto fail;
     }
-    if (pid == 0)
+    if (pid == 0) {
+        if (sb->joined)
+            join_main(&c);
         child_main(&c);
+    }
     sb->init_pid = pid;
     sbx_cgroup_close_join(cg_join);
     free_argv(sbx_steal_pointer(&init_argv));
     close(sv[1]), close(in[0]), close(out[1]), close(errp[1]);
     sv[1] = in[0] = out[1] = errp[1] = -1;
     sb->sync_fd = sv[0], sb->stdin_fd = in[1], sb->stdout_fd = out[0], sb->stderr_fd = errp[0];
+    if (sb->joined)
+        return 0; /* the session's id maps are set already */
     if (write_map(pid, "uid_map", spec->host_id_base, err) < 0 ||
         write_map(pid, "gid_map", spec->host_id_base, err) < 0)
         goto fail_child;
@@ -393,6 +459,12 @@ void sbx_sandbox_kill(struct sbx_sandbox *sb)
 {
     if (sb->pidfd < 0)
         return;
+    if (sb->joined) {
+        /* The sub-init and its task follow by their parent-death signals;
+         * what the task left in the background stays in the session. */
+        syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+        return;
+    }
     /* Frozen first, so nothing forks or double-forks while it dies. */
     sbx_cgroup_freeze(&sb->cg, true, NULL);
     syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);

@@ -40,6 +40,12 @@ struct sbx_spec {
     uint64_t tmp_size_bytes;  /* size of /tmp and /home/runner tmpfs */
     uint64_t nofile;          /* RLIMIT_NOFILE */
     const char *name;         /* unique, a safe path segment (cgroup name) */
+    /* A session: session starts its holder (init with no task, argv NULL);
+     * join_pidfd >= 0 runs argv as a task inside the session whose init that
+     * is, in its namespaces and its cgroup join_cg (nothing is built). */
+    bool session;
+    int join_pidfd;
+    const struct sbx_cgroup *join_cg;
 };
 
 /* What init is exec'd from and the task's seccomp programs. They reach the
@@ -60,6 +66,7 @@ struct sbx_sandbox {
     int stderr_fd;
     struct sbx_cgroup cg;
     bool cg_made;
+    bool joined; /* a task inside a session: the cgroup and namespaces are not ours */
 };
 
 /* Messages init sends on sync_fd. */

@@ -49,6 +49,7 @@ struct rt_task {
     char *workspace;
     char name[48]; /* the sandbox's cgroup name */
     struct sbx_task *t;
+    struct rt_session *in_session;  /* running inside this live session */
     struct sbx_policy *own_policy;  /* when the request changed the egress policy */
     struct retired_policy *retired; /* replaced while running, freed at the end */
     struct sbx_egress_opts egress;
@@ -65,6 +66,24 @@ struct retired_policy {
     struct retired_policy *next;
 };
 
+/* A live session: one sandbox whose init holds its namespaces; every task
+ * naming the session runs inside it, and what a task leaves (files in /tmp,
+ * background processes) is there for the next, until stop or idleness. */
+struct rt_session {
+    struct sbx_runtime *rt;
+    char tenant[SBX_SEGMENT_MAX + 1];
+    char name[SBX_SEGMENT_MAX + 1];
+    char cgname[48];
+    char *workspace;
+    char **env;
+    struct sbx_sandbox sb;
+    struct sbx_egress *egress;
+    struct sbx_egress_opts egress_opts;
+    struct event *ev_exit, *ev_idle;
+    unsigned tasks;
+    struct rt_session *next;
+};
+
 struct mounted_ws {
     char *path;
     struct mounted_ws *next;
@@ -78,8 +97,15 @@ struct sbx_runtime {
     struct rt_task *active;     /* queued and running */
     unsigned egress_conns;      /* live egress connections of all sandboxes */
     struct mounted_ws *mounted; /* workspace images this daemon mounted */
+    struct rt_session *sessions;
     struct sbx_subscriber *subs;
 };
+
+static struct rt_session *find_session(struct sbx_runtime *rt, const char *tenant,
+                                       const char *name);
+static void session_touch(struct rt_session *x);
+static char **task_env(const struct sbx_config *cfg, enum sbx_net_policy net, const char *tenant,
+                       const char *const *req, sbx_err *err);
 
 static int64_t now_ms(void)
 {
@@ -446,6 +472,10 @@ static void on_task_done(void *ud, struct sbx_task *et)
     const char *out = sbx_task_output(et, SBX_STDOUT, &out_len);
     const char *errout = sbx_task_output(et, SBX_STDERR, &err_len);
     enum sbx_task_status st = final_status(r);
+    if (t->in_session && find_session(rt, t->clone.tenant, t->session) == t->in_session) {
+        t->in_session->tasks--;
+        session_touch(t->in_session);
+    }
     const char *error = st == SBX_TASK_SUCCEEDED ? "" : r->message;
     rt->running--;
     /* The engine's task is freed with ours, after the callbacks. */
@@ -541,6 +571,186 @@ static void on_flow(void *ud, const struct sbx_flow *f)
     json_decref(d);
 }
 
+static struct rt_session *find_session(struct sbx_runtime *rt, const char *tenant, const char *name)
+{
+    for (struct rt_session *x = rt->sessions; x; x = x->next)
+        if (strcmp(x->tenant, tenant) == 0 && strcmp(x->name, name) == 0)
+            return x;
+    return NULL;
+}
+
+static void session_free(struct rt_session *x)
+{
+    struct sbx_runtime *rt = x->rt;
+    for (struct rt_session **p = &rt->sessions; *p; p = &(*p)->next)
+        if (*p == x) {
+            *p = x->next;
+            break;
+        }
+    if (x->ev_exit)
+        event_free(x->ev_exit);
+    if (x->ev_idle)
+        event_free(x->ev_idle);
+    sbx_egress_free(x->egress);
+    sbx_sandbox_kill(&x->sb);
+    sbx_sandbox_release(&x->sb, NULL);
+    sbx_env_free(x->env);
+    free(x->workspace);
+    free(x);
+}
+
+static void session_end(struct rt_session *x, const char *reason)
+{
+    json_t *d = json_pack("{s:s, s:s}", "runtimeId", x->name, "reason", reason);
+    char tenant[SBX_SEGMENT_MAX + 1], name[SBX_SEGMENT_MAX + 1];
+    snprintf(tenant, sizeof(tenant), "%s", x->tenant);
+    snprintf(name, sizeof(name), "%s", x->name);
+    struct sbx_runtime *rt = x->rt;
+    session_free(x);
+    sbx_runtime_emit(rt, tenant, name, "runtime_stopped", d, NULL);
+}
+
+static void on_session_exit(evutil_socket_t fd, short what, void *arg)
+{
+    session_end(arg, "the session's sandbox ended");
+}
+
+static void on_session_idle(evutil_socket_t fd, short what, void *arg)
+{
+    struct rt_session *x = arg;
+    if (x->tasks == 0)
+        session_end(x, "idle timeout");
+}
+
+static void session_touch(struct rt_session *x)
+{
+    double secs = x->rt->o.cfg->idle_timeout_s;
+    if (secs <= 0 || !x->ev_idle)
+        return;
+    struct timeval tv = {.tv_sec = (time_t)secs,
+                         .tv_usec = (suseconds_t)((secs - (double)(time_t)secs) * 1e6)};
+    event_add(x->ev_idle, &tv);
+}
+
+/* The egress of a session reports its flows on the session's stream. */
+static void on_session_flow(void *ud, const struct sbx_flow *f)
+{
+    struct rt_session *x = ud;
+    if (f->verdict != SBX_VERDICT_DENY || (!f->addr.family && !f->name[0]))
+        return;
+    char addr[INET6_ADDRSTRLEN] = "";
+    if (f->addr.family)
+        sbx_addr_str(&f->addr, addr, sizeof(addr));
+    json_t *d = json_pack("{s:s, s:s, s:s, s:i, s:s}", "via", sbx_flow_via_name(f->via), "name",
+                          f->name, "address", addr, "port", f->port, "rule", f->rule);
+    sbx_runtime_emit(x->rt, x->tenant, x->name, "network_denied", d, NULL);
+}
+
+int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
+                              sbx_err *err)
+{
+    const struct sbx_config *cfg = rt->o.cfg;
+    if (find_session(rt, c->tenant, name))
+        return 0;
+    struct rt_session *x = calloc(1, sizeof(*x));
+    if (!x)
+        return sbx_err_set(err, ENOMEM, "session");
+    x->rt = rt;
+    x->sb.pidfd = x->sb.sync_fd = x->sb.stdin_fd = x->sb.stdout_fd = x->sb.stderr_fd = -1;
+    snprintf(x->tenant, sizeof(x->tenant), "%s", c->tenant);
+    snprintf(x->name, sizeof(x->name), "%s", name);
+    char id[SBX_ID_SIZE];
+    if (sbx_id_new(id, err) < 0) {
+        free(x);
+        return -1;
+    }
+    snprintf(x->cgname, sizeof(x->cgname), "session-%.36s", id);
+    int ws_fd = -1;
+    uid_t uid;
+    gid_t gid;
+    if (sbx_runtime_workspace(rt, c, &ws_fd, &uid, &gid, err) < 0) {
+        free(x);
+        return -1;
+    }
+    close(ws_fd);
+    x->workspace = sbx_ws_dir(cfg->workspace_root, c->tenant, c->key, c->id, err);
+    x->env = task_env(cfg, cfg->net, c->tenant, NULL, err);
+    x->next = rt->sessions;
+    rt->sessions = x;
+    if (!x->workspace || !x->env)
+        goto fail;
+    struct sbx_spec spec = {.envp = x->env,
+                            .workspace = x->workspace,
+                            .uid = cfg->runner_uid,
+                            .gid = cfg->runner_gid,
+                            .host_id_base = (uint32_t)uid - cfg->runner_uid,
+                            .net = cfg->net,
+                            .cg_host = rt->o.cg_host,
+                            .cg_limits = {.memory_bytes = cfg->limits.memory_bytes,
+                                          .pids = cfg->limits.pids,
+                                          .cpu_cores = cfg->limits.cpu_cores},
+                            .file_size_bytes = cfg->limits.file_size_bytes,
+                            .tmp_size_bytes = cfg->limits.tmp_bytes,
+                            .nofile = 1024,
+                            .name = x->cgname,
+                            .session = true,
+                            .join_pidfd = -1};
+    if (sbx_sandbox_spawn(&spec, &x->sb, err) < 0)
+        goto fail;
+    if (cfg->net == SBX_NET_PROXY) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)x->sb.init_pid);
+        int ns = open(path, O_RDONLY | O_CLOEXEC);
+        x->egress_opts = (struct sbx_egress_opts){
+            .base = rt->o.base,
+            .policy = rt->o.policy,
+            .resolver = rt->o.resolver,
+            .limits = {.max_conns = (unsigned)cfg->network.max_connections,
+                       .max_bytes = cfg->network.max_bytes,
+                       .idle_timeout_s = cfg->network.idle_timeout_s,
+                       .connect_timeout_s = cfg->network.connect_timeout_s,
+                       .total_active = &rt->egress_conns,
+                       .max_total = (unsigned)cfg->network.total_connections},
+            .on_flow = on_session_flow,
+            .ud = x};
+        x->egress = ns < 0 ? NULL : sbx_egress_start(&x->egress_opts, ns, err);
+        if (ns >= 0)
+            close(ns);
+        if (!x->egress) {
+            if (ns < 0)
+                sbx_err_set(err, errno, "open %s", path);
+            goto fail;
+        }
+    }
+    if (sbx_sandbox_send_fds(&x->sb, &rt->o.fds[cfg->seccomp], err) < 0)
+        goto fail;
+    x->ev_exit = event_new(rt->o.base, x->sb.pidfd, EV_READ, on_session_exit, x);
+    x->ev_idle = evtimer_new(rt->o.base, on_session_idle, x);
+    if (!x->ev_exit || !x->ev_idle || event_add(x->ev_exit, NULL) < 0) {
+        sbx_err_set(err, ENOMEM, "session events");
+        goto fail;
+    }
+    session_touch(x);
+    return 0;
+fail:
+    session_free(x);
+    return -1;
+}
+
+int sbx_runtime_session_stop(struct sbx_runtime *rt, const char *tenant, const char *name)
+{
+    struct rt_session *x = find_session(rt, tenant, name);
+    if (!x)
+        return -1;
+    session_free(x);
+    return 0;
+}
+
+bool sbx_runtime_session_live(struct sbx_runtime *rt, const char *tenant, const char *name)
+{
+    return find_session(rt, tenant, name) != NULL;
+}
+
 static int task_start(struct rt_task *t, sbx_err *err)
 {
     struct sbx_runtime *rt = t->rt;
@@ -586,7 +796,8 @@ static int task_start(struct rt_task *t, sbx_err *err)
                  .file_size_bytes = t->file_size,
                  .tmp_size_bytes = t->tmp_size,
                  .nofile = 1024,
-                 .name = t->name},
+                 .name = t->name,
+                 .join_pidfd = -1},
         .fds = rt->o.fds[t->seccomp],
         .timeout_s = t->timeout_s,
         .output_limit = t->output_limit,
@@ -598,12 +809,26 @@ static int task_start(struct rt_task *t, sbx_err *err)
         .on_done = on_task_done,
         .ud = t,
     };
+    /* Inside the live session of that name, if there is one. */
+    struct rt_session *x = find_session(rt, t->clone.tenant, t->session);
+    if (x) {
+        to.spec.join_pidfd = x->sb.pidfd;
+        to.spec.join_cg = &x->sb.cg;
+        to.spec.workspace = x->workspace;
+        to.spec.net = cfg->net;
+        to.egress = NULL;
+    }
     struct sbx_store_transition tr = {.to = SBX_TASK_RUNNING, .sandbox = t->name};
     if (sbx_store_task_transition(rt->o.store, t->id, &tr, err) < 0)
         return -1;
     t->t = sbx_task_start(rt->o.base, &to, err);
     if (!t->t)
         return -1;
+    if (x) {
+        t->in_session = x;
+        x->tasks++;
+        session_touch(x);
+    }
     sbx_runtime_emit(rt, t->clone.tenant, t->session, "task_running", task_event_data(t, "running"),
                      NULL);
     sbx_runtime_emit(rt, t->clone.tenant, t->session, "exec_started", task_event_data(t, "running"),
@@ -1007,6 +1232,8 @@ void sbx_runtime_free(struct sbx_runtime *rt)
 {
     if (!rt)
         return;
+    while (rt->sessions)
+        session_free(rt->sessions);
     for (struct mounted_ws *m = rt->mounted, *next; m; m = next) {
         next = m->next;
         free(m->path);

@@ -86,6 +86,15 @@ int sbx_runtime_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, int
 int sbx_runtime_set_network(struct sbx_runtime *rt, const char *id, int net_default,
                             const char *const *allow, const char *const *deny, sbx_err *err);
 
+/* Live sessions: a sandbox that stays, holding its namespaces, until stop or
+ * the idle timeout; tasks naming the session run inside it. Starting one that
+ * runs already is a no-op. */
+int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
+                              sbx_err *err);
+/* Kill everything in it. -1 when there is no such session. */
+int sbx_runtime_session_stop(struct sbx_runtime *rt, const char *tenant, const char *name);
+bool sbx_runtime_session_live(struct sbx_runtime *rt, const char *tenant, const char *name);
+
 /* Counts for status and readiness. */
 void sbx_runtime_counts(const struct sbx_runtime *rt, unsigned *running, unsigned *queued);
 /* The same for one tenant's tasks. */

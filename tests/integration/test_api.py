@@ -20,7 +20,7 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sbxtest import SANDBOXD, Suite, check  # noqa: E402
+from sbxtest import pids_of_uid, SANDBOXD, Suite, check  # noqa: E402
 
 S = Suite("api")
 TOKEN = "op-" + "0123456789abcdef0123456789abc"         # 32 chars, operator
@@ -477,6 +477,62 @@ def network_of_a_running_task_changes_at_once():
     check(st == 409, "an ended task: 409", (st, b))
     st, b, _ = D.req("POST", "/runtime/tasks/0/network", {"deny": ["y"]})
     check(st == 404, "unknown task: 404", (st, b))
+
+
+@case
+def session_is_a_live_sandbox():
+    a = {"X-Tenant-Code": "sess", "X-Clone-Id": "c1"}
+    st, b, _ = D.req("POST", "/runtime/start", {"sessionID": "live"}, headers=a)
+    check(st == 200, "session started", (st, b))
+    st, b, _ = D.req("POST", "/runtime/exec", {"sessionID": "live", "command": [
+        "/bin/sh", "-c", "echo kept > /tmp/keep; (setsid sleep 300 &); echo started"]}, headers=a)
+    check(st == 200 and b["stdout"] == "started\n", "first task", (st, b))
+    st, b, _ = D.req("POST", "/runtime/exec", {"sessionID": "live", "command": [
+        "/bin/sh", "-c", "cat /tmp/keep; pgrep -c -x sleep"]}, headers=a)
+    check(st == 200 and b["stdout"] == "kept\n1\n",
+          "the next task sees /tmp and the background process", (st, b))
+    # A task's timeout kills that task, not the session.
+    st, b, _ = D.req("POST", "/runtime/exec", {"sessionID": "live", "timeoutSeconds": 1,
+                                               "command": ["sleep", "30"]}, headers=a)
+    check(st == 200 and b["status"] == "timeout" and b["exitCode"] == 124, "task timeout", b)
+    st, b, _ = D.req("POST", "/runtime/exec", {"sessionID": "live", "command": [
+        "/bin/sh", "-c", "cat /tmp/keep"]}, headers=a)
+    check(st == 200 and b["stdout"] == "kept\n", "the session survives its task's timeout", b)
+    # A task without the session gets a one-shot sandbox.
+    st, b, _ = D.req("POST", "/runtime/exec", {"command": ["/bin/sh", "-c", "cat /tmp/keep"]},
+                     headers=a)
+    check(st == 200 and b["exitCode"] == 1, "a one-shot task does not see the session", b)
+    owner = os.stat(os.path.join(D.state, "workspaces", "sess", "c1", "work")).st_uid
+    check(any(True for _ in pids_of_uid(owner)), "the session's processes exist on the host")
+    st, b, _ = D.req("POST", "/runtime/stop", {"sessionID": "live"}, headers=a)
+    check(st == 200, "session stopped", (st, b))
+    deadline = time.monotonic() + 5
+    while pids_of_uid(owner) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    check(pids_of_uid(owner) == [], "stop killed everything in it", pids_of_uid(owner))
+
+
+@case
+def session_idle_timeout_ends_it():
+    cfg = os.path.join(TMP, "idle.yaml")
+    with open(cfg, "w") as f:
+        f.write("sandbox:\n  workspace_quota: 32m\n  idle_timeout: 1s\n")
+    d = Daemon(os.path.join(TMP, "idle-state"), config=cfg).start()
+    try:
+        a = {"X-Tenant-Code": "idle"}
+        st, b, _ = d.req("POST", "/runtime/start", {"sessionID": "nap"}, headers=a)
+        check(st == 200, "started", (st, b))
+        st, b, _ = d.req("POST", "/runtime/exec", {"sessionID": "nap", "command": [
+            "/bin/sh", "-c", "(setsid sleep 300 &); echo x > /tmp/f"]}, headers=a)
+        check(st == 200, "task in the session", (st, b))
+        owner = os.stat(os.path.join(d.state, "workspaces", "idle", "default", "work")).st_uid
+        time.sleep(2.5)
+        check(pids_of_uid(owner) == [], "idle session killed", pids_of_uid(owner))
+        st, b, _ = d.req("POST", "/runtime/exec", {"sessionID": "nap", "command": [
+            "/bin/sh", "-c", "cat /tmp/f"]}, headers=a)
+        check(st == 200 and b["exitCode"] == 1, "after the idle end, a fresh sandbox", b)
+    finally:
+        d.stop()
 
 
 @case

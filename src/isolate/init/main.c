@@ -32,6 +32,8 @@ struct init_opts {
     uid_t uid;
     gid_t gid;
     struct sbx_seccomp_progs seccomp;
+    bool session; /* hold a session's namespaces: no task of our own */
+    bool sub;     /* a task of a session, started inside its namespaces */
     uint64_t fsize, nofile, data, nproc;
     char **argv;
 };
@@ -64,6 +66,14 @@ static int parse_opts(int argc, char **argv, struct init_opts *o, sbx_err *err)
             o->argv = &argv[i + 1];
             return 0;
         }
+        if (strcmp(a, "--session") == 0) {
+            o->session = true;
+            continue;
+        }
+        if (strcmp(a, "--sub") == 0) {
+            o->sub = true;
+            continue;
+        }
         if (!eq)
             return sbx_err_stage(err, "init", EINVAL, "bad argument %s", a);
         if (sbx_parse_uint(eq + 1, 0, UINT64_MAX, &v, err) < 0)
@@ -83,7 +93,7 @@ static int parse_opts(int argc, char **argv, struct init_opts *o, sbx_err *err)
         else
             return sbx_err_stage(err, "init", EINVAL, "unknown argument %s", a);
     }
-    return sbx_err_stage(err, "init", EINVAL, "no command");
+    return o->session ? 0 : sbx_err_stage(err, "init", EINVAL, "no command");
 }
 
 static int set_rlimit(int res, uint64_t v, const char *name, sbx_err *err)
@@ -136,6 +146,10 @@ static __attribute__((noreturn)) void run_task(const struct init_opts *o)
         fail(125, &e);
     if (drop_privileges(o, &e) < 0)
         fail(125, &e);
+    /* In a session the task is not under a pid 1 of its own: it dies with the
+     * sub-init that started it (set after the id change, which clears it). */
+    if (o->sub && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+        fail(125, &(sbx_err){errno, "pdeathsig", "prctl"});
     /* Nothing but stdio crosses exec; the sync socket stays for an exec error. */
     syscall(SYS_close_range, SECCOMP_FD, ~0U, 0);
     if (fcntl(SYNC_FD, F_SETFD, FD_CLOEXEC) < 0)
@@ -146,6 +160,21 @@ static __attribute__((noreturn)) void run_task(const struct init_opts *o)
     int saved = errno;
     sbx_err_stage(&e, "exec", saved, "%s", o->argv[0]);
     fail(saved == ENOENT ? 127 : 126, &e);
+}
+
+/* pid 1 of a session: keeps its namespaces alive and reaps what its tasks
+ * leave behind, until our creator kills us (and so everything in it). */
+static __attribute__((noreturn)) void hold_session(void)
+{
+    sigset_t all;
+    sigfillset(&all);
+    send_msg(&(struct sbx_init_msg){.kind = SBX_MSG_STARTED, .pid = 0});
+    for (;;) {
+        siginfo_t si;
+        if (sigwaitinfo(&all, &si) == SIGCHLD)
+            while (waitpid(-1, NULL, WNOHANG) > 0)
+                ;
+    }
 }
 
 int main(int argc, char **argv)
@@ -162,6 +191,8 @@ int main(int argc, char **argv)
     sigset_t all;
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, NULL);
+    if (o.session)
+        hold_session();
 
     pid_t task = fork();
     if (task < 0)

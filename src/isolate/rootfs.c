@@ -253,6 +253,31 @@ int sbx_rootfs_setup(const struct sbx_rootfs_opts *o, sbx_err *err)
         mount_tmpfs(NEWROOT "/home/runner", opts, MS_NOSUID | MS_NODEV, err) < 0)
         return -1;
 
+    /* Without the mount sandbox (the operator's choice): a wider, read-only
+     * view of the host's data directories under /host, each without its
+     * submounts (a user namespace may not bind a mount that hides locked ones:
+     * such a directory is left out). Readable only as the file modes allow
+     * the sandbox's host ids, which no other clone and not the daemon share. */
+    if (o->host_view) {
+        static const char *const wide[] = {"opt", "srv", "home", "var", "mnt"};
+        if (make_dir(NEWROOT "/host", 0755, err) < 0)
+            return -1;
+        for (size_t i = 0; i < SBX_ARRAY_LEN(wide); i++) {
+            snprintf(host, sizeof(host), "/%s", wide[i]);
+            snprintf(dst, sizeof(dst), NEWROOT "/host/%s", wide[i]);
+            struct stat st;
+            if (lstat(host, &st) < 0 || !S_ISDIR(st.st_mode))
+                continue;
+            sbx_err e = {0};
+            if (make_dir(dst, 0755, err) < 0)
+                return -1;
+            if (bind_mount(host, dst, MS_RDONLY, &e) < 0 && e.errnum != EINVAL) {
+                *err = e;
+                return -1;
+            }
+        }
+    }
+
     /* The workspace through its fd: the path may lie under the host's /tmp. */
     snprintf(host, sizeof(host), "/proc/self/fd/%d", o->workspace_fd);
     if (make_dir(NEWROOT "/workspace", 0755, err) < 0 ||

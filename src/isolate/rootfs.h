@@ -10,6 +10,7 @@ struct sbx_rootfs_opts {
     int workspace_fd;        /* O_PATH fd of the host workspace directory */
     uint64_t tmp_size_bytes; /* /tmp, /home/runner and /dev/shm tmpfs size */
     bool host_resolv;        /* bind the host's resolv.conf (net host) */
+    bool host_view;          /* the host's root filesystem, read-only, at /host */
     unsigned runner_id;
 };
 

@@ -173,6 +173,7 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
         .workspace_fd = ws,
         .tmp_size_bytes = spec->tmp_size_bytes,
         .host_resolv = spec->net == SBX_NET_HOST,
+        .host_view = spec->host_view,
         .runner_id = spec->uid,
     };
     if (sbx_rootfs_setup(&ro, &e) < 0)

@@ -44,6 +44,7 @@ struct sbx_spec {
      * join_pidfd >= 0 runs argv as a task inside the session whose init that
      * is, in its namespaces and its cgroup join_cg (nothing is built). */
     bool session;
+    bool host_view; /* no mount sandbox: the host's root, read-only, at /host */
     int join_pidfd;
     const struct sbx_cgroup *join_cg;
 };

@@ -694,6 +694,7 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
                             .nofile = 1024,
                             .name = x->cgname,
                             .session = true,
+                            .host_view = !cfg->mount_sandbox,
                             .join_pidfd = -1};
     if (sbx_sandbox_spawn(&spec, &x->sb, err) < 0)
         goto fail;
@@ -797,6 +798,7 @@ static int task_start(struct rt_task *t, sbx_err *err)
                  .tmp_size_bytes = t->tmp_size,
                  .nofile = 1024,
                  .name = t->name,
+                 .host_view = !cfg->mount_sandbox,
                  .join_pidfd = -1},
         .fds = rt->o.fds[t->seccomp],
         .timeout_s = t->timeout_s,

@@ -536,6 +536,38 @@ def session_idle_timeout_ends_it():
 
 
 @case
+def mount_sandbox_both_ways():
+    # On (the default): nothing of the host but the system directories.
+    st, b, _ = D.req("POST", "/runtime/exec", {"command": ["/bin/sh", "-c", "ls -d /host"]})
+    check(st == 200 and b["exitCode"] != 0, "mount sandbox on: no /host", b)
+    # Off: a wider read-only view of the host's data directories at /host, and
+    # still no way to another clone's files or the daemon's state.
+    cfg = os.path.join(TMP, "view.yaml")
+    with open(cfg, "w") as f:
+        f.write("sandbox:\n  workspace_quota: 32m\n  mount_sandbox: false\n")
+    d = Daemon(os.path.join(TMP, "view-state"), config=cfg).start()
+    try:
+        st, b, _ = d.req("POST", "/runtime/exec", {"command": [
+            "/bin/sh", "-c", "echo view-secret-a > s"]}, headers={"X-Clone-Id": "a"})
+        check(st == 200 and b["exitCode"] == 0, "clone a wrote", b)
+        script = ("ls /host/opt; touch /host/opt/x 2>/dev/null && echo WROTE; "
+                  "grep -rs view-secret-a /host /tmp /home 2>/dev/null | head -1; "
+                  "cat /host/var/lib/sandbox/api-token 2>/dev/null; echo end")
+        st, b, _ = d.req("POST", "/runtime/exec", {"command": ["/bin/sh", "-c", script]},
+                         headers={"X-Clone-Id": "b"})
+        check(st == 200, "clone b ran", b)
+        listed = b["stdout"].split("\n")
+        check(sorted(x for x in listed[:-2] if x) == sorted(os.listdir("/opt")),
+              "off: the host's /opt is visible", b)
+        check("WROTE" not in b["stdout"], "off: the view is read-only", b)
+        check("view-secret-a" not in b["stdout"], "off: another clone's file is out of reach", b)
+        check(b["stdout"].endswith("end\n") and TOKEN not in b["stdout"],
+              "off: no token reached the task", b)
+    finally:
+        d.stop()
+
+
+@case
 def exec_language_code():
     cases = [("python", "import sys; print(6*7); print('e', file=sys.stderr)", "42\n", "e\n"),
              ("node", "console.log(6*7); console.error('e')", "42\n", "e\n"),

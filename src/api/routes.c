@@ -719,6 +719,51 @@ static void h_task_network(sbx_http_request *req, void *ud)
     json_decref(body);
 }
 
+/* POST /runtime/network {sessionID, default, allow, deny}: a live session's
+ * egress rules, for its new connections from now on; a tenant token may only
+ * narrow. */
+static void h_session_network(sbx_http_request *req, void *ud)
+{
+    struct sbx_api *api = ud;
+    static const char *const fields[] = {"sessionID", "sessionId", "tenantCode",
+                                         "cloneKey",  "cloneId",   "default",
+                                         "allow",     "deny",      NULL};
+    json_t *body = sbx_http_req_json(req, fields);
+    if (!body)
+        return;
+    sbx_err e = {0};
+    struct sbx_clone c;
+    struct parsed_task p = {.r = {.net = -1, .net_default = -1}};
+    json_t *s = json_object_get(body, "sessionID");
+    if (!s)
+        s = json_object_get(body, "sessionId");
+    json_t *net =
+        json_pack("{s:O*, s:O*, s:O*}", "default", json_object_get(body, "default"), "allow",
+                  json_object_get(body, "allow"), "deny", json_object_get(body, "deny"));
+    if (request_clone(req, api, body, &c, &e) < 0) {
+        respond_clone_error(req, &e);
+    } else if (!json_is_string(s) || sbx_ws_segment_check("sessionID", json_string_value(s),
+                                                          json_string_length(s), &e) < 0) {
+        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s",
+                               e.msg[0] ? e.msg : "sessionID is required");
+    } else if (parse_network(req, net, &p, &e) < 0) {
+        e.errnum == EACCES ? (void)sbx_http_respond_error(req, SBX_HTTP_FORBIDDEN, "%s", e.msg)
+                           : (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+    } else if (audit(req, api, "session_network", json_string_value(s)),
+               sbx_runtime_session_set_network(api->rt, c.tenant, json_string_value(s),
+                                               p.r.net_default, p.r.allow, p.r.deny, &e) < 0) {
+        e.errnum == EINVAL   ? (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg)
+        : e.errnum == ENOENT ? (void)sbx_http_respond_error(req, SBX_HTTP_NOT_FOUND, "%s", e.msg)
+                             : (void)sbx_http_respond_error(req, SBX_HTTP_CONFLICT, "%s", e.msg);
+    } else {
+        sbx_http_respond_json(req, 200,
+                              json_pack("{s:b, s:s}", "ok", 1, "sessionId", json_string_value(s)));
+    }
+    parsed_free(&p);
+    json_decref(net);
+    json_decref(body);
+}
+
 static void h_task_list(sbx_http_request *req, void *ud)
 {
     struct sbx_api *api = ud;
@@ -1068,6 +1113,7 @@ int sbx_api_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err)
         {"GET", "/runtime/tasks/{id}", h_task_get},
         {"POST", "/runtime/tasks/{id}/cancel", h_task_cancel},
         {"POST", "/runtime/tasks/{id}/network", h_task_network},
+        {"POST", "/runtime/network", h_session_network},
         {"GET", "/runtime/stream", h_stream},
         {"POST", "/execute", h_execute},
     };

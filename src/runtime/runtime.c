@@ -81,6 +81,8 @@ struct rt_session {
     struct sbx_egress_opts egress_opts;
     struct event *ev_exit, *ev_idle;
     unsigned tasks;
+    struct sbx_policy *own_policy;  /* set through the API, or NULL */
+    struct retired_policy *retired; /* replaced ones, freed with the session */
     struct rt_session *next;
 };
 
@@ -104,6 +106,8 @@ struct sbx_runtime {
 static struct rt_session *find_session(struct sbx_runtime *rt, const char *tenant,
                                        const char *name);
 static void session_touch(struct rt_session *x);
+static struct sbx_policy *task_policy(struct sbx_runtime *rt, const struct sbx_task_request *req,
+                                      sbx_err *err);
 static char **task_env(const struct sbx_config *cfg, enum sbx_net_policy net, const char *tenant,
                        const char *const *req, sbx_err *err);
 
@@ -594,6 +598,12 @@ static void session_free(struct rt_session *x)
     sbx_egress_free(x->egress);
     sbx_sandbox_kill(&x->sb);
     sbx_sandbox_release(&x->sb, NULL);
+    sbx_policy_free(x->own_policy);
+    for (struct retired_policy *r = x->retired, *next; r; r = next) {
+        next = r->next;
+        sbx_policy_free(r->p);
+        free(r);
+    }
     sbx_env_free(x->env);
     free(x->workspace);
     free(x);
@@ -744,6 +754,31 @@ int sbx_runtime_session_stop(struct sbx_runtime *rt, const char *tenant, const c
     if (!x)
         return -1;
     session_free(x);
+    return 0;
+}
+
+int sbx_runtime_session_set_network(struct sbx_runtime *rt, const char *tenant, const char *name,
+                                    int net_default, const char *const *allow,
+                                    const char *const *deny, sbx_err *err)
+{
+    struct rt_session *x = find_session(rt, tenant, name);
+    if (!x)
+        return sbx_err_set(err, ENOENT, "no live session %s", name);
+    if (!x->egress)
+        return sbx_err_set(err, ENOTSUP, "session %s has no egress (its policy is not proxy)",
+                           name);
+    struct sbx_task_request req = {.net_default = net_default, .allow = allow, .deny = deny};
+    struct sbx_policy *p = task_policy(rt, &req, err);
+    struct retired_policy *r = p ? calloc(1, sizeof(*r)) : NULL;
+    if (!r) {
+        sbx_policy_free(p);
+        return p ? sbx_err_set(err, ENOMEM, "policy") : -1;
+    }
+    sbx_egress_set_policy(x->egress, p);
+    r->p = x->own_policy;
+    r->next = x->retired;
+    x->retired = r;
+    x->own_policy = p;
     return 0;
 }
 

@@ -93,6 +93,11 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
                               sbx_err *err);
 /* Kill everything in it. -1 when there is no such session. */
 int sbx_runtime_session_stop(struct sbx_runtime *rt, const char *tenant, const char *name);
+/* Change a live session's egress rules (default, allow, deny on top of the
+ * operator's) for its new connections and DNS questions, at once. */
+int sbx_runtime_session_set_network(struct sbx_runtime *rt, const char *tenant, const char *name,
+                                    int net_default, const char *const *allow,
+                                    const char *const *deny, sbx_err *err);
 bool sbx_runtime_session_live(struct sbx_runtime *rt, const char *tenant, const char *name);
 
 /* Counts for status and readiness. */

@@ -575,6 +575,26 @@ static void on_flow(void *ud, const struct sbx_flow *f)
     json_decref(d);
 }
 
+/* The egress of a sandbox of ours: the configured limits, the shared
+ * connection count, flows to on_flow_cb. */
+static struct sbx_egress_opts egress_opts(struct sbx_runtime *rt, const struct sbx_policy *policy,
+                                          sbx_flow_cb on_flow_cb, void *ud)
+{
+    const struct sbx_config *cfg = rt->o.cfg;
+    return (struct sbx_egress_opts){
+        .base = rt->o.base,
+        .policy = policy,
+        .resolver = rt->o.resolver,
+        .limits = {.max_conns = (unsigned)cfg->network.max_connections,
+                   .max_bytes = cfg->network.max_bytes,
+                   .idle_timeout_s = cfg->network.idle_timeout_s,
+                   .connect_timeout_s = cfg->network.connect_timeout_s,
+                   .total_active = &rt->egress_conns,
+                   .max_total = (unsigned)cfg->network.total_connections},
+        .on_flow = on_flow_cb,
+        .ud = ud};
+}
+
 static struct rt_session *find_session(struct sbx_runtime *rt, const char *tenant, const char *name)
 {
     for (struct rt_session *x = rt->sessions; x; x = x->next)
@@ -712,18 +732,7 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
         char path[64];
         snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)x->sb.init_pid);
         int ns = open(path, O_RDONLY | O_CLOEXEC);
-        x->egress_opts = (struct sbx_egress_opts){
-            .base = rt->o.base,
-            .policy = rt->o.policy,
-            .resolver = rt->o.resolver,
-            .limits = {.max_conns = (unsigned)cfg->network.max_connections,
-                       .max_bytes = cfg->network.max_bytes,
-                       .idle_timeout_s = cfg->network.idle_timeout_s,
-                       .connect_timeout_s = cfg->network.connect_timeout_s,
-                       .total_active = &rt->egress_conns,
-                       .max_total = (unsigned)cfg->network.total_connections},
-            .on_flow = on_session_flow,
-            .ud = x};
+        x->egress_opts = egress_opts(rt, rt->o.policy, on_session_flow, x);
         x->egress = ns < 0 ? NULL : sbx_egress_start(&x->egress_opts, ns, err);
         if (ns >= 0)
             close(ns);
@@ -807,18 +816,7 @@ static int task_start(struct rt_task *t, sbx_err *err)
     t->flush = evtimer_new(rt->o.base, on_flush, t);
     if (!t->pending[0] || !t->pending[1] || !t->flush)
         return sbx_err_set(err, ENOMEM, "task buffers");
-    t->egress =
-        (struct sbx_egress_opts){.base = rt->o.base,
-                                 .policy = rt->o.policy,
-                                 .resolver = rt->o.resolver,
-                                 .limits = {.max_conns = (unsigned)cfg->network.max_connections,
-                                            .max_bytes = cfg->network.max_bytes,
-                                            .idle_timeout_s = cfg->network.idle_timeout_s,
-                                            .connect_timeout_s = cfg->network.connect_timeout_s,
-                                            .total_active = &rt->egress_conns,
-                                            .max_total = (unsigned)cfg->network.total_connections},
-                                 .on_flow = on_flow,
-                                 .ud = t};
+    t->egress = egress_opts(rt, t->own_policy ? t->own_policy : rt->o.policy, on_flow, t);
     struct sbx_task_opts to = {
         .spec = {.argv = t->argv,
                  .envp = t->env,

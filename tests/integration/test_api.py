@@ -477,6 +477,14 @@ def network_of_a_running_task_changes_at_once():
     check(st == 409, "an ended task: 409", (st, b))
     st, b, _ = D.req("POST", "/runtime/tasks/0/network", {"deny": ["y"]})
     check(st == 404, "unknown task: 404", (st, b))
+    # Rules given with the task apply from its start.
+    look = ["/bin/sh", "-c", "getent hosts svc.test >/dev/null && echo yes || echo no"]
+    st, b, _ = D.req("POST", "/runtime/exec", {"command": look, "network": {"policy": "proxy"}},
+                     token=ACME_TOKEN, headers=a)
+    check(st == 200 and b["stdout"] == "yes\n", "the operator's policy answers the name", b)
+    st, b, _ = D.req("POST", "/runtime/exec", {"command": look, "network": {
+        "policy": "proxy", "deny": ["svc.test"]}}, token=ACME_TOKEN, headers=a)
+    check(st == 200 and b["stdout"] == "no\n", "the task's own deny rule applies", b)
 
 
 @case

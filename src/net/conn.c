@@ -810,16 +810,26 @@ struct sbx_flow *sbx_conn_flow(struct sbx_conn *c)
     return &c->flow;
 }
 
-ssize_t sbx_conn_fill(struct sbx_conn *c)
+bool sbx_conn_fill(struct sbx_conn *c, const char *during)
 {
-    if (c->in_len >= c->in_cap) {
+    ssize_t n = -1;
+    if (c->in_len >= c->in_cap)
         errno = ENOBUFS;
-        return -1;
-    }
-    ssize_t n = read(c->cfd, c->in + c->in_len, c->in_cap - c->in_len);
-    if (n > 0)
+    else
+        n = read(c->cfd, c->in + c->in_len, c->in_cap - c->in_len);
+    if (n > 0) {
         c->in_len += (size_t)n;
-    return n;
+        return true;
+    }
+    if (n == 0) {
+        sbx_conn_fail(c, "client closed during %s", during);
+        return false;
+    }
+    if (errno != EAGAIN && errno != EINTR) {
+        sbx_conn_fail(c, "read: %s", sbx_net_errname(errno));
+        return false;
+    }
+    return true;
 }
 
 const uint8_t *sbx_conn_data(const struct sbx_conn *c, size_t *len)

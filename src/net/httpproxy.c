@@ -373,15 +373,8 @@ static const char *reason_of(int status)
 
 static void http_data(struct sbx_conn *c)
 {
-    ssize_t n = sbx_conn_fill(c);
-    if (n == 0) {
-        sbx_conn_fail(c, "client closed during request head");
+    if (!sbx_conn_fill(c, "request head"))
         return;
-    }
-    if (n < 0 && errno != EAGAIN && errno != EINTR) {
-        sbx_conn_fail(c, "read: %s", sbx_net_errname(errno));
-        return;
-    }
     size_t len;
     const uint8_t *buf = sbx_conn_data(c, &len);
     /* Parse only once the head is whole; the stage remembers how far the

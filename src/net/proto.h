@@ -134,9 +134,11 @@ int sbx_conn_client_fd(const struct sbx_conn *c);
 int sbx_conn_upstream_fd(const struct sbx_conn *c); /* -1 until connected */
 struct sbx_flow *sbx_conn_flow(struct sbx_conn *c);
 
-/* Read what the client sent into the handshake buffer: > 0 bytes read, 0 on
- * end of file, -1 with errno (EAGAIN: nothing now; ENOBUFS: buffer full). */
-ssize_t sbx_conn_fill(struct sbx_conn *c);
+/* Read what the client sent into the handshake buffer. False when the
+ * connection was failed for it (the client closed "during" its handshake, a
+ * read error, or ENOBUFS: the buffer is full); true otherwise, including
+ * when nothing was there to read. */
+bool sbx_conn_fill(struct sbx_conn *c, const char *during);
 const uint8_t *sbx_conn_data(const struct sbx_conn *c, size_t *len);
 void sbx_conn_consume(struct sbx_conn *c, size_t n);
 

@@ -118,15 +118,8 @@ static void send_reply(struct sbx_conn *c, uint8_t rep)
 
 static void socks5_data(struct sbx_conn *c)
 {
-    ssize_t n = sbx_conn_fill(c);
-    if (n == 0) {
-        sbx_conn_fail(c, "client closed during handshake");
+    if (!sbx_conn_fill(c, "handshake"))
         return;
-    }
-    if (n < 0 && errno != EAGAIN && errno != EINTR) {
-        sbx_conn_fail(c, "read: %s", sbx_net_errname(errno));
-        return;
-    }
     size_t len;
     const uint8_t *buf = sbx_conn_data(c, &len);
     if (sbx_conn_stage(c) == ST_GREETING) {

@@ -4,6 +4,8 @@ ends in the conventional 'N passed, N failed' line."""
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -104,3 +106,75 @@ class Suite:
 def check(cond, what, res=None):
     if not cond:
         raise AssertionError(what + ("" if res is None else "\n  " + repr(res)))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class ServeDaemon:
+    """One `sandboxd serve` subprocess on a free loopback port, started with
+    the given token and --net none (more flags in extra). Subclasses provide
+    req(method, path, body=None, token=..., timeout=...) -> (status, body, headers)."""
+
+    def __init__(self, state_dir, token, config=None, extra=(), registry=None):
+        self.state = state_dir
+        self.token = token
+        self.config = config
+        self.extra = list(extra)
+        self.registry = registry if registry is not None else []
+        self.proc = None
+        self.port = None
+        self.log = None
+
+    def start(self, timeout=15, same_port=False):
+        if not (same_port and self.port):
+            self.port = free_port()
+        args = [SANDBOXD, "serve", "--listen", "127.0.0.1:%d" % self.port,
+                "--state-dir", self.state, "--token", self.token, "--net", "none"]
+        if self.config:
+            args += ["--config", self.config]
+        args += self.extra
+        self.log = tempfile.TemporaryFile(prefix="sbx-serve-log-")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CLAW_")}
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.registry.append(self)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError("sandboxd serve exited %r: %s" % (self.proc.returncode,
+                                                                       self.output()))
+            try:
+                st, body, _ = self.req("GET", "/readyz", token=None, timeout=2)
+                if st == 200 and body.get("status") in ("ready", "busy"):
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError("daemon not ready in %ss: %s" % (timeout, self.output()))
+
+    def output(self):
+        if not self.log:
+            return ""
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")[-3000:]
+
+    def stop(self, timeout=15):
+        """SIGTERM; returns the exit status (kill -9 only if it hangs)."""
+        if not self.proc or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("daemon ignored SIGTERM for %ss" % timeout)
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait()

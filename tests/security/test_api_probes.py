@@ -21,7 +21,7 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from sbxtest import SANDBOXD, Suite, check  # noqa: E402
+from sbxtest import ServeDaemon, Suite, check  # noqa: E402
 
 S = Suite("apiprobes")
 TOKEN = "op-" + "0123456789abcdef0123456789abc"        # 32 chars, operator
@@ -35,65 +35,11 @@ STATE = os.path.join(TMP, "state")
 _daemons = []
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+class Daemon(ServeDaemon):
+    """One `sandboxd serve` subprocess on a free loopback port (sbxtest.ServeDaemon)."""
 
-
-class Daemon:
-    """One `sandboxd serve` subprocess on a free loopback port (as in
-    tests/integration/test_api.py)."""
-
-    def __init__(self, state_dir, config=None):
-        self.state = state_dir
-        self.config = config
-        self.proc = None
-        self.port = None
-        self.log = None
-
-    def start(self, timeout=15):
-        self.port = free_port()
-        args = [SANDBOXD, "serve", "--listen", "127.0.0.1:%d" % self.port,
-                "--state-dir", self.state, "--token", TOKEN, "--net", "none"]
-        if self.config:
-            args += ["--config", self.config]
-        self.log = tempfile.TemporaryFile(prefix="sbx-serve-log-")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CLAW_")}
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        _daemons.append(self)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError("sandboxd serve exited %r: %s"
-                                     % (self.proc.returncode, self.output()))
-            try:
-                st, body, _ = self.req("GET", "/readyz", token=None, timeout=2)
-                if st == 200 and body.get("status") in ("ready", "busy"):
-                    return self
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError("daemon not ready in %ss: %s" % (timeout, self.output()))
-
-    def output(self):
-        if not self.log:
-            return ""
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")[-3000:]
-
-    def stop(self, timeout=15):
-        if not self.proc or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError("daemon ignored SIGTERM for %ss" % timeout)
+    def __init__(self, state_dir, config=None, extra=()):
+        super().__init__(state_dir, TOKEN, config=config, extra=extra, registry=_daemons)
 
     def req(self, method, path, body=None, token=TOKEN, headers=None, timeout=20):
         """One request; returns (status, parsed JSON or raw bytes, headers)."""

@@ -67,7 +67,8 @@ struct sbx_conn {
     int cfd, ufd;
     bool reset; /* close the client with SO_LINGER 0 */
     struct event *cev, *uev, *timer;
-    double t0, last; /* CLOCK_MONOTONIC */
+    double t0;   /* CLOCK_MONOTONIC: the flow's duration needs sub-tick precision */
+    double last; /* CLOCK_MONOTONIC_COARSE: idle tracking, read on every pump */
     uint8_t *in;
     size_t in_len, in_cap;
     /* target */
@@ -85,18 +86,21 @@ struct sbx_conn {
     struct sbx_flow flow;
 };
 
-static double mono_now(void)
+static double clock_now(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double mono_now(void)
+{
+    return clock_now(CLOCK_MONOTONIC_COARSE);
 }
 
 static double real_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return clock_now(CLOCK_REALTIME);
 }
 
 static struct timeval tv_of(double s)
@@ -214,7 +218,7 @@ static void conn_end(struct sbx_conn *c)
         c->free_state(c->state);
     free(c->in);
 
-    c->flow.duration_s = c->flow.verdict == SBX_VERDICT_ALLOW ? mono_now() - c->t0 : 0;
+    c->flow.duration_s = c->flow.verdict == SBX_VERDICT_ALLOW ? clock_now(CLOCK_MONOTONIC) - c->t0 : 0;
     report(ctx, &c->flow);
     free(c);
 }
@@ -751,7 +755,7 @@ struct sbx_conn *sbx_conn_new(struct sbx_conn_ctx *ctx, int fd, const struct sbx
     c->ufd = -1;
     c->in_cap = in_cap;
     c->p[0].pipe[0] = c->p[0].pipe[1] = c->p[1].pipe[0] = c->p[1].pipe[1] = -1;
-    c->t0 = mono_now();
+    c->t0 = clock_now(CLOCK_MONOTONIC);
     init_flow(&c->flow, ops->via, addr, port);
     set_rule(c, "%s: closed before naming a target", ops->proto);
     int one = 1;

@@ -2,6 +2,7 @@
  * stdio relayed, exit code passed on (128+N when killed by signal N, 124 on
  * timeout, 125 when the sandbox could not be set up). */
 #include <event2/event.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
@@ -342,6 +343,49 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return 0;
 }
 
+/* A process's start time in clock ticks after boot (field 22 of its stat
+ * file); 0 when it is gone. With the pid it names one process of this boot. */
+static unsigned long long proc_start_time(pid_t pid)
+{
+    char path[32], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold anything */
+    unsigned long long start = 0;
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    if (p && sscanf(p + 1, "%llu", &start) != 1)
+        start = 0;
+    return start;
+}
+
+/* The cgroup of a `run` whose process is gone (killed before it could remove
+ * it: SIGKILL is the one signal it cannot act on). Its sandbox died with it
+ * (parent-death signal), so only the directories are left; a process found
+ * there is killed all the same. Without this, a later `run` given the same pid
+ * (they wrap at pid_max) found its name taken. The cgroups of `serve`
+ * (task-, session-) are that daemon's to recover. */
+static void sweep_stale_run(const char *name, void *ud)
+{
+    const struct sbx_cg_host *host = ud;
+    int pid = 0, len = 0;
+    unsigned long long start = 0;
+    if (sscanf(name, "run-%d%n-%llu%n", &pid, &len, &start, &len) < 1 || name[len] != '\0' ||
+        pid <= 0)
+        return;
+    if (start ? proc_start_time(pid) == start : kill(pid, 0) == 0 || errno != ESRCH)
+        return; /* its owner lives (a name without a start time: its pid does) */
+    struct sbx_cgroup cg;
+    if (sbx_cgroup_adopt(host, name, &cg, NULL) == 0) {
+        (void)sbx_cgroup_kill_all(&cg, NULL);
+        (void)sbx_cgroup_destroy(&cg, NULL);
+    }
+}
+
 int sbx_cmd_run(int argc, char **argv)
 {
     struct run_opts o = {
@@ -383,7 +427,7 @@ int sbx_cmd_run(int argc, char **argv)
     struct sbx_egress_opts egress = {0};
     struct event *sigs[3] = {0};
     char name[64];
-    snprintf(name, sizeof(name), "run-%d", (int)getpid());
+    snprintf(name, sizeof(name), "run-%d-%llu", (int)getpid(), proc_start_time(getpid()));
     signal(SIGPIPE, SIG_IGN);
 
     if (!env || sbx_cg_host_detect(o.force_rlimit, &cg_host, &e) < 0 ||
@@ -391,6 +435,7 @@ int sbx_cmd_run(int argc, char **argv)
         fprintf(stderr, "sandboxd run: %s\n", sbx_err_format(&e, msg, sizeof(msg)));
         goto out;
     }
+    sbx_cgroup_each(&cg_host, sweep_stale_run, &cg_host);
     if (o.net == SBX_NET_PROXY) {
         struct sbx_addr own[64];
         struct sbx_policy_opts po = {

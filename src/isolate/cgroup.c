@@ -5,6 +5,7 @@
  * ever written. */
 #include "isolate/cgroup.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/magic.h>
@@ -1051,6 +1052,36 @@ int sbx_cgroup_adopt(const struct sbx_cg_host *host, const char *name, struct sb
         }
     }
     return found ? 0 : sbx_err_set(err, ENOENT, "no cgroup %s", name);
+}
+
+/* Co-mounted controllers (cpu,cpuacct) share one base: visit it once. */
+static bool v1_base_earlier(const struct sbx_cg_host *host, int c)
+{
+    for (int i = 0; i < c; i++)
+        if (host->v1_has[i] && strcmp(host->v1_base[i], host->v1_base[c]) == 0)
+            return true;
+    return false;
+}
+
+static void each_in(const char *base, void (*fn)(const char *name, void *ud), void *ud)
+{
+    DIR *d = base[0] ? opendir(base) : NULL;
+    if (!d)
+        return;
+    for (struct dirent *de; (de = readdir(d));)
+        if (de->d_type == DT_DIR && de->d_name[0] != '.')
+            fn(de->d_name, ud);
+    closedir(d);
+}
+
+void sbx_cgroup_each(const struct sbx_cg_host *host, void (*fn)(const char *name, void *ud),
+                     void *ud)
+{
+    if (host->mode == SBX_CG_V2)
+        each_in(host->v2_base, fn, ud);
+    for (int c = 0; host->mode == SBX_CG_V1 && c < SBX_CGC_COUNT; c++)
+        if (host->v1_has[c] && !v1_base_earlier(host, c))
+            each_in(host->v1_base[c], fn, ud);
 }
 
 int sbx_cgroup_destroy(struct sbx_cgroup *cg, sbx_err *err)

@@ -124,5 +124,10 @@ int sbx_cgroup_stats(const struct sbx_cgroup *cg, struct sbx_cg_stats *st, sbx_e
  * kill_all and destroy. ENOENT when there is none. */
 int sbx_cgroup_adopt(const struct sbx_cg_host *host, const char *name, struct sbx_cgroup *cg,
                      sbx_err *err);
+/* Calls fn once for each sandbox cgroup directory under the host's bases, per
+ * hierarchy it is found in (so a name can come more than once: fn must
+ * tolerate that, e.g. adopt then destroy). Nothing in rlimit mode. */
+void sbx_cgroup_each(const struct sbx_cg_host *host, void (*fn)(const char *name, void *ud),
+                     void *ud);
 /* rmdir in every hierarchy, retrying briefly while the kernel releases it. */
 int sbx_cgroup_destroy(struct sbx_cgroup *cg, sbx_err *err);

@@ -185,4 +185,50 @@ def workspace_persists_and_is_owned_by_the_runner():
         shutil.rmtree(ws)
 
 
+def run_cgroup_dirs(pid):
+    """The cgroup directories of `sandboxd run` process pid, one per v1
+    hierarchy it uses (found from its /proc/PID/cgroup; the sandbox cgroup is
+    <own cgroup>/sandboxd/run-<pid>-<start time>)."""
+    dirs = []
+    with open("/proc/%d/cgroup" % pid) as f:
+        for line in f:
+            _, ctrls, path = line.rstrip("\n").split(":", 2)
+            if ctrls in ("memory", "pids", "freezer"):
+                base = os.path.join("/sys/fs/cgroup", ctrls, path.lstrip("/"), "sandboxd")
+                dirs += [os.path.join(base, d) for d in os.listdir(base)
+                         if d.startswith("run-%d-" % pid)] if os.path.isdir(base) else []
+    return dirs
+
+
+@S.case
+def a_killed_runs_cgroup_is_removed_by_the_next_run():
+    """SIGKILL leaves `run` no chance to remove its cgroup (its sandbox dies
+    with it): the next `run` finds the owner gone and removes the leftover,
+    while the cgroup of a live `run` is left alone."""
+    p = subprocess.Popen([SANDBOXD, "run", "--host-id-base", str(BASE), "--", "/bin/sleep", "100"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        dirs = []
+        while len(dirs) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+            dirs = run_cgroup_dirs(p.pid)
+        check(len(dirs) == 3, "the live run has memory, pids and freezer cgroups", dirs)
+        r = run(["/bin/true"])
+        check(r.code == 0, "a second run beside it", r)
+        check(all(os.path.isdir(d) for d in dirs), "a live run's cgroup is kept", dirs)
+    finally:
+        p.kill()
+        p.wait()
+    check(any(os.path.isdir(d) for d in dirs), "SIGKILL left the cgroup behind", dirs)
+    deadline = time.monotonic() + 10
+    while pids_of_uid(RUNNER) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    check(pids_of_uid(RUNNER) == [], "the sandbox died with its run", pids_of_uid(RUNNER))
+    r = run(["/bin/true"])
+    check(r.code == 0, "the next run", r)
+    check(not any(os.path.isdir(d) for d in dirs), "the leftover is gone",
+          [d for d in dirs if os.path.isdir(d)])
+
+
 S.finish()

@@ -36,7 +36,7 @@ static void rearm(sbx_http_server *srv)
         srv->kick = false;
     } else {
         MHD_UNSIGNED_LONG_LONG ms;
-        if (MHD_get_timeout(srv->mhd, &ms) != MHD_YES) {
+        if (sbx_mhd.get_timeout(srv->mhd, &ms) != MHD_YES) {
             evtimer_del(srv->timer_ev);
             return;
         }
@@ -49,7 +49,7 @@ static void rearm(sbx_http_server *srv)
 static void run_mhd(sbx_http_server *srv)
 {
     srv->in_run = true;
-    MHD_run(srv->mhd);
+    sbx_mhd.run(srv->mhd);
     srv->in_run = false;
     rearm(srv);
 }
@@ -135,7 +135,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         struct conn_ctx *cc = calloc(1, sizeof(*cc));
         const union MHD_ConnectionInfo *ci =
-            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+            sbx_mhd.get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (!cc || !ci) {
             free(cc);
             return;
@@ -162,7 +162,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 static struct conn_ctx *conn_ctx_of(struct MHD_Connection *conn)
 {
     const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        sbx_mhd.get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return ci ? ci->socket_context : NULL;
 }
 
@@ -268,7 +268,7 @@ void sbx_http__suspend(sbx_http_request *req)
 {
     if (req->suspended)
         return;
-    MHD_suspend_connection(req->conn);
+    sbx_mhd.suspend_connection(req->conn);
     req->suspended = true;
     watch_start(req);
 }
@@ -279,7 +279,7 @@ void sbx_http__resume(sbx_http_request *req)
         return;
     watch_stop(req);
     req->suspended = false;
-    MHD_resume_connection(req->conn);
+    sbx_mhd.resume_connection(req->conn);
     kick(req->srv);
 }
 
@@ -338,8 +338,8 @@ static enum MHD_Result flush_answer(sbx_http_request *req)
 {
     if (!req->resp)
         return MHD_YES;
-    enum MHD_Result r = MHD_queue_response(req->conn, req->resp_status, req->resp);
-    MHD_destroy_response(req->resp);
+    enum MHD_Result r = sbx_mhd.queue_response(req->conn, req->resp_status, req->resp);
+    sbx_mhd.destroy_response(req->resp);
     req->resp = NULL;
     if (r != MHD_YES)
         return MHD_NO;
@@ -352,13 +352,13 @@ int sbx_http__answer(sbx_http_request *req, unsigned status, struct MHD_Response
     if (!resp)
         return -1;
     if (req->answered || req->gone) {
-        MHD_destroy_response(resp);
+        sbx_mhd.destroy_response(resp);
         return -1;
     }
     for (struct resp_header *h = req->hdrs; h; h = h->next)
-        MHD_add_response_header(resp, h->name, h->value);
+        sbx_mhd.add_response_header(resp, h->name, h->value);
     free_headers(req);
-    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    sbx_mhd.add_response_header(resp, "X-Content-Type-Options", "nosniff");
     req->answered = true;
     req->resp = resp;
     req->resp_status = status;
@@ -381,7 +381,7 @@ int sbx_http__answer(sbx_http_request *req, unsigned status, struct MHD_Response
 
 static struct MHD_Response *buffer_response(char *buf, size_t len)
 {
-    struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback(len, buf, free);
+    struct MHD_Response *r = sbx_mhd.create_response_from_buffer_with_free_callback(len, buf, free);
     if (!r)
         free(buf);
     return r;
@@ -393,9 +393,9 @@ static void answer_oom(sbx_http_request *req)
     static const char body[] =
         "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}\n";
     struct MHD_Response *r =
-        MHD_create_response_from_buffer(sizeof(body) - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
+        sbx_mhd.create_response_from_buffer(sizeof(body) - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
     if (r) {
-        MHD_add_response_header(r, "Content-Type", "application/json");
+        sbx_mhd.add_response_header(r, "Content-Type", "application/json");
         sbx_http__answer(req, MHD_HTTP_INTERNAL_SERVER_ERROR, r);
     } else {
         client_gone(req); /* nothing can be said: close the connection */
@@ -424,8 +424,8 @@ int sbx_http_respond_json(sbx_http_request *req, unsigned status, json_t *body)
         answer_oom(req);
         return -1;
     }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
+    sbx_mhd.add_response_header(r, "Content-Type", "application/json");
+    sbx_mhd.add_response_header(r, "Cache-Control", "no-store");
     return sbx_http__answer(req, status, r);
 }
 
@@ -557,7 +557,7 @@ int sbx_http_respond_data(sbx_http_request *req, unsigned status, const char *co
         return -1;
     }
     if (content_type)
-        MHD_add_response_header(r, "Content-Type", content_type);
+        sbx_mhd.add_response_header(r, "Content-Type", content_type);
     return sbx_http__answer(req, status, r);
 }
 
@@ -568,14 +568,14 @@ int sbx_http_respond_file(sbx_http_request *req, unsigned status, const char *co
         close(fd);
         return -1;
     }
-    struct MHD_Response *r = MHD_create_response_from_fd_at_offset64(size, fd, offset);
+    struct MHD_Response *r = sbx_mhd.create_response_from_fd_at_offset64(size, fd, offset);
     if (!r) {
         close(fd);
         answer_oom(req);
         return -1;
     }
     if (content_type)
-        MHD_add_response_header(r, "Content-Type", content_type);
+        sbx_mhd.add_response_header(r, "Content-Type", content_type);
     return sbx_http__answer(req, status, r);
 }
 
@@ -617,14 +617,14 @@ int sbx_http_respond_stream(sbx_http_request *req, unsigned status, const char *
     *p = (struct producer){fn, ud, ud_free};
     uint64_t total = size == SBX_HTTP_SIZE_UNKNOWN ? MHD_SIZE_UNKNOWN : size;
     struct MHD_Response *r =
-        MHD_create_response_from_callback(total, PRODUCER_BLOCK, produce, p, producer_free);
+        sbx_mhd.create_response_from_callback(total, PRODUCER_BLOCK, produce, p, producer_free);
     if (!r) {
         producer_free(p);
         answer_oom(req);
         return -1;
     }
     if (content_type)
-        MHD_add_response_header(r, "Content-Type", content_type);
+        sbx_mhd.add_response_header(r, "Content-Type", content_type);
     return sbx_http__answer(req, status, r);
 }
 
@@ -650,7 +650,7 @@ const char *sbx_http_req_query(const sbx_http_request *req, const char *name)
 {
     const char *value = NULL;
     size_t len = 0;
-    if (MHD_lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND, name, strlen(name), &value,
+    if (sbx_mhd.lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND, name, strlen(name), &value,
                                       &len) != MHD_YES)
         return NULL;
     return value ? value : "";
@@ -658,7 +658,7 @@ const char *sbx_http_req_query(const sbx_http_request *req, const char *name)
 
 const char *sbx_http_req_header(const sbx_http_request *req, const char *name)
 {
-    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+    return sbx_mhd.lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
 }
 
 const sbx_identity *sbx_http_req_identity(const sbx_http_request *req)
@@ -716,7 +716,7 @@ static void describe_peer(sbx_http_request *req)
 {
     snprintf(req->peer, sizeof(req->peer), "unix");
     const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        sbx_mhd.get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     if (!ci || !ci->client_addr)
         return;
     char host[INET6_ADDRSTRLEN];
@@ -986,7 +986,7 @@ static void req_free(sbx_http_request *req)
         req->next->prev = req->prev;
     watch_stop(req);
     if (req->resp)
-        MHD_destroy_response(req->resp);
+        sbx_mhd.destroy_response(req->resp);
     free_headers(req);
     sbx_route_match_clear(&req->match);
     free(req->body);
@@ -1022,6 +1022,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 int sbx_http_server_new(struct event_base *base, const sbx_http_config *cfg, sbx_http_server **out,
                         sbx_err *err)
 {
+    if (sbx_mhd_load(err) < 0)
+        return -1;
     sbx_http_server *srv = calloc(1, sizeof(*srv));
     if (!srv)
         return sbx_err_set(err, ENOMEM, "http server");
@@ -1086,7 +1088,7 @@ int sbx_http_server_listen(sbx_http_server *srv, sbx_err *err)
     srv->listening = true;
     const sbx_http_config *c = &srv->cfg;
     /* External epoll mode: no MHD thread; the loop polls MHD's epoll fd. */
-    srv->mhd = MHD_start_daemon(
+    srv->mhd = sbx_mhd.start_daemon(
         MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_access, srv,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_LISTEN_SOCKET,
         (MHD_socket)srv->listener.fd, MHD_OPTION_CONNECTION_LIMIT, c->max_connections,
@@ -1102,11 +1104,11 @@ int sbx_http_server_listen(sbx_http_server *srv, sbx_err *err)
         return sbx_err_set(err, EINVAL, "listen %s: libmicrohttpd refused to start",
                            srv->listener.address);
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    const union MHD_DaemonInfo *di = sbx_mhd.get_daemon_info(srv->mhd, MHD_DAEMON_INFO_EPOLL_FD);
     srv->io_ev =
         di ? event_new(srv->base, di->epoll_fd, EV_READ | EV_PERSIST, on_mhd_io, srv) : NULL;
     if (!srv->io_ev || event_add(srv->io_ev, NULL) < 0) {
-        MHD_stop_daemon(srv->mhd); /* closes the listening socket */
+        sbx_mhd.stop_daemon(srv->mhd); /* closes the listening socket */
         srv->mhd = NULL;
         sbx_listen_unlink(&srv->listener);
         srv->listening = false;
@@ -1128,7 +1130,7 @@ const char *sbx_http_server_address(const sbx_http_server *srv)
 
 static void stop_mhd(sbx_http_server *srv)
 {
-    MHD_socket lfd = MHD_quiesce_daemon(srv->mhd);
+    MHD_socket lfd = sbx_mhd.quiesce_daemon(srv->mhd);
     if (lfd != MHD_INVALID_SOCKET)
         close(lfd);
     srv->stopping = true;
@@ -1138,15 +1140,15 @@ static void stop_mhd(sbx_http_server *srv)
         fire_cancel(req);
         if (req->suspended) {
             req->suspended = false;
-            MHD_resume_connection(req->conn);
+            sbx_mhd.resume_connection(req->conn);
         }
     }
     /* MHD refuses to stop with parked connections, and a resume only takes
      * effect in a run; the runs also let SSE streams end (the reader sees
      * `gone`). Nothing parks again while stopping. */
     for (int i = 0; i < 4; i++)
-        MHD_run(srv->mhd);
-    MHD_stop_daemon(srv->mhd);
+        sbx_mhd.run(srv->mhd);
+    sbx_mhd.stop_daemon(srv->mhd);
     srv->mhd = NULL;
     while (srv->reqs) {
         sbx_http_request *req = srv->reqs;

@@ -2,7 +2,7 @@
 #pragma once
 
 #include <event2/event.h>
-#include <microhttpd.h>
+#include "api/mhd.h"
 
 #include "api/http.h"
 #include "api/listen.h"

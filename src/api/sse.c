@@ -248,16 +248,16 @@ sbx_sse *sbx_http_respond_sse(sbx_http_request *req, const sbx_sse_opts *opts)
         sse->heartbeat = event_new(sse->base, -1, EV_PERSIST, on_heartbeat, sse);
     struct MHD_Response *r = NULL;
     if (sse->buf && sse->drain_ev && (sse->heartbeat || !opts->heartbeat_ms))
-        r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_BLOCK, sse_read, sse,
+        r = sbx_mhd.create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_BLOCK, sse_read, sse,
                                               sse_response_freed);
     if (!r) {
         sse_unref(sse);
         sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "out of memory");
         return NULL;
     }
-    MHD_add_response_header(r, "Content-Type", "text/event-stream");
-    MHD_add_response_header(r, "Cache-Control", "no-cache");
-    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    sbx_mhd.add_response_header(r, "Content-Type", "text/event-stream");
+    sbx_mhd.add_response_header(r, "Cache-Control", "no-cache");
+    sbx_mhd.add_response_header(r, "X-Accel-Buffering", "no");
     if (sbx_http__answer(req, 200, r) < 0)
         return NULL; /* the response, and with it sse, is gone */
     sse->refs++;

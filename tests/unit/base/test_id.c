@@ -100,6 +100,20 @@ static void ordered_across_milliseconds(void **state)
     }
 }
 
+/* Back to back, many land in one millisecond: still in the order made. */
+static void ordered_within_a_millisecond(void **state)
+{
+    char prev[SBX_ID_SIZE], next[SBX_ID_SIZE];
+    assert_int_equal(sbx_id_new(prev, NULL), 0);
+    for (int i = 0; i < MANY; i++) {
+        assert_int_equal(sbx_id_new(next, NULL), 0);
+        assert_true(strcmp(prev, next) < 0);
+        assert_int_equal(next[14], '7'); /* still a version 7 id */
+        assert_true(strchr("89ab", next[19]) != NULL);
+        memcpy(prev, next, sizeof(prev));
+    }
+}
+
 static void parse_rejects_non_uuids(void **state)
 {
     uint8_t raw[16];
@@ -127,8 +141,11 @@ static void parse_rejects_non_uuids(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(rfc_test_vector),         cmocka_unit_test(format_of_fresh_ids),
-        cmocka_unit_test(unique_over_many),        cmocka_unit_test(ordered_across_milliseconds),
+        cmocka_unit_test(rfc_test_vector),
+        cmocka_unit_test(format_of_fresh_ids),
+        cmocka_unit_test(unique_over_many),
+        cmocka_unit_test(ordered_across_milliseconds),
+        cmocka_unit_test(ordered_within_a_millisecond),
         cmocka_unit_test(parse_rejects_non_uuids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -413,8 +413,18 @@ def _cleanup_stale():
     except OSError:
         return
     for n in names:
-        m = re.match(r"sbxlab(\d+)x\d+-", n)
-        if m and not os.path.exists("/proc/%s" % m.group(1)):
+        m = re.match(r"(sbxlab(\d+)x\d+)-", n)
+        if not m or m.group(1) in Lab.live:
+            continue
+        # Pids wrap (pid_max is 32768 on our machines): a live pid makes the
+        # lab live only if it is still a Python process other than us.
+        pid = int(m.group(2))
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                alive = pid != os.getpid() and b"python" in f.read()
+        except OSError:
+            alive = False
+        if not alive:
             _sh(["ip", "netns", "del", n], check=False)
 
 
@@ -422,6 +432,7 @@ class Lab:
     """The lab as a context manager; see the module's docstring."""
 
     _count = 0
+    live = set()  # tags of this process's labs that are set up
 
     def __init__(self, ipv6=None, tls=True, verbose=False):
         Lab._count += 1
@@ -481,9 +492,13 @@ class Lab:
 
     def _setup(self):
         _cleanup_stale()
+        Lab.live.add(self.tag)
         self.tmp = tempfile.mkdtemp(prefix=self.tag + "-")
         os.chmod(self.tmp, 0o755)
         for role, name in self.names.items():
+            # A name with our pid is ours: what a dead process of that pid left
+            # goes first.
+            _sh(["ip", "netns", "del", name], check=False)
             _sh(["ip", "netns", "add", name])
             self.made.append(name)
             self.ip(role, "link", "set", "lo", "up")
@@ -646,6 +661,7 @@ class Lab:
         for name in reversed(self.made):
             _sh(["ip", "netns", "del", name], check=False)
         self.made = []
+        Lab.live.discard(self.tag)
         if self.tmp and not os.environ.get("NETLAB_KEEP"):
             shutil.rmtree(self.tmp, ignore_errors=True)
 

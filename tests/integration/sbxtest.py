@@ -2,6 +2,7 @@
 build/sandboxd as a user would, parses its JSON report, and keeps a tally that
 ends in the conventional 'N passed, N failed' line."""
 import json
+import re
 import os
 import shutil
 import signal
@@ -108,14 +109,6 @@ def check(cond, what, res=None):
         raise AssertionError(what + ("" if res is None else "\n  " + repr(res)))
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 class ServeDaemon:
     """One `sandboxd serve` subprocess on a free loopback port, started with
     the given token and --net none (more flags in extra). Subclasses provide
@@ -131,10 +124,12 @@ class ServeDaemon:
         self.port = None
         self.log = None
 
-    def start(self, timeout=15, same_port=False):
-        if not (same_port and self.port):
-            self.port = free_port()
-        args = [SANDBOXD, "serve", "--listen", "127.0.0.1:%d" % self.port,
+    def start(self, timeout=15):
+        """Starts the daemon on port 0 (the kernel picks a free one, so no other
+        process can take it between a choice and the bind) and reads the port
+        from its "listening on" line; a restart gets a new port."""
+        self.port = None
+        args = [SANDBOXD, "serve", "--listen", "127.0.0.1:0",
                 "--state-dir", self.state, "--token", self.token, "--net", "none"]
         if self.config:
             args += ["--config", self.config]
@@ -148,20 +143,28 @@ class ServeDaemon:
             if self.proc.poll() is not None:
                 raise AssertionError("sandboxd serve exited %r: %s" % (self.proc.returncode,
                                                                        self.output()))
+            if self.port is None:
+                m = re.search(r"listening on 127\.0\.0\.1:(\d+) ", self.output(whole=True))
+                self.port = int(m.group(1)) if m else None
             try:
-                st, body, _ = self.req("GET", "/readyz", token=None, timeout=2)
-                if st == 200 and body.get("status") in ("ready", "busy"):
-                    return self
+                if self.port is not None:
+                    st, body, _ = self.req("GET", "/readyz", token=None, timeout=2)
+                    if st == 200 and body.get("status") in ("ready", "busy"):
+                        return self
             except OSError:
                 pass
             time.sleep(0.05)
         raise AssertionError("daemon not ready in %ss: %s" % (timeout, self.output()))
 
-    def output(self):
+    def output(self, whole=False):
+        """The daemon's log so far (its last 3000 characters unless whole).
+        pread: the daemon writes through the same open file, whose offset a
+        seek of ours would move under it."""
         if not self.log:
             return ""
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")[-3000:]
+        fd = self.log.fileno()
+        text = os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
+        return text if whole else text[-3000:]
 
     def stop(self, timeout=15):
         """SIGTERM; returns the exit status (kill -9 only if it hangs)."""

@@ -54,8 +54,8 @@ def timeout_kills_double_forked_tree(*mode):
     took = time.monotonic() - t0
     check(r.code == 124, "exit 124", r)
     check(r.report["outcome"] == "timeout", "outcome timeout", r)
-    check(took < 5, "ended promptly (%.2fs)" % took, r)
-    check(0.45 <= r.report["wallSeconds"] < 3, "wall time near the timeout", r)
+    check(took < 0.5 + 10, "ended promptly (%.2fs)" % took, r)
+    check(0.45 <= r.report["wallSeconds"] < 0.5 + 10, "wall time near the timeout", r)
     check(pids_of_uid(RUNNER) == [], "no process of the sandbox left", pids_of_uid(RUNNER))
 
 

@@ -411,12 +411,14 @@ def probe22_planted_symlinks_and_fifo():
     # the FIFO answers at once, with an error
     t0 = time.monotonic()
     try:
-        st, b, _ = D.req("GET", files_path("fifo"), headers=F, timeout=5)
+        # An open of the FIFO would block until a writer came: never. The
+        # bound tells "answered" from "hung", with room for a busy machine.
+        st, b, _ = D.req("GET", files_path("fifo"), headers=F, timeout=20)
         took = time.monotonic() - t0
-        if not 400 <= st < 500 or took > 2:
-            bad.append("GET ?path=fifo -> %d %r in %.1fs (want a prompt 4xx)" % (st, b, took))
+        if not 400 <= st < 500:
+            bad.append("GET ?path=fifo -> %d %r in %.1fs (want a 4xx)" % (st, b, took))
     except (socket.timeout, TimeoutError):
-        bad.append("GET ?path=fifo: no answer in 5s (the daemon hangs on the FIFO)")
+        bad.append("GET ?path=fifo: no answer in 20s (the daemon hangs on the FIFO)")
     check(D.req("GET", "/healthz", token=None, timeout=3)[0] == 200, "daemon still answers")
 
     # listing: symlinks are shown as such
@@ -553,10 +555,17 @@ def probe23_bad_names_everywhere():
             if "\x00" not in v else (None, None, None)
         if st is not None:
             want400("GET /runtime/tasks with X-Tenant-Code: %r" % v, st, b)
+        # Only the status line: an opened stream (200) would never end its body.
+        c = http.client.HTTPConnection("127.0.0.1", D.port, timeout=20)
         try:
-            st, b, _ = D.req("GET", "/runtime/stream?sessionID=" + q(v), timeout=3)
+            c.request("GET", "/runtime/stream?sessionID=" + q(v),
+                      headers={"Authorization": "Bearer " + TOKEN})
+            r = c.getresponse()
+            st, b = r.status, (r.read() if r.status != 200 else b"(the stream opened)")
         except (socket.timeout, TimeoutError):
-            st, b = "no answer in 3s (the stream opened)", None
+            st, b = "no answer in 20s", None
+        finally:
+            c.close()
         want400("GET /runtime/stream?sessionID=%s" % q(v), st, b)
         # skill: refused by this daemon, whatever its name
         for path in ("/runtime/exec", "/runtime/tasks"):

@@ -223,11 +223,14 @@ static void unlink_pending(struct pending *p)
     p->prev = p->next = NULL;
 }
 
-/* Wire size of a name in the question section. */
+/* Wire size of a name in the question section, at most. A trailing dot
+ * counts as a two-byte root: evdns's name compression also records the
+ * empty name, so a second question ending in a dot gets a pointer to the
+ * first one's root (two bytes) instead of its own (one). */
 static size_t wire_len(const char *name)
 {
     size_t len = strlen(name);
-    return len == 0 ? 1 : name[len - 1] == '.' ? len + 1 : len + 2;
+    return len == 0 ? 1 : len + 2;
 }
 
 /* All questions resolved: one reply, the answers recorded, one flow each. */
@@ -293,14 +296,33 @@ static void on_resolved(void *ud, int errnum, const struct sbx_addr *addrs, size
 
 static const struct sock_filter drop_all[] = {BPF_STMT(BPF_RET | BPF_K, 0)};
 
+/* libevent 2.1.12's DNS server crashes on a datagram shorter than a DNS
+ * header (any sandbox could send one): the kernel drops those for us. The
+ * filter may see the 8-byte UDP header too; 20 bytes also covers that, and
+ * no useful query is shorter (header + root name + type + class = 17). A
+ * socket has one such filter, so this is also what unplugging puts back:
+ * detaching the drop-all one would leave the socket open to the crash. */
+static const struct sock_filter drop_short[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_LEN, 0),
+    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 20, 0, 1),
+    BPF_STMT(BPF_RET | BPF_K, 0xffff),
+    BPF_STMT(BPF_RET | BPF_K, 0),
+};
+
+static int attach(int fd, const struct sock_filter *code, size_t len)
+{
+    struct sock_fprog prog = {.len = (unsigned short)len, .filter = (struct sock_filter *)code};
+    return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog));
+}
+
 static void on_unplug(evutil_socket_t fd, short what, void *arg)
 {
     struct sbx_dns_server *s = arg;
-    int unused = 0; /* the kernel wants an int, whatever its value */
     s->burst = 0;
-    if (s->plugged)
-        setsockopt(s->fd, SOL_SOCKET, SO_DETACH_FILTER, &unused, sizeof(unused));
-    s->plugged = false;
+    /* Should that fail (no memory), the socket stays deaf: better than
+     * open to the crash. */
+    if (s->plugged && attach(s->fd, drop_short, SBX_ARRAY_LEN(drop_short)) == 0)
+        s->plugged = false;
 }
 
 /* evdns reads its socket until EAGAIN, so a sandbox that sends faster than
@@ -315,11 +337,8 @@ static bool pace(struct sbx_dns_server *s)
         event_active(s->unplug, EV_TIMEOUT, 0);
     if (s->burst <= DNS_BURST)
         return true;
-    if (!s->plugged) {
-        struct sock_fprog prog = {.len = SBX_ARRAY_LEN(drop_all),
-                                  .filter = (struct sock_filter *)drop_all};
-        s->plugged = setsockopt(s->fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) == 0;
-    }
+    if (!s->plugged)
+        s->plugged = attach(s->fd, drop_all, SBX_ARRAY_LEN(drop_all)) == 0;
     return false;
 }
 
@@ -414,6 +433,10 @@ struct sbx_dns_server *sbx_dns_server_new(struct event_base *base, int udp_fd,
     if (fl < 0 || fcntl(udp_fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
         fcntl(udp_fd, F_SETFD, FD_CLOEXEC) < 0) {
         sbx_err_set(err, errno, "dns endpoint socket flags");
+        return NULL;
+    }
+    if (attach(udp_fd, drop_short, SBX_ARRAY_LEN(drop_short)) < 0) {
+        sbx_err_set(err, errno, "dns endpoint socket filter");
         return NULL;
     }
     struct sbx_dns_server *s = calloc(1, sizeof(*s));

@@ -742,6 +742,51 @@ static void burst_per_iteration_bounded(void **state)
     assert_int_equal(an, 1);
 }
 
+/* libevent 2.1.12's server crashes on a datagram shorter than a DNS header:
+ * the endpoint's socket filter drops those, from the start and also after a
+ * flood has plugged and unplugged the socket (one filter per socket: the
+ * unplug must put the short-packet one back, not leave none). */
+static void send_short(const struct env *e)
+{
+    int c = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons(e->dns_port),
+                             .sin_addr = {htonl(INADDR_LOOPBACK)}};
+    assert_int_equal(connect(c, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    static const uint8_t runt[] = {0x12, 0x34, 0x01, 0x00};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(send(c, runt, sizeof(runt), 0), (ssize_t)sizeof(runt));
+    close(c);
+}
+
+static void short_packets_dropped_before_and_after_a_flood(void **state)
+{
+    struct env *e = *state;
+    struct rawq ok = {"allowed.test", EVDNS_TYPE_A, EVDNS_CLASS_INET};
+    int an = 0;
+    send_short(e);
+    run(e->base, NULL, 0.05); /* a runt reaching evdns would crash us here */
+    assert_int_equal(raw_ask(e, &ok, 1, &an), DNS_ERR_NONE);
+
+    int c = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons(e->dns_port),
+                             .sin_addr = {htonl(INADDR_LOOPBACK)}};
+    assert_int_equal(connect(c, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    uint8_t pkt[512];
+    struct rawq q = {"x.blocked.test", EVDNS_TYPE_A, EVDNS_CLASS_INET};
+    size_t len = build(pkt, 7, &q, 1);
+    for (int i = 0; i < 600; i++) /* past the burst: the socket is plugged */
+        send(c, pkt, len, 0);
+    close(c);
+    event_base_loop(e->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    run(e->base, NULL, 0.05); /* and unplugged */
+    send_short(e);
+    run(e->base, NULL, 0.05);
+    assert_int_equal(raw_ask(e, &ok, 1, &an), DNS_ERR_NONE);
+    assert_int_equal(an, 1);
+}
+
 static int counted;
 static void count_flow(void *ud, const struct sbx_flow *f)
 {
@@ -815,6 +860,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(only_udp_sockets, setup_deny, teardown),
         cmocka_unit_test_setup_teardown(blocking_socket_made_nonblocking, setup_deny, teardown),
         cmocka_unit_test_setup_teardown(flood_does_not_starve_the_loop, setup_deny, teardown),
+        cmocka_unit_test_setup_teardown(short_packets_dropped_before_and_after_a_flood, setup_deny,
+                                        teardown),
         cmocka_unit_test_setup_teardown(burst_per_iteration_bounded, setup_deny, teardown),
         cmocka_unit_test_setup_teardown(questions_in_flight_bounded, setup_deny, teardown),
     };

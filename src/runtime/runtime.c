@@ -21,6 +21,8 @@
 #define OUTPUT_PIECE (32 * 1024)
 #define CLONE_ID_STRIDE 65536u
 #define MAX_CLONES 60000u
+/* The longest a session start waits for its sandbox to be set up. */
+#define SESSION_START_MS 10000
 
 struct rt_task;
 
@@ -742,7 +744,11 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
             goto fail;
         }
     }
-    if (sbx_sandbox_send_fds(&x->sb, &rt->o.fds[cfg->seccomp], err) < 0)
+    /* Tasks join the session's namespaces: not before its pid 1 has built
+     * the root and holds them (a task that joined earlier found a half-made
+     * mount namespace). Set-up takes milliseconds; the wait is bounded. */
+    if (sbx_sandbox_send_fds(&x->sb, &rt->o.fds[cfg->seccomp], err) < 0 ||
+        sbx_sandbox_wait_started(&x->sb, SESSION_START_MS, err) < 0)
         goto fail;
     x->ev_exit = event_new(rt->o.base, x->sb.pidfd, EV_READ, on_session_exit, x);
     x->ev_idle = evtimer_new(rt->o.base, on_session_idle, x);

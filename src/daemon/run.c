@@ -39,6 +39,7 @@ struct run_opts {
     const char *dns[MAX_RULES + 1];
     size_t n_allow, n_deny, n_hosts, n_dns;
     enum sbx_default net_default;
+    uint64_t socks_port;
 };
 
 struct run_state {
@@ -64,6 +65,8 @@ static void run_usage(FILE *f)
             "  --net none|proxy|host  network policy (default proxy, or none when\n"
             "                       CLAW_ENABLE_SANDBOX_NET=false): none is loopback only,\n"
             "                       proxy egress through the daemon's policy, host the host's\n"
+            "  --proxy-port N       the SOCKS5 port inside the sandbox (default 1080, or\n"
+            "                       CLAW_SANDBOX_PROXY_PORT)\n"
             "  --allow RULE, --deny RULE  egress rules (repeatable): name, *.suffix,\n"
             "                       CIDR or address, each with an optional :port, or :port\n"
             "  --default allow|deny what the egress does with the rest (default allow:\n"
@@ -85,6 +88,20 @@ static int bad(const char *opt, const sbx_err *e)
     return -1;
 }
 
+/* The SOCKS5 port of the egress inside the sandbox: any but the egress's
+ * other listeners (3128 HTTP proxy, 15001 transparent, 53 DNS). */
+static int socks_port(const char *s, uint64_t *out, sbx_err *e)
+{
+    if (sbx_parse_uint(s, 1, 65535, out, e) < 0)
+        return -1;
+    if (!sbx_egress_socks_port_ok((unsigned)*out))
+        return sbx_err_set(e, EINVAL,
+                           "%s is taken by another listener of the egress (53, 3128, "
+                           "15001)",
+                           s);
+    return 0;
+}
+
 static int parse_run_opts(int argc, char **argv, struct run_opts *o)
 {
     enum {
@@ -96,6 +113,7 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *o)
         O_OUT,
         O_WS,
         O_NET,
+        O_PROXY_PORT,
         O_ENV,
         O_UID,
         O_GID,
@@ -119,6 +137,7 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *o)
         {"output-limit", required_argument, NULL, O_OUT},
         {"workspace", required_argument, NULL, O_WS},
         {"net", required_argument, NULL, O_NET},
+        {"proxy-port", required_argument, NULL, O_PROXY_PORT},
         {"env", required_argument, NULL, O_ENV},
         {"uid", required_argument, NULL, O_UID},
         {"gid", required_argument, NULL, O_GID},
@@ -172,6 +191,10 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *o)
         case O_NET:
             if (sbx_net_policy_parse(optarg, &o->net, &e) < 0)
                 return bad("--net", &e);
+            break;
+        case O_PROXY_PORT:
+            if (socks_port(optarg, &o->socks_port, &e) < 0)
+                return bad("--proxy-port", &e);
             break;
         case O_ENV:
             if (sbx_parse_env_assignment(optarg, &e) < 0)
@@ -399,6 +422,12 @@ int sbx_cmd_run(int argc, char **argv)
     };
     if (default_net(&o.net) < 0)
         return EXIT_SETUP;
+    const char *port_env = getenv("CLAW_SANDBOX_PROXY_PORT");
+    sbx_err pe = {0};
+    if (port_env && *port_env && socks_port(port_env, &o.socks_port, &pe) < 0) {
+        fprintf(stderr, "sandboxd run: CLAW_SANDBOX_PROXY_PORT: %s\n", pe.msg);
+        return EXIT_SETUP;
+    }
     int cmd_at = parse_run_opts(argc, argv, &o);
     if (cmd_at < 0)
         return EXIT_SETUP;
@@ -415,8 +444,10 @@ int sbx_cmd_run(int argc, char **argv)
     /* The proxy variables first, so the caller's --env may override them. */
     const char *extra[MAX_ENV + 16];
     size_t n_extra = 0;
-    for (size_t i = 0; o.net == SBX_NET_PROXY && sbx_egress_env[i]; i++)
-        extra[n_extra++] = sbx_egress_env[i];
+    struct sbx_egress_env proxy;
+    sbx_egress_env_make(&proxy, (uint16_t)o.socks_port);
+    for (size_t i = 0; o.net == SBX_NET_PROXY && proxy.v[i]; i++)
+        extra[n_extra++] = proxy.v[i];
     for (size_t i = 0; i < o.n_env; i++)
         extra[n_extra++] = o.env[i];
     char **env = sbx_env_build(extra, n_extra, &e);
@@ -457,6 +488,7 @@ int sbx_cmd_run(int argc, char **argv)
             goto out;
         }
         egress = (struct sbx_egress_opts){.base = st.base,
+                                          .socks_port = (uint16_t)o.socks_port,
                                           .policy = policy,
                                           .resolver = resolver,
                                           .on_flow = record_flow,

@@ -15,17 +15,31 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-const char *const sbx_egress_env[] = {
-    "ALL_PROXY=socks5h://127.0.0.1:1080",
-    "all_proxy=socks5h://127.0.0.1:1080",
-    "HTTP_PROXY=http://127.0.0.1:3128",
-    "http_proxy=http://127.0.0.1:3128",
-    "HTTPS_PROXY=http://127.0.0.1:3128",
-    "https_proxy=http://127.0.0.1:3128",
-    "NO_PROXY=localhost,127.0.0.1",
-    "no_proxy=localhost,127.0.0.1",
-    NULL,
-};
+void sbx_egress_env_make(struct sbx_egress_env *e, uint16_t socks_port)
+{
+    unsigned socks = socks_port ? socks_port : SBX_EGRESS_SOCKS_PORT;
+    static const char *const names[SBX_EGRESS_ENV_COUNT] = {
+        "ALL_PROXY",   "all_proxy",   "HTTP_PROXY", "http_proxy",
+        "HTTPS_PROXY", "https_proxy", "NO_PROXY",   "no_proxy",
+    };
+    for (int i = 0; i < SBX_EGRESS_ENV_COUNT; i++) {
+        if (i < 2)
+            snprintf(e->text[i], sizeof(e->text[i]), "%s=socks5h://127.0.0.1:%u", names[i], socks);
+        else if (i < 6)
+            snprintf(e->text[i], sizeof(e->text[i]), "%s=http://127.0.0.1:%u", names[i],
+                     SBX_EGRESS_HTTP_PORT);
+        else
+            snprintf(e->text[i], sizeof(e->text[i]), "%s=localhost,127.0.0.1", names[i]);
+        e->v[i] = e->text[i];
+    }
+    e->v[SBX_EGRESS_ENV_COUNT] = NULL;
+}
+
+bool sbx_egress_socks_port_ok(unsigned port)
+{
+    return port > 0 && port <= 65535 && port != SBX_EGRESS_HTTP_PORT &&
+           port != SBX_EGRESS_TRANSPARENT_PORT && port != 53;
+}
 
 size_t sbx_host_addresses(struct sbx_addr *out, size_t max)
 {
@@ -230,13 +244,13 @@ struct ns_sockets {
 };
 
 /* Everything that must happen inside the sandbox's namespace. */
-static int inside(struct ns_sockets *s, sbx_err *err)
+static int inside(struct ns_sockets *s, uint16_t socks_port, sbx_err *err)
 {
-    static const struct {
+    const struct {
         int family;
         uint16_t port;
     } want[L_COUNT] = {
-        [L_SOCKS] = {AF_INET, SBX_EGRESS_SOCKS_PORT},
+        [L_SOCKS] = {AF_INET, socks_port ? socks_port : SBX_EGRESS_SOCKS_PORT},
         [L_HTTP] = {AF_INET, SBX_EGRESS_HTTP_PORT},
         [L_TRANSPARENT4] = {AF_INET, SBX_EGRESS_TRANSPARENT_PORT},
         [L_TRANSPARENT6] = {AF_INET6, SBX_EGRESS_TRANSPARENT_PORT},
@@ -255,14 +269,14 @@ static int inside(struct ns_sockets *s, sbx_err *err)
     return s->dns < 0 ? -1 : 0; /* the DNS endpoint filters it (net/dns.c) */
 }
 
-static int in_namespace(int netns_fd, struct ns_sockets *s, sbx_err *err)
+static int in_namespace(int netns_fd, struct ns_sockets *s, uint16_t socks_port, sbx_err *err)
 {
     cleanup_fd int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
     if (self < 0)
         return sbx_err_stage(err, "egress", errno, "open own network namespace");
     if (setns(netns_fd, CLONE_NEWNET) < 0)
         return sbx_err_stage(err, "egress", errno, "enter the sandbox's network namespace");
-    int rc = inside(s, err);
+    int rc = inside(s, socks_port, err);
     /* Back home whatever happened: upstream connections are made from here. */
     if (setns(self, CLONE_NEWNET) < 0)
         abort();
@@ -302,7 +316,12 @@ struct sbx_egress *sbx_egress_start(const struct sbx_egress_opts *o, int netns_f
         goto fail;
     }
     eg->ctx.answers = eg->answers;
-    if (in_namespace(netns_fd, &s, err) < 0)
+    if (o->socks_port && !sbx_egress_socks_port_ok(o->socks_port)) {
+        sbx_err_stage(err, "egress", EINVAL, "SOCKS5 port %u is taken by another listener",
+                      (unsigned)o->socks_port);
+        goto fail;
+    }
+    if (in_namespace(netns_fd, &s, o->socks_port, err) < 0)
         goto fail;
     for (int i = 0; i < L_COUNT; i++) {
         if (s.stream[i] < 0)

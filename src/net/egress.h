@@ -21,11 +21,22 @@
  * which the policy always denies: at most max, returns how many. */
 size_t sbx_host_addresses(struct sbx_addr *out, size_t max);
 
-/* What a task in proxy mode finds in its environment. */
-extern const char *const sbx_egress_env[];
+/* What a task in proxy mode finds in its environment: the proxy variables
+ * naming the SOCKS5 port (0: SBX_EGRESS_SOCKS_PORT) and the HTTP proxy. */
+#define SBX_EGRESS_ENV_COUNT 8
+struct sbx_egress_env {
+    char text[SBX_EGRESS_ENV_COUNT][64];
+    const char *v[SBX_EGRESS_ENV_COUNT + 1]; /* NULL-terminated, into text */
+};
+void sbx_egress_env_make(struct sbx_egress_env *e, uint16_t socks_port);
+
+/* Whether port can be the SOCKS5 port: not one of the egress's other
+ * listeners (HTTP proxy, transparent, DNS) and not 0. */
+bool sbx_egress_socks_port_ok(unsigned port);
 
 struct sbx_egress_opts {
     struct event_base *base;
+    uint16_t socks_port; /* 0: SBX_EGRESS_SOCKS_PORT */
     const struct sbx_policy *policy;
     struct sbx_resolver *resolver;
     struct sbx_egress_limits limits;

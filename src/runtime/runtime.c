@@ -585,6 +585,7 @@ static struct sbx_egress_opts egress_opts(struct sbx_runtime *rt, const struct s
     const struct sbx_config *cfg = rt->o.cfg;
     return (struct sbx_egress_opts){
         .base = rt->o.base,
+        .socks_port = cfg->network.proxy_port,
         .policy = policy,
         .resolver = rt->o.resolver,
         .limits = {.max_conns = (unsigned)cfg->network.max_connections,
@@ -984,9 +985,9 @@ static char **task_env(const struct sbx_config *cfg, enum sbx_net_policy net, co
                        const char *const *req, sbx_err *err)
 {
     const struct sbx_tenant_conf *tc = sbx_config_tenant(cfg, tenant);
-    size_t n_proxy = 0;
-    while (net == SBX_NET_PROXY && sbx_egress_env[n_proxy])
-        n_proxy++;
+    struct sbx_egress_env proxy;
+    sbx_egress_env_make(&proxy, cfg->network.proxy_port);
+    size_t n_proxy = net == SBX_NET_PROXY ? SBX_EGRESS_ENV_COUNT : 0;
     size_t n = n_proxy + cfg->task_env.n + (tc ? tc->env.n : 0);
     for (size_t i = 0; req && req[i]; i++)
         n++;
@@ -997,7 +998,7 @@ static char **task_env(const struct sbx_config *cfg, enum sbx_net_policy net, co
     }
     size_t k = 0;
     for (size_t i = 0; i < n_proxy; i++)
-        all[k++] = sbx_egress_env[i];
+        all[k++] = proxy.v[i];
     for (size_t i = 0; i < cfg->task_env.n; i++)
         all[k++] = cfg->task_env.v[i];
     for (size_t i = 0; tc && i < tc->env.n; i++)

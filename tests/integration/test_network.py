@@ -171,6 +171,28 @@ def curl_through_socks5h_and_all_proxy():
 
 
 @suite.case
+def the_socks5_port_is_configurable():
+    # CLAW_SANDBOX_PROXY_PORT (the original's setting) and --proxy-port, which
+    # wins: the listener and the proxy variables follow; 1080 is then closed.
+    script = ("echo \"$ALL_PROXY\"; "
+              "curl -sS --max-time 10 --socks5-hostname 127.0.0.1:%d http://public.test/port; "
+              "curl -sS --max-time 5 --socks5-hostname 127.0.0.1:1080 http://public.test/no "
+              ">/dev/null 2>&1 || echo closed")
+    for env, opts, port in (({"CLAW_SANDBOX_PROXY_PORT": "1081"}, (), 1081),
+                            ({"CLAW_SANDBOX_PROXY_PORT": "1081"}, ("--proxy-port", "9050"), 9050)):
+        res = sbx(script % port, *opts, env=env)
+        out = text(res.stdout)
+        check(out.startswith("socks5h://127.0.0.1:%d\n" % port), "ALL_PROXY: %r" % out, res)
+        check(served(out, "pub", PUBLIC, 80, "GET /port"), "curl on port %d: %r" % (port, out),
+              res)
+        check(out.endswith("closed\n"), "1080 is not listening: %r" % out, res)
+    for bad in ("3128", "53", "0", "70000", "socks"):
+        res = lab.run(["true"], *PROXY, "--proxy-port", bad, workspace=WS)
+        check(res.code == 125 and b"--proxy-port" in res.stderr, "--proxy-port %s: %r" %
+              (bad, res.stderr), res)
+
+
+@suite.case
 def curl_through_the_http_proxy_absolute_form_and_connect():
     mark = lab.mark()
     res = sbx("curl -sS --max-time 10 http://public.test/absolute; "

@@ -533,6 +533,9 @@ static void env_and_flag_bad_values_name_key(void **state)
     assert_contains(load_err(NULL, e6), "CLAW_IDLE_TIMEOUT_SEC: '5m' is not a number");
     char *e7[] = {"CLAW_MEMORY_LIMIT=512", NULL};
     assert_contains(load_err(NULL, e7), "CLAW_MEMORY_LIMIT: unknown setting");
+    char *e8[] = {"CLAW_SANDBOX_PROXY_PORT=3128", NULL};
+    assert_contains(load_err(NULL, e8),
+                    "network.proxy_port (CLAW_SANDBOX_PROXY_PORT) 3128 is taken");
 
     char *a1[] = {"serve", "--listen", ":99999", NULL};
     assert_contains(load_err(a1, NULL), "--listen: '99999' is out of range");

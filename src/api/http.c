@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "api/json.h"
+#include "base/log.h"
 
 #define DEFAULT_MAX_BODY (1u << 20)
 #define DEFAULT_MAX_CONNECTIONS 512
@@ -408,7 +410,8 @@ int sbx_http_respond_json(sbx_http_request *req, unsigned status, json_t *body)
         json_decref(body);
         return -1;
     }
-    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(9)) : NULL;
+    char *text =
+        body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(9)) : NULL;
     json_decref(body);
     size_t len = text ? strlen(text) : 0;
     char *buf = text ? realloc(text, len + 2) : NULL;
@@ -650,8 +653,8 @@ const char *sbx_http_req_query(const sbx_http_request *req, const char *name)
 {
     const char *value = NULL;
     size_t len = 0;
-    if (sbx_mhd.lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND, name, strlen(name), &value,
-                                      &len) != MHD_YES)
+    if (sbx_mhd.lookup_connection_value_n(req->conn, MHD_GET_ARGUMENT_KIND, name, strlen(name),
+                                          &value, &len) != MHD_YES)
         return NULL;
     return value ? value : "";
 }
@@ -805,6 +808,13 @@ static void call_handler(sbx_http_request *req)
     }
 }
 
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static sbx_http_request *req_begin(sbx_http_server *srv, struct MHD_Connection *conn,
                                    const char *url, const char *method)
 {
@@ -817,6 +827,7 @@ static sbx_http_request *req_begin(sbx_http_server *srv, struct MHD_Connection *
     req->conn = conn;
     req->method = method;
     req->path = url;
+    req->t0 = mono_s();
     req->cc = conn_ctx_of(conn);
     req->next = srv->reqs;
     if (srv->reqs)
@@ -1000,6 +1011,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!req)
         return;
     *con_cls = NULL;
+    if (sbx_log_enabled(SBX_LOG_DEBUG)) {
+        char path[256];
+        sbx_log(SBX_LOG_DEBUG, "http %s %s status=%u ms=%.1f peer=%s who=%s%s",
+                req->method ? req->method : "?", sbx_log_safe(req->path, path, sizeof(path)),
+                req->resp_status, (mono_s() - req->t0) * 1e3, req->peer,
+                req->who && req->who->name ? req->who->name : "-",
+                toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (not completed)");
+    }
     watch_stop(req);
     req->suspended = false;
     fire_cancel(req);

@@ -90,6 +90,7 @@ struct sbx_http_request {
     bool resume_asked;   /* sbx_http_req_resume_body() from inside the chunk callback */
     struct event *watch; /* notices a disconnect while parked */
     sbx_sse *sse;
+    double t0; /* CLOCK_MONOTONIC at its start, for the request log */
 };
 
 /* Give req its answer (takes resp). */

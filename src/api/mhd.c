@@ -18,10 +18,10 @@ int sbx_mhd_load(sbx_err *err)
     if (!h)
         return sbx_err_stage(err, "http", ENOENT, "dlopen %s: %s", MHD_SONAME, dlerror());
     struct sbx_mhd_api api;
-#define SBX_MHD_RESOLVE(name)                                                                   \
-    if (!(*(void **)&api.name = dlsym(h, "MHD_" #name))) {                                      \
-        dlclose(h);                                                                             \
-        return sbx_err_stage(err, "http", ENOSYS, "%s lacks MHD_%s", MHD_SONAME, #name);        \
+#define SBX_MHD_RESOLVE(name)                                                                      \
+    if (!(*(void **)&api.name = dlsym(h, "MHD_" #name))) {                                         \
+        dlclose(h);                                                                                \
+        return sbx_err_stage(err, "http", ENOSYS, "%s lacks MHD_%s", MHD_SONAME, #name);           \
     }
     SBX_MHD_FUNCTIONS(SBX_MHD_RESOLVE)
 #undef SBX_MHD_RESOLVE

@@ -14,24 +14,24 @@
 #include "base/err.h"
 
 /* Every function of the library the API layer calls. */
-#define SBX_MHD_FUNCTIONS(X)                                                                    \
-    X(start_daemon)                                                                             \
-    X(stop_daemon)                                                                              \
-    X(quiesce_daemon)                                                                           \
-    X(run)                                                                                      \
-    X(get_timeout)                                                                              \
-    X(get_daemon_info)                                                                          \
-    X(get_connection_info)                                                                      \
-    X(suspend_connection)                                                                       \
-    X(resume_connection)                                                                        \
-    X(lookup_connection_value)                                                                  \
-    X(lookup_connection_value_n)                                                                \
-    X(queue_response)                                                                           \
-    X(create_response_from_buffer)                                                              \
-    X(create_response_from_buffer_with_free_callback)                                           \
-    X(create_response_from_callback)                                                            \
-    X(create_response_from_fd_at_offset64)                                                      \
-    X(add_response_header)                                                                      \
+#define SBX_MHD_FUNCTIONS(X)                                                                       \
+    X(start_daemon)                                                                                \
+    X(stop_daemon)                                                                                 \
+    X(quiesce_daemon)                                                                              \
+    X(run)                                                                                         \
+    X(get_timeout)                                                                                 \
+    X(get_daemon_info)                                                                             \
+    X(get_connection_info)                                                                         \
+    X(suspend_connection)                                                                          \
+    X(resume_connection)                                                                           \
+    X(lookup_connection_value)                                                                     \
+    X(lookup_connection_value_n)                                                                   \
+    X(queue_response)                                                                              \
+    X(create_response_from_buffer)                                                                 \
+    X(create_response_from_buffer_with_free_callback)                                              \
+    X(create_response_from_callback)                                                               \
+    X(create_response_from_fd_at_offset64)                                                         \
+    X(add_response_header)                                                                         \
     X(destroy_response)
 
 struct sbx_mhd_api {

@@ -249,7 +249,7 @@ sbx_sse *sbx_http_respond_sse(sbx_http_request *req, const sbx_sse_opts *opts)
     struct MHD_Response *r = NULL;
     if (sse->buf && sse->drain_ev && (sse->heartbeat || !opts->heartbeat_ms))
         r = sbx_mhd.create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_BLOCK, sse_read, sse,
-                                              sse_response_freed);
+                                                  sse_response_freed);
     if (!r) {
         sse_unref(sse);
         sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "out of memory");

@@ -847,12 +847,6 @@ const char *sbx_language_name(enum sbx_language l)
     return l <= SBX_LANG_SHELL ? builtin_envs[l].name : "?";
 }
 
-const char *sbx_log_level_name(enum sbx_log_level l)
-{
-    static const char *const names[] = {"error", "warn", "info", "debug"};
-    return l <= SBX_LOG_DEBUG ? names[l] : "?";
-}
-
 static int default_command(struct sbx_environment *env)
 {
     strv_clear(&env->command, false);

@@ -129,6 +129,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "base/log.h"
 #include "isolate/sandbox.h"
 #include "net/policy.h"
 
@@ -137,9 +138,6 @@ struct sbx_strv {
     char **v;
     size_t n;
 };
-
-enum sbx_log_level { SBX_LOG_ERROR = 0, SBX_LOG_WARN, SBX_LOG_INFO, SBX_LOG_DEBUG };
-const char *sbx_log_level_name(enum sbx_log_level l);
 
 enum sbx_language { SBX_LANG_PYTHON = 0, SBX_LANG_NODE, SBX_LANG_SHELL };
 const char *sbx_language_name(enum sbx_language l);

@@ -149,7 +149,7 @@ static void recover(struct serve *s)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     if (sbx_store_recover(s->store, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, &r, &e) < 0) {
-        fprintf(stderr, "sandboxd: recovery: %s\n", e.msg);
+        sbx_log(SBX_LOG_ERROR, "recovery: %s", e.msg);
         return;
     }
     for (size_t i = 0; i < r.n_sandboxes; i++) {
@@ -160,7 +160,7 @@ static void recover(struct serve *s)
         }
     }
     if (r.interrupted)
-        fprintf(stderr, "sandboxd: %zu unfinished task(s) marked interrupted\n", r.interrupted);
+        sbx_log(SBX_LOG_WARN, "recovery: %zu unfinished task(s) marked interrupted", r.interrupted);
     sbx_store_recovery_free(&r);
 }
 
@@ -179,7 +179,7 @@ static void on_prune(evutil_socket_t fd, short what, void *ud)
     for (int round = 0; round < 8; round++) {
         sbx_err e = {0};
         if (sbx_store_prune(s->store, older, s->cfg.retention.max_tasks, &c, &e) < 0) {
-            fprintf(stderr, "sandboxd: retention: %s\n", e.msg);
+            sbx_log(SBX_LOG_WARN, "retention: %s", e.msg);
             return;
         }
         if (!c.more)
@@ -190,7 +190,7 @@ static void on_prune(evutil_socket_t fd, short what, void *ud)
 static void on_stop_signal(evutil_socket_t sig, short what, void *ud)
 {
     struct serve *s = ud;
-    fprintf(stderr, "sandboxd: signal %d: stopping\n", (int)sig);
+    sbx_log(SBX_LOG_INFO, "signal %d: stopping", (int)sig);
     event_base_loopbreak(s->base);
 }
 
@@ -232,6 +232,10 @@ int sbx_cmd_serve(int argc, char **argv)
         return 0;
     }
     signal(SIGPIPE, SIG_IGN);
+    sbx_log_set_level(s.cfg.log_level);
+    for (size_t i = 0; i < s.cfg.ignored_env.n; i++)
+        sbx_log(SBX_LOG_WARN, "%s is ignored: it means nothing to this daemon",
+                s.cfg.ignored_env.v[i]);
     struct event *sigs[2] = {0};
     int rc = 1;
     snprintf(path, sizeof(path), "%s/sandboxd.db", s.cfg.state_dir);

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "exec/env.h"
 #include "net/egress.h"
 #include "workspace/files.h"
@@ -483,6 +484,17 @@ static void on_task_done(void *ud, struct sbx_task *et)
         session_touch(t->in_session);
     }
     const char *error = st == SBX_TASK_SUCCEEDED ? "" : r->message;
+    if (sbx_log_enabled(SBX_LOG_INFO)) {
+        char tenant[128], session[128], why[300];
+        sbx_log(SBX_LOG_INFO,
+                "task ended id=%s tenant=%s session=%s status=%s outcome=%s exit=%d wall=%.3f "
+                "cpu=%.3f peak_mem=%llu%s%s",
+                t->id, sbx_log_safe(t->clone.tenant, tenant, sizeof(tenant)),
+                t->session[0] ? sbx_log_safe(t->session, session, sizeof(session)) : "-",
+                sbx_task_status_name(st), sbx_outcome_name(r->outcome), r->exit_code, r->wall_s,
+                r->cpu_s, (unsigned long long)r->peak_memory_bytes, error[0] ? " error=" : "",
+                error[0] ? sbx_log_safe(error, why, sizeof(why)) : "");
+    }
     rt->running--;
     /* The engine's task is freed with ours, after the callbacks. */
     finish(t, st, error, result, out, out_len, errout, err_len, r->exit_code);
@@ -634,6 +646,10 @@ static void session_free(struct rt_session *x)
 
 static void session_end(struct rt_session *x, const char *reason)
 {
+    char tenant_s[128], name_s[128];
+    sbx_log(SBX_LOG_INFO, "session ended tenant=%s session=%s reason=\"%s\"",
+            sbx_log_safe(x->tenant, tenant_s, sizeof(tenant_s)),
+            sbx_log_safe(x->name, name_s, sizeof(name_s)), reason);
     json_t *d = json_pack("{s:s, s:s}", "runtimeId", x->name, "reason", reason);
     char tenant[SBX_SEGMENT_MAX + 1], name[SBX_SEGMENT_MAX + 1];
     snprintf(tenant, sizeof(tenant), "%s", x->tenant);
@@ -758,6 +774,10 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
         goto fail;
     }
     session_touch(x);
+    char tenant_s[128], name_s[128];
+    sbx_log(SBX_LOG_INFO, "session started tenant=%s session=%s sandbox=%s",
+            sbx_log_safe(x->tenant, tenant_s, sizeof(tenant_s)),
+            sbx_log_safe(x->name, name_s, sizeof(name_s)), x->cgname);
     return 0;
 fail:
     session_free(x);
@@ -769,6 +789,10 @@ int sbx_runtime_session_stop(struct sbx_runtime *rt, const char *tenant, const c
     struct rt_session *x = find_session(rt, tenant, name);
     if (!x)
         return -1;
+    char tenant_s[128], name_s[128];
+    sbx_log(SBX_LOG_INFO, "session ended tenant=%s session=%s reason=\"stopped\"",
+            sbx_log_safe(x->tenant, tenant_s, sizeof(tenant_s)),
+            sbx_log_safe(x->name, name_s, sizeof(name_s)));
     session_free(x);
     return 0;
 }
@@ -871,6 +895,13 @@ static int task_start(struct rt_task *t, sbx_err *err)
         x->tasks++;
         session_touch(x);
     }
+    if (sbx_log_enabled(SBX_LOG_INFO)) {
+        char tenant[128], session[128];
+        sbx_log(SBX_LOG_INFO, "task started id=%s tenant=%s session=%s sandbox=%s", t->id,
+                sbx_log_safe(t->clone.tenant, tenant, sizeof(tenant)),
+                t->session[0] ? sbx_log_safe(t->session, session, sizeof(session)) : "-",
+                x ? x->cgname : t->name);
+    }
     sbx_runtime_emit(rt, t->clone.tenant, t->session, "task_running", task_event_data(t, "running"),
                      NULL);
     sbx_runtime_emit(rt, t->clone.tenant, t->session, "exec_started", task_event_data(t, "running"),
@@ -921,6 +952,9 @@ static void start_next(struct sbx_runtime *rt)
                 sbx_task_free(t->t);
                 t->t = NULL;
             }
+            char why[300];
+            sbx_log(SBX_LOG_WARN, "task failed to start id=%s error=%s", t->id,
+                    sbx_log_safe(msg, why, sizeof(why)));
             finish(t, SBX_TASK_FAILED, msg, NULL, NULL, 0, NULL, 0, 125);
             continue;
         }

@@ -1061,6 +1061,36 @@ def queue_share_gives_429_per_tenant():
     check(rc == 0, "queue daemon stopped cleanly (%r)" % rc, q.output())
 
 
+@case
+def log_lines_follow_the_log_level():
+    d = Daemon(os.path.join(TMP, "log-state"), extra=["--log-level", "debug"]).start()
+    try:
+        st, b, _ = d.req("POST", "/runtime/exec", {"command": ["/bin/true"]})
+        check(st == 200 and b["exitCode"] == 0, "ran", b)
+        tid = b["taskId"]
+        st, _, _ = d.req("GET", "/runtime/%0aforged%20line")
+        check(st == 404, "unknown route", st)
+        log = d.output(whole=True)
+        check(re.search(r"^\S+Z debug http POST /runtime/exec status=200 ms=\S+ peer=127\.0\.0\.1:",
+                        log, re.M), "debug: the request line", log)
+        check(re.search(r"^\S+Z info task started id=%s tenant=default " % tid, log, re.M),
+              "info: task started", log)
+        check(re.search(r"^\S+Z info task ended id=%s .*status=succeeded outcome=exited exit=0 "
+                        % tid, log, re.M), "info: task ended", log)
+        check("/runtime/\\x0aforged line status=404" in log and
+              not re.search(r"^forged", log, re.M), "a client's path cannot split a line", log)
+    finally:
+        d.stop()
+    d = Daemon(os.path.join(TMP, "log-state"), extra=["--log-level", "warn"]).start()
+    try:
+        st, b, _ = d.req("POST", "/runtime/exec", {"command": ["/bin/true"]})
+        check(st == 200, "ran", b)
+        log = d.output(whole=True)
+        check(" debug " not in log and " info " not in log, "warn: no info or debug lines", log)
+    finally:
+        d.stop()
+
+
 # ---- crash recovery and graceful stop ----
 
 @case

@@ -710,6 +710,23 @@ static void flood_does_not_starve_the_loop(void **state)
     assert_int_equal(r.result, DNS_ERR_NONE);
 }
 
+/* Sends n copies of one datagram to the endpoint from a client socket of its
+ * own; every send must go through when must is set. */
+static void send_n(const struct env *e, const uint8_t *pkt, size_t len, int n, bool must)
+{
+    int c = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons(e->dns_port),
+                             .sin_addr = {htonl(INADDR_LOOPBACK)}};
+    assert_int_equal(connect(c, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    for (int i = 0; i < n; i++) {
+        ssize_t sent = send(c, pkt, len, 0);
+        if (must)
+            assert_int_equal(sent, (ssize_t)len);
+    }
+    close(c);
+}
+
 /* The same, exactly: one loop iteration serves at most 256 requests (the
  * endpoint's burst), the rest of the queue is dropped unread, and the
  * endpoint listens again right after. */
@@ -720,17 +737,9 @@ static void burst_per_iteration_bounded(void **state)
     bool forced = setsockopt(e->dns_fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big)) == 0;
     if (!forced)
         setsockopt(e->dns_fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
-    int c = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons(e->dns_port),
-                             .sin_addr = {htonl(INADDR_LOOPBACK)}};
-    assert_int_equal(connect(c, (struct sockaddr *)&sa, sizeof(sa)), 0);
     uint8_t pkt[512];
     struct rawq q = {"x.blocked.test", EVDNS_TYPE_A, EVDNS_CLASS_INET};
-    size_t len = build(pkt, 7, &q, 1);
-    for (int i = 0; i < 600; i++)
-        assert_int_equal(send(c, pkt, len, 0), (ssize_t)len);
-    close(c);
+    send_n(e, pkt, build(pkt, 7, &q, 1), 600, true);
     event_base_loop(e->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
     if (forced)
         assert_int_equal(e->nflows, 256);
@@ -748,15 +757,8 @@ static void burst_per_iteration_bounded(void **state)
  * unplug must put the short-packet one back, not leave none). */
 static void send_short(const struct env *e)
 {
-    int c = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons(e->dns_port),
-                             .sin_addr = {htonl(INADDR_LOOPBACK)}};
-    assert_int_equal(connect(c, (struct sockaddr *)&sa, sizeof(sa)), 0);
     static const uint8_t runt[] = {0x12, 0x34, 0x01, 0x00};
-    for (int i = 0; i < 3; i++)
-        assert_int_equal(send(c, runt, sizeof(runt), 0), (ssize_t)sizeof(runt));
-    close(c);
+    send_n(e, runt, sizeof(runt), 3, true);
 }
 
 static void short_packets_dropped_before_and_after_a_flood(void **state)
@@ -768,17 +770,9 @@ static void short_packets_dropped_before_and_after_a_flood(void **state)
     run(e->base, NULL, 0.05); /* a runt reaching evdns would crash us here */
     assert_int_equal(raw_ask(e, &ok, 1, &an), DNS_ERR_NONE);
 
-    int c = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons(e->dns_port),
-                             .sin_addr = {htonl(INADDR_LOOPBACK)}};
-    assert_int_equal(connect(c, (struct sockaddr *)&sa, sizeof(sa)), 0);
     uint8_t pkt[512];
     struct rawq q = {"x.blocked.test", EVDNS_TYPE_A, EVDNS_CLASS_INET};
-    size_t len = build(pkt, 7, &q, 1);
-    for (int i = 0; i < 600; i++) /* past the burst: the socket is plugged */
-        send(c, pkt, len, 0);
-    close(c);
+    send_n(e, pkt, build(pkt, 7, &q, 1), 600, false); /* past the burst: plugged */
     event_base_loop(e->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
     run(e->base, NULL, 0.05); /* and unplugged */
     send_short(e);

@@ -919,10 +919,19 @@ static void respond_file_error(sbx_http_request *req, const sbx_err *e)
     }
 }
 
-/* The clone's workspace fd and the parsed ?path=, or an answer and -1. */
-static int file_target(sbx_http_request *req, struct sbx_api *api, int *ws_fd, uid_t *uid,
-                       gid_t *gid, struct sbx_ws_path *p)
+/* What a file route works on: the clone's workspace (an fd the route closes)
+ * with its owner, and the parsed ?path=. */
+struct file_target {
+    int ws;
+    uid_t uid;
+    gid_t gid;
+    struct sbx_ws_path p;
+};
+
+/* Fills t, or answers the request and returns -1. */
+static int file_target(sbx_http_request *req, struct sbx_api *api, struct file_target *t)
 {
+    t->ws = -1;
     struct sbx_clone c;
     sbx_err e = {0};
     const char *path = sbx_http_req_query(req, "path");
@@ -934,8 +943,8 @@ static int file_target(sbx_http_request *req, struct sbx_api *api, int *ws_fd, u
         sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "the path query parameter is required");
         return -1;
     }
-    if (sbx_ws_path_parse(path, strlen(path), p, &e) < 0 ||
-        sbx_runtime_workspace(api->rt, &c, ws_fd, uid, gid, &e) < 0) {
+    if (sbx_ws_path_parse(path, strlen(path), &t->p, &e) < 0 ||
+        sbx_runtime_workspace(api->rt, &c, &t->ws, &t->uid, &t->gid, &e) < 0) {
         respond_file_error(req, &e);
         return -1;
     }
@@ -945,19 +954,16 @@ static int file_target(sbx_http_request *req, struct sbx_api *api, int *ws_fd, u
 static void h_file_get(sbx_http_request *req, void *ud)
 {
     struct sbx_api *api = ud;
-    int ws = -1;
-    uid_t uid;
-    gid_t gid;
-    struct sbx_ws_path p;
-    if (file_target(req, api, &ws, &uid, &gid, &p) < 0)
+    struct file_target t;
+    if (file_target(req, api, &t) < 0)
         return;
     sbx_err e = {0};
     struct sbx_ws_stat st;
-    if (sbx_ws_stat(ws, &p, true, &st, &e) < 0) {
+    if (sbx_ws_stat(t.ws, &t.p, true, &st, &e) < 0) {
         respond_file_error(req, &e);
     } else if (st.type == SBX_WS_DIR) {
         struct sbx_ws_listing l = {0};
-        if (sbx_ws_list(ws, &p, 0, &l, &e) < 0) {
+        if (sbx_ws_list(t.ws, &t.p, 0, &l, &e) < 0) {
             respond_file_error(req, &e);
         } else {
             json_t *arr = json_array();
@@ -972,13 +978,13 @@ static void h_file_get(sbx_http_request *req, void *ud)
                                                  l.entries[i].st.mtime.tv_nsec / 1000000)));
             sbx_http_respond_json(req, 200,
                                   json_pack("{s:o, s:o, s:b}", "path",
-                                            sbx_json_text(p.rel, strlen(p.rel)), "entries", arr,
+                                            sbx_json_text(t.p.rel, strlen(t.p.rel)), "entries", arr,
                                             "truncated", l.truncated));
             sbx_ws_listing_free(&l);
         }
     } else {
         struct sbx_ws_download dl;
-        if (sbx_ws_download_open(ws, &p, &dl, &e) < 0) {
+        if (sbx_ws_download_open(t.ws, &t.p, &dl, &e) < 0) {
             respond_file_error(req, &e);
         } else {
             int fd = dl.fd;
@@ -986,7 +992,7 @@ static void h_file_get(sbx_http_request *req, void *ud)
             sbx_http_respond_file(req, 200, "application/octet-stream", fd, 0, dl.st.size);
         }
     }
-    close(ws);
+    close(t.ws);
 }
 
 struct upload {
@@ -1041,18 +1047,15 @@ static void upload_cancel(sbx_http_request *req, void *ud)
 static void h_file_put(sbx_http_request *req, void *ud)
 {
     struct sbx_api *api = ud;
-    int ws = -1;
-    uid_t uid;
-    gid_t gid;
-    struct sbx_ws_path p;
-    if (file_target(req, api, &ws, &uid, &gid, &p) < 0)
+    struct file_target t;
+    if (file_target(req, api, &t) < 0)
         return;
     /* A declared size over the quota is refused before a byte is read. */
     const char *cl = sbx_http_req_header(req, "Content-Length");
     uint64_t declared;
     if (cl && sbx_parse_uint(cl, 0, UINT64_MAX, &declared, NULL) == 0 &&
         declared > api->cfg->workspace_quota_bytes) {
-        close(ws);
+        close(t.ws);
         sbx_http_respond_error(req, SBX_HTTP_TOO_LARGE,
                                "the upload is larger than the workspace quota (%llu bytes)",
                                (unsigned long long)api->cfg->workspace_quota_bytes);
@@ -1060,19 +1063,19 @@ static void h_file_put(sbx_http_request *req, void *ud)
     }
     struct upload *u = calloc(1, sizeof(*u));
     if (!u) {
-        close(ws);
+        close(t.ws);
         sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "out of memory");
         return;
     }
-    audit(req, api, "file_put", p.rel);
+    audit(req, api, "file_put", t.p.rel);
     u->max = api->cfg->workspace_quota_bytes;
-    if (sbx_ws_upload_begin(ws, &p, uid, gid, &u->up, &u->e) < 0) {
-        close(ws);
+    if (sbx_ws_upload_begin(t.ws, &t.p, t.uid, t.gid, &u->up, &u->e) < 0) {
+        close(t.ws);
         respond_file_error(req, &u->e);
         free(u);
         return;
     }
-    close(ws);
+    close(t.ws);
     sbx_http_body_sink sink = {
         .chunk = upload_chunk, .end = upload_end, .cancel = upload_cancel, .ud = u};
     sbx_http_req_stream_body(req, &sink);
@@ -1081,19 +1084,16 @@ static void h_file_put(sbx_http_request *req, void *ud)
 static void h_file_delete(sbx_http_request *req, void *ud)
 {
     struct sbx_api *api = ud;
-    int ws = -1;
-    uid_t uid;
-    gid_t gid;
-    struct sbx_ws_path p;
-    if (file_target(req, api, &ws, &uid, &gid, &p) < 0)
+    struct file_target t;
+    if (file_target(req, api, &t) < 0)
         return;
     sbx_err e = {0};
-    audit(req, api, "file_delete", p.rel);
-    if (sbx_ws_delete(ws, &p, &e) < 0)
+    audit(req, api, "file_delete", t.p.rel);
+    if (sbx_ws_delete(t.ws, &t.p, &e) < 0)
         respond_file_error(req, &e);
     else
         sbx_http_respond_json(req, 200, json_pack("{s:b}", "ok", 1));
-    close(ws);
+    close(t.ws);
 }
 
 int sbx_api_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err)

@@ -10,6 +10,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/parse.h"
@@ -386,27 +388,54 @@ static unsigned long long proc_start_time(pid_t pid)
     return start;
 }
 
-/* The cgroup of a `run` whose process is gone (killed before it could remove
- * it: SIGKILL is the one signal it cannot act on). Its sandbox died with it
- * (parent-death signal), so only the directories are left; a process found
- * there is killed all the same. Without this, a later `run` given the same pid
- * (they wrap at pid_max) found its name taken. The cgroups of `serve`
- * (task-, session-) are that daemon's to recover. */
+/* The inode of our pid namespace: pids and start times mean something only
+ * within one. */
+static unsigned long long pid_ns_ino(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino : 0;
+}
+
+/* A cgroup younger than this is never judged stale: its owner may be between
+ * its mkdir and its join (and a clock or namespace quirk should not cost a
+ * live run its cgroup). */
+#define STALE_MIN_AGE_S 2
+
+struct sweep {
+    const struct sbx_cg_host *host;
+    unsigned long long ns;
+    time_t now;
+};
+
+/* The cgroup of a `run` killed before it could remove it (SIGKILL is the one
+ * signal it cannot act on): named run-<pid namespace>-<pid>-<start time>, it
+ * is stale when that process is gone from our own pid namespace. Its sandbox
+ * died with it (parent-death signal), so the directories are empty and are
+ * removed; one that still holds a process is left alone (nothing is killed
+ * here), as is every name of another pid namespace, of another form, or too
+ * young. Without this, a later run given the same pid (they wrap at pid_max)
+ * found its name taken. The cgroups of `serve` (task-, session-) are that
+ * daemon's to recover. */
 static void sweep_stale_run(const char *name, void *ud)
 {
-    const struct sbx_cg_host *host = ud;
+    const struct sweep *w = ud;
     int pid = 0, len = 0;
-    unsigned long long start = 0;
-    if (sscanf(name, "run-%d%n-%llu%n", &pid, &len, &start, &len) < 1 || name[len] != '\0' ||
-        pid <= 0)
+    unsigned long long ns = 0, start = 0;
+    if (sscanf(name, "run-%llu-%d-%llu%n", &ns, &pid, &start, &len) != 3 || name[len] != '\0' ||
+        ns != w->ns || pid <= 0 || proc_start_time(pid) == start)
         return;
-    if (start ? proc_start_time(pid) == start : kill(pid, 0) == 0 || errno != ESRCH)
-        return; /* its owner lives (a name without a start time: its pid does) */
     struct sbx_cgroup cg;
-    if (sbx_cgroup_adopt(host, name, &cg, NULL) == 0) {
-        (void)sbx_cgroup_kill_all(&cg, NULL);
-        (void)sbx_cgroup_destroy(&cg, NULL);
+    if (sbx_cgroup_adopt(w->host, name, &cg, NULL) < 0)
+        return;
+    for (int c = 0; c < SBX_CGC_COUNT; c++) {
+        struct stat st;
+        const char *dir = cg.mode == SBX_CG_V2 ? cg.v2_path : cg.path[c];
+        if (dir[0] && stat(dir, &st) == 0 && w->now - st.st_ctime < STALE_MIN_AGE_S)
+            return;
+        if (cg.mode == SBX_CG_V2)
+            break;
     }
+    (void)sbx_cgroup_remove_empty(&cg);
 }
 
 int sbx_cmd_run(int argc, char **argv)
@@ -458,7 +487,9 @@ int sbx_cmd_run(int argc, char **argv)
     struct sbx_egress_opts egress = {0};
     struct event *sigs[3] = {0};
     char name[64];
-    snprintf(name, sizeof(name), "run-%d-%llu", (int)getpid(), proc_start_time(getpid()));
+    struct sweep sweep = {.ns = pid_ns_ino(), .now = time(NULL)};
+    snprintf(name, sizeof(name), "run-%llu-%d-%llu", sweep.ns, (int)getpid(),
+             proc_start_time(getpid()));
     signal(SIGPIPE, SIG_IGN);
 
     if (!env || sbx_cg_host_detect(o.force_rlimit, &cg_host, &e) < 0 ||
@@ -466,7 +497,8 @@ int sbx_cmd_run(int argc, char **argv)
         fprintf(stderr, "sandboxd run: %s\n", sbx_err_format(&e, msg, sizeof(msg)));
         goto out;
     }
-    sbx_cgroup_each(&cg_host, sweep_stale_run, &cg_host);
+    sweep.host = &cg_host;
+    sbx_cgroup_each(&cg_host, sweep_stale_run, &sweep);
     if (o.net == SBX_NET_PROXY) {
         struct sbx_addr own[64];
         struct sbx_policy_opts po = {

@@ -1084,6 +1084,18 @@ void sbx_cgroup_each(const struct sbx_cg_host *host, void (*fn)(const char *name
             each_in(host->v1_base[c], fn, ud);
 }
 
+int sbx_cgroup_remove_empty(struct sbx_cgroup *cg)
+{
+    int rc = 0;
+    if (cg->v2_path[0] && rmdir(cg->v2_path) < 0 && errno != ENOENT)
+        rc = -1;
+    for (int c = 0; c < SBX_CGC_COUNT; c++)
+        if (cg->path[c][0] && !v1_earlier(cg, c, cg->path[c]) && rmdir(cg->path[c]) < 0 &&
+            errno != ENOENT)
+            rc = -1;
+    return rc;
+}
+
 int sbx_cgroup_destroy(struct sbx_cgroup *cg, sbx_err *err)
 {
     if (!cg)

@@ -129,5 +129,8 @@ int sbx_cgroup_adopt(const struct sbx_cg_host *host, const char *name, struct sb
  * tolerate that, e.g. adopt then destroy). Nothing in rlimit mode. */
 void sbx_cgroup_each(const struct sbx_cg_host *host, void (*fn)(const char *name, void *ud),
                      void *ud);
+/* rmdir in every hierarchy once, without waiting: removes an empty cgroup,
+ * leaves one with a process in it. 0 when nothing of it is left. */
+int sbx_cgroup_remove_empty(struct sbx_cgroup *cg);
 /* rmdir in every hierarchy, retrying briefly while the kernel releases it. */
 int sbx_cgroup_destroy(struct sbx_cgroup *cg, sbx_err *err);

@@ -2,6 +2,7 @@
 trees, oom, output caps, stdin relay, setup and option errors, both cgroup
 modes."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -188,7 +189,7 @@ def workspace_persists_and_is_owned_by_the_runner():
 def run_cgroup_dirs(pid):
     """The cgroup directories of `sandboxd run` process pid, one per v1
     hierarchy it uses (found from its /proc/PID/cgroup; the sandbox cgroup is
-    <own cgroup>/sandboxd/run-<pid>-<start time>)."""
+    <own cgroup>/sandboxd/run-<pid namespace>-<pid>-<start time>)."""
     dirs = []
     with open("/proc/%d/cgroup" % pid) as f:
         for line in f:
@@ -196,7 +197,7 @@ def run_cgroup_dirs(pid):
             if ctrls in ("memory", "pids", "freezer"):
                 base = os.path.join("/sys/fs/cgroup", ctrls, path.lstrip("/"), "sandboxd")
                 dirs += [os.path.join(base, d) for d in os.listdir(base)
-                         if d.startswith("run-%d-" % pid)] if os.path.isdir(base) else []
+                         if re.fullmatch(r"run-\d+-%d-\d+" % pid, d)] if os.path.isdir(base) else []
     return dirs
 
 
@@ -226,9 +227,26 @@ def a_killed_runs_cgroup_is_removed_by_the_next_run():
         time.sleep(0.02)
     check(pids_of_uid(RUNNER) == [], "the sandbox died with its run", pids_of_uid(RUNNER))
     r = run(["/bin/true"])
+    check(r.code == 0, "a run right after", r)
+    check(all(os.path.isdir(d) for d in dirs), "a cgroup younger than 2 s is never judged stale",
+          dirs)
+    time.sleep(2.5)
+    r = run(["/bin/true"])
     check(r.code == 0, "the next run", r)
     check(not any(os.path.isdir(d) for d in dirs), "the leftover is gone",
           [d for d in dirs if os.path.isdir(d)])
+    # A name of another pid namespace is never ours to judge.
+    other = [re.sub(r"/run-\d+-", "/run-1-", d) for d in dirs]
+    for d in other:
+        os.mkdir(d)
+    try:
+        time.sleep(2.5)
+        r = run(["/bin/true"])
+        check(r.code == 0, "a run beside a foreign name", r)
+        check(all(os.path.isdir(d) for d in other), "another namespace's cgroup is kept", other)
+    finally:
+        for d in other:
+            os.rmdir(d)
 
 
 S.finish()

@@ -26,6 +26,8 @@
 
 #include "net/dns.h"
 
+#include "fake_upstream.h"
+
 #define TYPE_MX 15
 #define TYPE_TXT 16
 #define TYPE_ANY 255
@@ -33,91 +35,11 @@
 
 /* ---- the fake upstream ---- */
 
-struct record {
-    const char *name;
-    int type;
-    const char *addr;
-};
-
-static const struct record table[] = {
+static const struct upstream_record table[] = {
     {"allowed.test", EVDNS_TYPE_A, "203.0.113.10"},   {"www.ok.test", EVDNS_TYPE_A, "203.0.113.20"},
     {"www.ok.test", EVDNS_TYPE_AAAA, "2001:db8::20"}, {"two.ok.test", EVDNS_TYPE_A, "203.0.113.31"},
     {"two.ok.test", EVDNS_TYPE_A, "203.0.113.32"},    {"fine.test", EVDNS_TYPE_A, "203.0.113.40"},
 };
-
-#define SEEN_MAX 64
-#define HELD_MAX 8
-
-struct upstream {
-    struct evdns_server_port *port;
-    uint16_t portno;
-    int nseen;
-    char seen[SEEN_MAX][256];
-    int nheld;
-    struct evdns_server_request *held[HELD_MAX];
-};
-
-/* Names starting with "hold." are never answered, table names their
- * records, anything else NXDOMAIN. */
-static void upstream_cb(struct evdns_server_request *req, void *arg)
-{
-    struct upstream *u = arg;
-    int rcode = DNS_ERR_NONE;
-    for (int i = 0; i < req->nquestions; i++) {
-        const struct evdns_server_question *q = req->questions[i];
-        char lower[256];
-        size_t n = 0;
-        for (; q->name[n] && n < sizeof(lower) - 1; n++)
-            lower[n] = (char)(q->name[n] | (q->name[n] >= 'A' && q->name[n] <= 'Z' ? 0x20 : 0));
-        lower[n] = '\0';
-        if (u->nseen < SEEN_MAX)
-            strcpy(u->seen[u->nseen++], lower);
-        if (strncmp(lower, "hold.", 5) == 0) {
-            assert_true(u->nheld < HELD_MAX);
-            u->held[u->nheld++] = req;
-            return;
-        }
-        bool known = false;
-        for (size_t k = 0; k < sizeof(table) / sizeof(table[0]); k++) {
-            if (strcmp(table[k].name, lower) != 0)
-                continue;
-            known = true;
-            if (table[k].type != q->type)
-                continue;
-            unsigned char buf[16];
-            if (q->type == EVDNS_TYPE_A) {
-                inet_pton(AF_INET, table[k].addr, buf);
-                evdns_server_request_add_a_reply(req, q->name, 1, buf, 60);
-            } else {
-                inet_pton(AF_INET6, table[k].addr, buf);
-                evdns_server_request_add_aaaa_reply(req, q->name, 1, buf, 60);
-            }
-        }
-        if (!known)
-            rcode = DNS_ERR_NOTEXIST;
-    }
-    evdns_server_request_respond(req, rcode);
-}
-
-static int udp_socket(uint16_t *port)
-{
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = {htonl(INADDR_LOOPBACK)}};
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    socklen_t len = sizeof(sa);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    *port = ntohs(sa.sin_port);
-    return fd;
-}
-
-static bool upstream_saw_any(const struct upstream *u, const char *needle)
-{
-    for (int i = 0; i < u->nseen; i++)
-        if (strstr(u->seen[i], needle))
-            return true;
-    return false;
-}
 
 /* ---- the loop ---- */
 
@@ -169,10 +91,7 @@ static void on_flow(void *ud, const struct sbx_flow *f)
 static void start(struct env *e, const struct sbx_policy_opts *o)
 {
     e->base = event_base_new();
-    memset(&e->up, 0, sizeof(e->up));
-    int ufd = udp_socket(&e->up.portno);
-    e->up.port = evdns_add_server_port_with_base(e->base, ufd, 0, upstream_cb, &e->up);
-    assert_non_null(e->up.port);
+    upstream_start(e->base, &e->up, table, sizeof(table) / sizeof(table[0]), NULL);
     sbx_err err = {0};
     e->policy = sbx_policy_new(o, &err);
     assert_non_null(e->policy);
@@ -227,9 +146,7 @@ static int teardown(void **state)
     if (e->dns)
         sbx_dns_server_free(e->dns);
     sbx_resolver_free(e->r);
-    for (int i = 0; i < e->up.nheld; i++)
-        evdns_server_request_drop(e->up.held[i]);
-    evdns_close_server_port(e->up.port);
+    upstream_stop(&e->up);
     event_base_loop(e->base, EVLOOP_NONBLOCK);
     sbx_dns_answers_free(e->answers);
     sbx_policy_free(e->policy);

@@ -23,15 +23,11 @@
 
 #include "net/resolve.h"
 
+#include "fake_upstream.h"
+
 /* ---- the fake upstream ---- */
 
-struct record {
-    const char *name;
-    int type;
-    const char *addr;
-};
-
-static const struct record table[] = {
+static const struct upstream_record table[] = {
     {"one.test", EVDNS_TYPE_A, "203.0.113.10"},     {"two.test", EVDNS_TYPE_A, "203.0.113.20"},
     {"two.test", EVDNS_TYPE_A, "203.0.113.21"},     {"dual.test", EVDNS_TYPE_A, "203.0.113.30"},
     {"dual.test", EVDNS_TYPE_AAAA, "2001:db8::30"}, {"six.test", EVDNS_TYPE_AAAA, "2001:db8::6"},
@@ -39,110 +35,27 @@ static const struct record table[] = {
 };
 
 #define MANY 20
-#define SEEN_MAX 64
-#define HELD_MAX 8
 
-struct upstream {
-    struct evdns_server_port *port;
-    uint16_t portno;
-    int nseen;
-    char seen[SEEN_MAX][256];
-    int seen_type[SEEN_MAX];
-    int nheld;
-    struct evdns_server_request *held[HELD_MAX];
-};
-
-/* Names starting with "hold." are never answered (nor slow6.test's AAAA),
- * "refused.test" gets REFUSED, many.test has MANY addresses, table names
- * their records, anything else NXDOMAIN. */
-static void upstream_cb(struct evdns_server_request *req, void *arg)
+/* slow6.test's AAAA is never answered (its A is), "refused.test" gets
+ * REFUSED, many.test has MANY addresses and no AAAA; the rest is the table's. */
+static enum upstream_verdict resolve_names(struct evdns_server_request *req,
+                                           const struct evdns_server_question *q, const char *lower,
+                                           int *rcode)
 {
-    struct upstream *u = arg;
-    int rcode = DNS_ERR_NONE;
-    for (int i = 0; i < req->nquestions; i++) {
-        const struct evdns_server_question *q = req->questions[i];
-        char lower[256];
-        size_t n = 0;
-        for (; q->name[n] && n < sizeof(lower) - 1; n++)
-            lower[n] = (char)(q->name[n] | (q->name[n] >= 'A' && q->name[n] <= 'Z' ? 0x20 : 0));
-        lower[n] = '\0';
-        if (u->nseen < SEEN_MAX) {
-            strcpy(u->seen[u->nseen], lower);
-            u->seen_type[u->nseen++] = q->type;
-        }
-        if (strncmp(lower, "hold.", 5) == 0 ||
-            (strcmp(lower, "slow6.test") == 0 && q->type == EVDNS_TYPE_AAAA)) {
-            assert_true(u->nheld < HELD_MAX);
-            u->held[u->nheld++] = req;
-            return;
-        }
-        if (strcmp(lower, "refused.test") == 0) {
-            rcode = DNS_ERR_REFUSED;
-            continue;
-        }
-        if (strcmp(lower, "many.test") == 0 && q->type == EVDNS_TYPE_A) {
-            for (int k = 0; k < MANY; k++) {
-                uint32_t a = htonl(0xcb007100u + (uint32_t)k); /* 203.0.113.k */
-                evdns_server_request_add_a_reply(req, q->name, 1, &a, 60);
-            }
-            continue;
-        }
-        bool known = strcmp(lower, "many.test") == 0;
-        for (size_t k = 0; k < sizeof(table) / sizeof(table[0]); k++) {
-            if (strcmp(table[k].name, lower) != 0)
-                continue;
-            known = true;
-            if (table[k].type != q->type)
-                continue;
-            unsigned char buf[16];
-            if (q->type == EVDNS_TYPE_A) {
-                inet_pton(AF_INET, table[k].addr, buf);
-                evdns_server_request_add_a_reply(req, q->name, 1, buf, 60);
-            } else {
-                inet_pton(AF_INET6, table[k].addr, buf);
-                evdns_server_request_add_aaaa_reply(req, q->name, 1, buf, 60);
-            }
-        }
-        if (!known)
-            rcode = DNS_ERR_NOTEXIST;
+    if (strcmp(lower, "slow6.test") == 0 && q->type == EVDNS_TYPE_AAAA)
+        return UPSTREAM_HOLD;
+    if (strcmp(lower, "refused.test") == 0) {
+        *rcode = DNS_ERR_REFUSED;
+        return UPSTREAM_DONE;
     }
-    evdns_server_request_respond(req, rcode);
-}
-
-static int udp_socket(uint16_t *port)
-{
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    assert_true(fd >= 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = {htonl(INADDR_LOOPBACK)}};
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    socklen_t len = sizeof(sa);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    *port = ntohs(sa.sin_port);
-    return fd;
-}
-
-static void upstream_start(struct event_base *base, struct upstream *u)
-{
-    memset(u, 0, sizeof(*u));
-    int fd = udp_socket(&u->portno);
-    u->port = evdns_add_server_port_with_base(base, fd, 0, upstream_cb, u);
-    assert_non_null(u->port);
-}
-
-static void upstream_stop(struct upstream *u)
-{
-    for (int i = 0; i < u->nheld; i++)
-        evdns_server_request_drop(u->held[i]);
-    u->nheld = 0;
-    evdns_close_server_port(u->port);
-}
-
-static int upstream_saw(const struct upstream *u, const char *name, int type)
-{
-    int n = 0;
-    for (int i = 0; i < u->nseen; i++)
-        n += strcmp(u->seen[i], name) == 0 && (type == 0 || u->seen_type[i] == type);
-    return n;
+    if (strcmp(lower, "many.test") == 0) {
+        for (int k = 0; q->type == EVDNS_TYPE_A && k < MANY; k++) {
+            uint32_t a = htonl(0xcb007100u + (uint32_t)k); /* 203.0.113.k */
+            evdns_server_request_add_a_reply(req, q->name, 1, &a, 60);
+        }
+        return UPSTREAM_DONE;
+    }
+    return UPSTREAM_TABLE;
 }
 
 /* ---- the loop ---- */
@@ -213,7 +126,7 @@ static int setup(void **state)
 {
     struct env *e = calloc(1, sizeof(*e));
     e->base = event_base_new();
-    upstream_start(e->base, &e->up);
+    upstream_start(e->base, &e->up, table, sizeof(table) / sizeof(table[0]), resolve_names);
     const char *hosts[] = {"db.internal=10.1.2.3", "v6.internal=fd00::7", NULL};
     struct sbx_policy_opts o = {.def = SBX_DEFAULT_ALLOW, .hosts = hosts};
     sbx_err err = {0};

@@ -1012,10 +1012,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     *con_cls = NULL;
     if (sbx_log_enabled(SBX_LOG_DEBUG)) {
-        char path[256];
+        char method[32], path[256];
         sbx_log(SBX_LOG_DEBUG, "http %s %s status=%u ms=%.1f peer=%s who=%s%s",
-                req->method ? req->method : "?", sbx_log_safe(req->path, path, sizeof(path)),
-                req->resp_status, (mono_s() - req->t0) * 1e3, req->peer,
+                sbx_log_safe(req->method, method, sizeof(method)),
+                sbx_log_safe(req->path, path, sizeof(path)), req->resp_status,
+                (mono_s() - req->t0) * 1e3, req->peer,
                 req->who && req->who->name ? req->who->name : "-",
                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (not completed)");
     }

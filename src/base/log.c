@@ -54,7 +54,7 @@ const char *sbx_log_safe(const char *s, char *out, size_t len)
     if (len < 8)
         return len ? (out[0] = '\0', out) : "";
     for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        bool plain = *p >= 0x20 && *p < 0x7f && *p != '\\' && *p != '"';
+        bool plain = *p > 0x20 && *p < 0x7f && *p != '\\' && *p != '"';
         if (o + (plain ? 1 : 4) > len - 4) {
             memcpy(out + o, "...", 4);
             return out;

@@ -13,7 +13,8 @@ const char *sbx_log_level_name(enum sbx_log_level l); /* "error", ... */
 void sbx_log_set_level(enum sbx_log_level l);         /* info until set */
 bool sbx_log_enabled(enum sbx_log_level l);
 void sbx_log(enum sbx_log_level l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* s made safe for a log line: bytes outside printable ASCII, the backslash
- * and the double quote as \xNN, cut to fit out (with "..." when cut). A
- * client's path or a tenant's name cannot forge or split a line. */
+/* s made safe for a log line: bytes outside printable ASCII, the space, the
+ * backslash and the double quote as \xNN, cut to fit out (with "..." when
+ * cut). A client's path or a tenant's name can neither split a line nor add
+ * key=value pairs to it. */
 const char *sbx_log_safe(const char *s, char *out, size_t len);

@@ -1077,7 +1077,7 @@ def log_lines_follow_the_log_level():
               "info: task started", log)
         check(re.search(r"^\S+Z info task ended id=%s .*status=succeeded outcome=exited exit=0 "
                         % tid, log, re.M), "info: task ended", log)
-        check("/runtime/\\x0aforged line status=404" in log and
+        check("/runtime/\\x0aforged\\x20line status=404" in log and
               not re.search(r"^forged", log, re.M), "a client's path cannot split a line", log)
     finally:
         d.stop()

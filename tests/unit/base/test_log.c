@@ -19,6 +19,8 @@ static void safe_escapes_what_could_split_or_forge_a_line(void **state)
     assert_string_equal(sbx_log_safe("q\"x\\y", out, sizeof(out)), "q\\x22x\\x5cy");
     assert_string_equal(sbx_log_safe("\x1b[31m\xff", out, sizeof(out)), "\\x1b[31m\\xff");
     assert_string_equal(sbx_log_safe(NULL, out, sizeof(out)), "");
+    /* no key=value pair can be added to a line either */
+    assert_string_equal(sbx_log_safe("x status=200", out, sizeof(out)), "x\\x20status=200");
 }
 
 static void safe_cuts_to_fit(void **state)

@@ -375,6 +375,51 @@ static void h_status(sbx_http_request *req, void *ud)
     free(ws);
 }
 
+/* The answer of a start (once the session is ready) or a stop, with its
+ * event on the session's stream. */
+static void session_answer(sbx_http_request *req, struct sbx_api *api, const struct sbx_clone *c,
+                           const char *session, bool start)
+{
+    sbx_err e = {0};
+    json_t *d = start ? json_pack("{s:s, s:s, s:s}", "runtimeId", session, "cloneId", c->id,
+                                  "tenantCode", c->tenant)
+                      : json_pack("{s:s, s:s}", "runtimeId", session, "reason", "stopped");
+    if (sbx_runtime_emit(api->rt, c->tenant, session, start ? "runtime_started" : "runtime_stopped",
+                         d, &e) < 0) {
+        (void)sbx_http_respond_err(req, &e);
+        return;
+    }
+    sbx_http_respond_json(req, 200,
+                          json_pack("{s:b, s:s, s:s}", "ok", 1, "status",
+                                    start ? "ready" : "stopped", "sessionId", session));
+}
+
+/* A start request waiting for its session's sandbox. */
+struct start_wait {
+    sbx_http_request *req;
+    struct sbx_api *api;
+    struct sbx_clone clone;
+    char session[SBX_SEGMENT_MAX + 1];
+};
+
+static void start_ready(void *ud, const sbx_err *err)
+{
+    struct start_wait *w = ud;
+    if (err)
+        sbx_http_respond_err(w->req, err);
+    else
+        session_answer(w->req, w->api, &w->clone, w->session, true);
+    free(w);
+}
+
+static void start_cancel(sbx_http_request *req, void *ud)
+{
+    struct start_wait *w = ud;
+    /* The client left: the session goes on being set up, unwaited. */
+    sbx_runtime_session_unwait(w->api->rt, w);
+    free(w);
+}
+
 static void h_start_stop(sbx_http_request *req, void *ud, bool start)
 {
     struct sbx_api *api = ud;
@@ -417,25 +462,31 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
     }
     json_decref(body);
     audit(req, api, start ? "session_start" : "session_stop", session);
-    /* A live sandbox for the session: its tasks share /tmp, processes, the
-     * workspace and the egress until stop or the idle timeout. */
-    if (start && sbx_runtime_session_start(api->rt, &c, session, &e) < 0) {
-        sbx_http_respond_err(req, &e);
-        return;
-    }
-    if (!start)
+    if (!start) {
         sbx_runtime_session_stop(api->rt, c.tenant, session);
-    json_t *d = start ? json_pack("{s:s, s:s, s:s}", "runtimeId", session, "cloneId", c.id,
-                                  "tenantCode", c.tenant)
-                      : json_pack("{s:s, s:s}", "runtimeId", session, "reason", "stopped");
-    if (sbx_runtime_emit(api->rt, c.tenant, session, start ? "runtime_started" : "runtime_stopped",
-                         d, &e) < 0) {
-        (void)sbx_http_respond_err(req, &e);
+        session_answer(req, api, &c, session, false);
         return;
     }
-    sbx_http_respond_json(req, 200,
-                          json_pack("{s:b, s:s, s:s}", "ok", 1, "status",
-                                    start ? "ready" : "stopped", "sessionId", session));
+    /* A live sandbox for the session: its tasks share /tmp, processes, the
+     * workspace and the egress until stop or the idle timeout. The answer
+     * waits until it is set up, without holding the loop. */
+    struct start_wait *w = calloc(1, sizeof(*w));
+    if (!w) {
+        sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "out of memory");
+        return;
+    }
+    *w = (struct start_wait){.req = req, .api = api, .clone = c};
+    snprintf(w->session, sizeof(w->session), "%s", session);
+    int rc = sbx_runtime_session_start(api->rt, &c, session, start_ready, w, &e);
+    if (rc == 0) {
+        sbx_http_req_defer(req, start_cancel, w);
+        return;
+    }
+    free(w);
+    if (rc < 0)
+        sbx_http_respond_err(req, &e);
+    else
+        session_answer(req, api, &c, session, true);
 }
 
 static void h_start(sbx_http_request *req, void *ud)

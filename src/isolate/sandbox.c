@@ -4,7 +4,6 @@
 #include <grp.h>
 #include <linux/sched.h>
 #include <net/if.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -455,25 +454,6 @@ int sbx_sandbox_send_fds(struct sbx_sandbox *sb, const struct sbx_sandbox_fds *f
     if (sendmsg(sb->sync_fd, &mh, MSG_NOSIGNAL) != 1)
         return sbx_err_stage(err, "spawn", errno, "send init and seccomp fds");
     return 0;
-}
-
-int sbx_sandbox_wait_started(struct sbx_sandbox *sb, int timeout_ms, sbx_err *err)
-{
-    struct pollfd p = {.fd = sb->sync_fd, .events = POLLIN};
-    int rc;
-    while ((rc = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR)
-        ;
-    if (rc == 0)
-        return sbx_err_stage(err, "spawn", ETIMEDOUT, "init did not start in %d ms", timeout_ms);
-    struct sbx_init_msg m;
-    ssize_t n = rc < 0 ? -1 : recv(sb->sync_fd, &m, sizeof(m), MSG_DONTWAIT);
-    if (n == (ssize_t)sizeof(m) && m.kind == SBX_MSG_STARTED)
-        return 0;
-    if (n == (ssize_t)sizeof(m) && m.kind == SBX_MSG_SETUP_ERROR) {
-        m.stage[sizeof(m.stage) - 1] = m.text[sizeof(m.text) - 1] = '\0';
-        return sbx_err_stage(err, m.stage, m.errnum, "%s", m.text);
-    }
-    return sbx_err_stage(err, "spawn", n < 0 ? errno : EPIPE, "init ended before it started");
 }
 
 void sbx_sandbox_kill(struct sbx_sandbox *sb)

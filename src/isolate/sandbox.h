@@ -103,11 +103,6 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
 /* Hand the child its init binary and seccomp programs; it execs init once it
  * has them. The fds stay the caller's. */
 int sbx_sandbox_send_fds(struct sbx_sandbox *sb, const struct sbx_sandbox_fds *fds, sbx_err *err);
-/* Waits up to timeout_ms for init's first message: 0 on SBX_MSG_STARTED (for
- * a session: its root is built and its pid 1 holds the namespaces, so tasks
- * may join them), else -1 with the setup error init reported, or ETIMEDOUT,
- * or EPIPE when init ended without a word. */
-int sbx_sandbox_wait_started(struct sbx_sandbox *sb, int timeout_ms, sbx_err *err);
 /* SIGKILL the whole sandbox: freeze where a freezer exists, kill init (and so
  * its pid namespace), thaw. Safe to call more than once. */
 void sbx_sandbox_kill(struct sbx_sandbox *sb);

@@ -64,6 +64,13 @@ struct rt_task {
     struct rt_task *all_next; /* in the list of active tasks */
 };
 
+/* A start request waiting for its session to be ready. */
+struct session_waiter {
+    sbx_session_ready_fn fn;
+    void *ud;
+    struct session_waiter *next;
+};
+
 struct retired_policy {
     struct sbx_policy *p;
     struct retired_policy *next;
@@ -83,6 +90,9 @@ struct rt_session {
     struct sbx_egress *egress;
     struct sbx_egress_opts egress_opts;
     struct event *ev_exit, *ev_idle;
+    struct event *ev_ready; /* init's first message, while not ready */
+    bool ready;             /* its pid 1 holds the namespaces: tasks may join */
+    struct session_waiter *waiters;
     unsigned tasks;
     struct sbx_policy *own_policy;  /* set through the API, or NULL */
     struct retired_policy *retired; /* replaced ones, freed with the session */
@@ -618,9 +628,29 @@ static struct rt_session *find_session(struct sbx_runtime *rt, const char *tenan
     return NULL;
 }
 
+/* Tell every waiter of x how its start ended (err NULL: ready). */
+static void session_notify(struct rt_session *x, const sbx_err *err)
+{
+    struct session_waiter *w = x->waiters;
+    x->waiters = NULL;
+    while (w) {
+        struct session_waiter *next = w->next;
+        w->fn(w->ud, err);
+        free(w);
+        w = next;
+    }
+}
+
 static void session_free(struct rt_session *x)
 {
     struct sbx_runtime *rt = x->rt;
+    if (x->waiters) {
+        sbx_err e = {0};
+        sbx_err_set(&e, ECANCELED, "session %s ended before it was ready", x->name);
+        session_notify(x, &e);
+    }
+    if (x->ev_ready)
+        event_free(x->ev_ready);
     for (struct rt_session **p = &rt->sessions; *p; p = &(*p)->next)
         if (*p == x) {
             *p = x->next;
@@ -695,13 +725,79 @@ static void on_session_flow(void *ud, const struct sbx_flow *f)
     sbx_runtime_emit(x->rt, x->tenant, x->name, "network_denied", d, NULL);
 }
 
+static void start_next(struct sbx_runtime *rt);
+
+/* init's first message: STARTED (ready), a set-up error, or nothing in time. */
+static void on_session_started(evutil_socket_t fd, short what, void *arg)
+{
+    struct rt_session *x = arg;
+    struct sbx_init_msg m;
+    sbx_err e = {0};
+    ssize_t n = what & EV_READ ? recv(fd, &m, sizeof(m), MSG_DONTWAIT) : -1;
+    if (n < 0 && (errno == EAGAIN || errno == EINTR) && (what & EV_READ)) {
+        struct timeval limit = {.tv_sec = SESSION_START_MS / 1000,
+                                .tv_usec = (SESSION_START_MS % 1000) * 1000};
+        event_add(x->ev_ready, &limit);
+        return;
+    }
+    if (n == (ssize_t)sizeof(m) && m.kind == SBX_MSG_STARTED) {
+        event_free(x->ev_ready);
+        x->ev_ready = NULL;
+        x->ready = true;
+        char tenant_s[128], name_s[128];
+        sbx_log(SBX_LOG_INFO, "session started tenant=%s session=%s sandbox=%s",
+                sbx_log_safe(x->tenant, tenant_s, sizeof(tenant_s)),
+                sbx_log_safe(x->name, name_s, sizeof(name_s)), x->cgname);
+        struct sbx_runtime *rt = x->rt;
+        session_notify(x, NULL);
+        start_next(rt); /* its tasks waited in the queue */
+        return;
+    }
+    if (!(what & EV_READ))
+        sbx_err_stage(&e, "session", ETIMEDOUT, "not set up in %d ms", SESSION_START_MS);
+    else if (n == (ssize_t)sizeof(m) && m.kind == SBX_MSG_SETUP_ERROR) {
+        m.stage[sizeof(m.stage) - 1] = m.text[sizeof(m.text) - 1] = '\0';
+        sbx_err_stage(&e, m.stage, m.errnum, "%s", m.text);
+    } else
+        sbx_err_stage(&e, "session", n < 0 ? errno : EPIPE, "its init ended before it started");
+    char tenant_s[128], name_s[128], msg[600], why[300];
+    sbx_log(SBX_LOG_WARN, "session failed to start tenant=%s session=%s error=%s",
+            sbx_log_safe(x->tenant, tenant_s, sizeof(tenant_s)),
+            sbx_log_safe(x->name, name_s, sizeof(name_s)),
+            sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
+    session_notify(x, &e);
+    session_free(x);
+}
+
+void sbx_runtime_session_unwait(struct sbx_runtime *rt, void *ud)
+{
+    for (struct rt_session *x = rt->sessions; x; x = x->next)
+        for (struct session_waiter **p = &x->waiters; *p;)
+            if ((*p)->ud == ud) {
+                struct session_waiter *w = *p;
+                *p = w->next;
+                free(w);
+            } else {
+                p = &(*p)->next;
+            }
+}
+
 int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
-                              sbx_err *err)
+                              sbx_session_ready_fn ready, void *ud, sbx_err *err)
 {
     const struct sbx_config *cfg = rt->o.cfg;
-    if (find_session(rt, c->tenant, name))
+    struct rt_session *x = find_session(rt, c->tenant, name);
+    if (x && x->ready)
+        return 1;
+    if (x) { /* being set up: one more waiter */
+        struct session_waiter *w = calloc(1, sizeof(*w));
+        if (!w)
+            return sbx_err_set(err, ENOMEM, "session");
+        *w = (struct session_waiter){.fn = ready, .ud = ud, .next = x->waiters};
+        x->waiters = w;
         return 0;
-    struct rt_session *x = calloc(1, sizeof(*x));
+    }
+    x = calloc(1, sizeof(*x));
     if (!x)
         return sbx_err_set(err, ENOMEM, "session");
     x->rt = rt;
@@ -761,23 +857,26 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
             goto fail;
         }
     }
-    /* Tasks join the session's namespaces: not before its pid 1 has built
-     * the root and holds them (a task that joined earlier found a half-made
-     * mount namespace). Set-up takes milliseconds; the wait is bounded. */
-    if (sbx_sandbox_send_fds(&x->sb, &rt->o.fds[cfg->seccomp], err) < 0 ||
-        sbx_sandbox_wait_started(&x->sb, SESSION_START_MS, err) < 0)
+    if (sbx_sandbox_send_fds(&x->sb, &rt->o.fds[cfg->seccomp], err) < 0)
         goto fail;
+    /* Tasks join the session's namespaces: not before its pid 1 has built the
+     * root and holds them (a task that joined earlier found a half-made mount
+     * namespace). Its STARTED message says so; the loop goes on meanwhile. */
+    struct timeval limit = {.tv_sec = SESSION_START_MS / 1000,
+                            .tv_usec = (SESSION_START_MS % 1000) * 1000};
+    struct session_waiter *w = calloc(1, sizeof(*w));
     x->ev_exit = event_new(rt->o.base, x->sb.pidfd, EV_READ, on_session_exit, x);
     x->ev_idle = evtimer_new(rt->o.base, on_session_idle, x);
-    if (!x->ev_exit || !x->ev_idle || event_add(x->ev_exit, NULL) < 0) {
+    x->ev_ready = event_new(rt->o.base, x->sb.sync_fd, EV_READ, on_session_started, x);
+    if (!w || !x->ev_exit || !x->ev_idle || !x->ev_ready || event_add(x->ev_exit, NULL) < 0 ||
+        event_add(x->ev_ready, &limit) < 0) {
+        free(w);
         sbx_err_set(err, ENOMEM, "session events");
         goto fail;
     }
+    *w = (struct session_waiter){.fn = ready, .ud = ud};
+    x->waiters = w;
     session_touch(x);
-    char tenant_s[128], name_s[128];
-    sbx_log(SBX_LOG_INFO, "session started tenant=%s session=%s sandbox=%s",
-            sbx_log_safe(x->tenant, tenant_s, sizeof(tenant_s)),
-            sbx_log_safe(x->name, name_s, sizeof(name_s)), x->cgname);
     return 0;
 fail:
     session_free(x);
@@ -937,12 +1036,38 @@ static struct rt_task *dequeue(struct sbx_runtime *rt)
     return t;
 }
 
+static struct rt_tenant *tenant_queue(struct sbx_runtime *rt, const char *code, bool create);
+
+/* At the back of its tenant's queue (the tenant joins the ring if new). */
+static int queue_push(struct sbx_runtime *rt, struct rt_task *t)
+{
+    struct rt_tenant *q = tenant_queue(rt, t->clone.tenant, true);
+    if (!q)
+        return -1;
+    t->next = NULL;
+    if (q->tail)
+        q->tail->next = t;
+    else
+        q->head = t;
+    q->tail = t;
+    q->queued++;
+    rt->queued++;
+    return 0;
+}
+
 static void start_next(struct sbx_runtime *rt)
 {
-    while (rt->running < rt->o.cfg->max_concurrent) {
+    /* Each queued task is looked at once per call: one whose session is still
+     * being set up goes back to the queue (its session's readiness calls us
+     * again). */
+    for (unsigned looks = rt->queued; looks > 0 && rt->running < rt->o.cfg->max_concurrent;
+         looks--) {
         struct rt_task *t = dequeue(rt);
         if (!t)
             return;
+        struct rt_session *x = find_session(rt, t->clone.tenant, t->session);
+        if (x && !x->ready && queue_push(rt, t) == 0)
+            continue;
         sbx_err e = {0};
         char msg[600];
         if (task_start(t, &e) < 0) {
@@ -1174,13 +1299,7 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     memcpy(id, rec.id, SBX_ID_SIZE);
     t->done = done;
     t->ud = ud;
-    if (q->tail)
-        q->tail->next = t;
-    else
-        q->head = t;
-    q->tail = t;
-    q->queued++;
-    rt->queued++;
+    (void)queue_push(rt, t); /* its tenant's queue exists: cannot fail */
     t->all_next = rt->active;
     rt->active = t;
     start_next(rt);

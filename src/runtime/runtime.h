@@ -87,10 +87,19 @@ int sbx_runtime_set_network(struct sbx_runtime *rt, const char *id, int net_defa
                             const char *const *allow, const char *const *deny, sbx_err *err);
 
 /* Live sessions: a sandbox that stays, holding its namespaces, until stop or
- * the idle timeout; tasks naming the session run inside it. Starting one that
- * runs already is a no-op. */
+ * the idle timeout; tasks naming the session run inside it (tasks that name
+ * it while it is being set up wait in the queue until it is ready).
+ *
+ * Starting makes the sandbox and returns at once, before its pid 1 has built
+ * its root: 1 when the session was ready already (ready is not called), 0
+ * when ready(ud, err) will be called once, from the loop, when it is set up
+ * (err NULL) or could not be, or ended first (err set; the session is gone
+ * then), -1 with err when it could not even be made. */
+typedef void (*sbx_session_ready_fn)(void *ud, const sbx_err *err);
 int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
-                              sbx_err *err);
+                              sbx_session_ready_fn ready, void *ud, sbx_err *err);
+/* Forget a waiter of sbx_runtime_session_start (its request went away). */
+void sbx_runtime_session_unwait(struct sbx_runtime *rt, void *ud);
 /* Kill everything in it. -1 when there is no such session. */
 int sbx_runtime_session_stop(struct sbx_runtime *rt, const char *tenant, const char *name);
 /* Change a live session's egress rules (default, allow, deny on top of the

@@ -485,6 +485,37 @@ def session_is_a_live_sandbox():
 
 
 @case
+def tasks_sent_while_a_session_starts_run_inside_it():
+    # The start is answered once the session's sandbox is set up; what names
+    # the session meanwhile waits for it (in the queue), and a start sent
+    # twice, or left by its client, changes nothing.
+    a = {"X-Tenant-Code": "acme"}
+    body = json.dumps({"sessionID": "early"})
+    h = {"Authorization": "Bearer " + ACME_TOKEN, "Content-Type": "application/json", **a}
+    first, second, gone = D.conn(), D.conn(), D.conn()
+    first.request("POST", "/runtime/start", body=body, headers=h)
+    second.request("POST", "/runtime/start", body=body, headers=h)
+    gone.request("POST", "/runtime/start", body=body, headers=h)
+    gone.close()
+    st, t, _ = D.req("POST", "/runtime/tasks", {"sessionID": "early", "command": [
+        "/bin/sh", "-c", "echo here > /tmp/mark; cat /tmp/mark"]}, token=ACME_TOKEN, headers=a)
+    check(st == 202, "queued", (st, t))
+    for c in (first, second):
+        r = c.getresponse()
+        b = json.loads(r.read())
+        check(r.status == 200 and b["status"] == "ready", "start answered once ready", b)
+        c.close()
+    done = D.wait_status(t["id"], FINAL, token=ACME_TOKEN, headers=a)
+    check(done["status"] == "succeeded" and done["result"]["stdout"] == "here\n",
+          "the early task ran", done)
+    st, b, _ = D.req("POST", "/runtime/exec", {"sessionID": "early", "command": [
+        "/bin/cat", "/tmp/mark"]}, token=ACME_TOKEN, headers=a)
+    check(st == 200 and b["stdout"] == "here\n", "... inside the session (its /tmp)", b)
+    st, b, _ = D.req("POST", "/runtime/stop", {"sessionID": "early"}, token=ACME_TOKEN, headers=a)
+    check(st == 200, "stopped", (st, b))
+
+
+@case
 def session_idle_timeout_ends_it():
     cfg = os.path.join(TMP, "idle.yaml")
     with open(cfg, "w") as f:

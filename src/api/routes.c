@@ -376,16 +376,19 @@ static void h_status(sbx_http_request *req, void *ud)
 }
 
 /* The answer of a start (once the session is ready) or a stop, with its
- * event on the session's stream. */
+ * event on the session's stream unless the runtime sent it (a session that
+ * became ready says so once, whoever waited for it). */
 static void session_answer(sbx_http_request *req, struct sbx_api *api, const struct sbx_clone *c,
-                           const char *session, bool start)
+                           const char *session, bool start, bool emit)
 {
     sbx_err e = {0};
     json_t *d = start ? json_pack("{s:s, s:s, s:s}", "runtimeId", session, "cloneId", c->id,
                                   "tenantCode", c->tenant)
                       : json_pack("{s:s, s:s}", "runtimeId", session, "reason", "stopped");
-    if (sbx_runtime_emit(api->rt, c->tenant, session, start ? "runtime_started" : "runtime_stopped",
-                         d, &e) < 0) {
+    if (!emit)
+        json_decref(d);
+    else if (sbx_runtime_emit(api->rt, c->tenant, session,
+                              start ? "runtime_started" : "runtime_stopped", d, &e) < 0) {
         (void)sbx_http_respond_err(req, &e);
         return;
     }
@@ -408,7 +411,7 @@ static void start_ready(void *ud, const sbx_err *err)
     if (err)
         sbx_http_respond_err(w->req, err);
     else
-        session_answer(w->req, w->api, &w->clone, w->session, true);
+        session_answer(w->req, w->api, &w->clone, w->session, true, false);
     free(w);
 }
 
@@ -464,7 +467,7 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
     audit(req, api, start ? "session_start" : "session_stop", session);
     if (!start) {
         sbx_runtime_session_stop(api->rt, c.tenant, session);
-        session_answer(req, api, &c, session, false);
+        session_answer(req, api, &c, session, false, true);
         return;
     }
     /* A live sandbox for the session: its tasks share /tmp, processes, the
@@ -486,7 +489,7 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
     if (rc < 0)
         sbx_http_respond_err(req, &e);
     else
-        session_answer(req, api, &c, session, true);
+        session_answer(req, api, &c, session, true, true);
 }
 
 static void h_start(sbx_http_request *req, void *ud)

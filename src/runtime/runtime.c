@@ -83,6 +83,7 @@ struct rt_session {
     struct sbx_runtime *rt;
     char tenant[SBX_SEGMENT_MAX + 1];
     char name[SBX_SEGMENT_MAX + 1];
+    char clone_id[SBX_SEGMENT_MAX + 1];
     char cgname[48];
     char *workspace;
     char **env;
@@ -646,7 +647,7 @@ static void session_free(struct rt_session *x)
     struct sbx_runtime *rt = x->rt;
     if (x->waiters) {
         sbx_err e = {0};
-        sbx_err_set(&e, ECANCELED, "session %s ended before it was ready", x->name);
+        sbx_err_set(&e, EBUSY, "session %s ended before it was ready", x->name);
         session_notify(x, &e);
     }
     if (x->ev_ready)
@@ -685,8 +686,11 @@ static void session_end(struct rt_session *x, const char *reason)
     snprintf(tenant, sizeof(tenant), "%s", x->tenant);
     snprintf(name, sizeof(name), "%s", x->name);
     struct sbx_runtime *rt = x->rt;
+    bool waited = !x->ready;
     session_free(x);
     sbx_runtime_emit(rt, tenant, name, "runtime_stopped", d, NULL);
+    if (waited)
+        start_next(rt); /* what waited for it runs now, without it */
 }
 
 static void on_session_exit(evutil_socket_t fd, short what, void *arg)
@@ -749,6 +753,11 @@ static void on_session_started(evutil_socket_t fd, short what, void *arg)
                 sbx_log_safe(x->tenant, tenant_s, sizeof(tenant_s)),
                 sbx_log_safe(x->name, name_s, sizeof(name_s)), x->cgname);
         struct sbx_runtime *rt = x->rt;
+        session_touch(x); /* idleness counts from now */
+        sbx_runtime_emit(rt, x->tenant, x->name, "runtime_started",
+                         json_pack("{s:s, s:s, s:s}", "runtimeId", x->name, "cloneId", x->clone_id,
+                                   "tenantCode", x->tenant),
+                         NULL);
         session_notify(x, NULL);
         start_next(rt); /* its tasks waited in the queue */
         return;
@@ -765,8 +774,10 @@ static void on_session_started(evutil_socket_t fd, short what, void *arg)
             sbx_log_safe(x->tenant, tenant_s, sizeof(tenant_s)),
             sbx_log_safe(x->name, name_s, sizeof(name_s)),
             sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
+    struct sbx_runtime *rt = x->rt;
     session_notify(x, &e);
     session_free(x);
+    start_next(rt); /* what waited for it runs now, without it */
 }
 
 void sbx_runtime_session_unwait(struct sbx_runtime *rt, void *ud)
@@ -804,6 +815,7 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
     x->sb.pidfd = x->sb.sync_fd = x->sb.stdin_fd = x->sb.stdout_fd = x->sb.stderr_fd = -1;
     snprintf(x->tenant, sizeof(x->tenant), "%s", c->tenant);
     snprintf(x->name, sizeof(x->name), "%s", name);
+    snprintf(x->clone_id, sizeof(x->clone_id), "%s", c->id);
     char id[SBX_ID_SIZE];
     if (sbx_id_new(id, err) < 0) {
         free(x);
@@ -892,7 +904,10 @@ int sbx_runtime_session_stop(struct sbx_runtime *rt, const char *tenant, const c
     sbx_log(SBX_LOG_INFO, "session ended tenant=%s session=%s reason=\"stopped\"",
             sbx_log_safe(x->tenant, tenant_s, sizeof(tenant_s)),
             sbx_log_safe(x->name, name_s, sizeof(name_s)));
+    bool waited = !x->ready;
     session_free(x);
+    if (waited)
+        start_next(rt); /* what waited for it runs now, without it */
     return 0;
 }
 
@@ -1055,19 +1070,39 @@ static int queue_push(struct sbx_runtime *rt, struct rt_task *t)
     return 0;
 }
 
+/* Back at the front of its tenant's queue (the tenant joins the ring if it
+ * left it); -1 only when a tenant queue cannot be made. */
+static int queue_push_front(struct sbx_runtime *rt, struct rt_task *t)
+{
+    struct rt_tenant *q = tenant_queue(rt, t->clone.tenant, true);
+    if (!q)
+        return -1;
+    t->next = q->head;
+    q->head = t;
+    if (!q->tail)
+        q->tail = t;
+    q->queued++;
+    rt->queued++;
+    return 0;
+}
+
 static void start_next(struct sbx_runtime *rt)
 {
-    /* Each queued task is looked at once per call: one whose session is still
-     * being set up goes back to the queue (its session's readiness calls us
-     * again). */
-    for (unsigned looks = rt->queued; looks > 0 && rt->running < rt->o.cfg->max_concurrent;
-         looks--) {
+    /* Every queued task is looked at, in the queue's fair order, while there
+     * is room; those whose session is still being set up are held aside and
+     * go back to the front of their tenants' queues, in their order (the
+     * session's readiness, or its end, calls us again). */
+    struct rt_task *held = NULL;
+    while (rt->running < rt->o.cfg->max_concurrent) {
         struct rt_task *t = dequeue(rt);
         if (!t)
-            return;
+            break;
         struct rt_session *x = find_session(rt, t->clone.tenant, t->session);
-        if (x && !x->ready && queue_push(rt, t) == 0)
+        if (x && !x->ready) {
+            t->next = held; /* reversed: pushed back to the front below */
+            held = t;
             continue;
+        }
         sbx_err e = {0};
         char msg[600];
         if (task_start(t, &e) < 0) {
@@ -1084,6 +1119,12 @@ static void start_next(struct sbx_runtime *rt)
             continue;
         }
         rt->running++;
+    }
+    while (held) {
+        struct rt_task *t = held;
+        held = t->next;
+        if (queue_push_front(rt, t) < 0)
+            finish(t, SBX_TASK_FAILED, "out of memory", NULL, NULL, 0, NULL, 0, 125);
     }
 }
 

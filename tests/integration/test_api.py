@@ -513,6 +513,25 @@ def tasks_sent_while_a_session_starts_run_inside_it():
     check(st == 200 and b["stdout"] == "here\n", "... inside the session (its /tmp)", b)
     st, b, _ = D.req("POST", "/runtime/stop", {"sessionID": "early"}, token=ACME_TOKEN, headers=a)
     check(st == 200, "stopped", (st, b))
+    # Stopped while it starts: its start is refused (409) unless it was ready
+    # first, and a task that waited for it still runs (outside it).
+    for i in range(3):
+        name = "brief%d" % i
+        starting = D.conn()
+        starting.request("POST", "/runtime/start", body=json.dumps({"sessionID": name}),
+                         headers=h)
+        st, t, _ = D.req("POST", "/runtime/tasks", {"sessionID": name, "command": ["/bin/true"]},
+                         token=ACME_TOKEN, headers=a)
+        check(st == 202, "queued", (st, t))
+        st, b, _ = D.req("POST", "/runtime/stop", {"sessionID": name}, token=ACME_TOKEN,
+                         headers=a)
+        check(st == 200, "stopped", (st, b))
+        r = starting.getresponse()
+        r.read()
+        starting.close()
+        check(r.status in (200, 409), "the start: ready or refused, %d" % r.status)
+        done = D.wait_status(t["id"], FINAL, token=ACME_TOKEN, headers=a)
+        check(done["status"] == "succeeded", "the task did not wait forever", done)
 
 
 @case

@@ -782,6 +782,28 @@ static int cmd_dns_junk(int argc, char **argv)
     return 0;
 }
 
+/* dns-flood N: N copies of one question sent as fast as the socket takes
+ * them, replies unread: past the endpoint's burst, it plugs its socket. */
+static int cmd_dns_flood(int argc, char **argv)
+{
+    static const unsigned char q[] = "\x43\x21\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"
+                                     "\x06public\x04test\x00\x00\x01\x00\x01";
+    int n = argc > 0 ? atoi(argv[0]) : 2000;
+    struct target t;
+    numeric("127.0.0.1", 53, &t);
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&t.ss, t.len) < 0) {
+        printf("dnsflood error=%s\n", ename(errno));
+        return 0;
+    }
+    int sent = 0;
+    for (int i = 0; i < n; i++)
+        sent += send(fd, q, sizeof(q) - 1, 0) == (ssize_t)(sizeof(q) - 1);
+    close(fd);
+    printf("dnsflood sent=%d\n", sent);
+    return 0;
+}
+
 /* --- netconfig: nftables and routes through netlink --------------------------- */
 
 struct nlbuf {
@@ -1098,6 +1120,7 @@ static const struct {
     {"sockets", cmd_sockets},
     {"dns", cmd_dns},
     {"dns-junk", cmd_dns_junk},
+    {"dns-flood", cmd_dns_flood},
     {"netconfig", cmd_netconfig},
     {"socks-junk", cmd_socks_junk},
     {"http-junk", cmd_http_junk},

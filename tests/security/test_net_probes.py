@@ -366,6 +366,20 @@ def p18_malformed_dns_packets_leave_the_dns_endpoint_serving():
           "malformed or non-address questions forwarded: %r" % q)
 
 
+@suite.case
+def p18_short_packets_after_a_dns_flood_leave_the_endpoint_serving():
+    # A flood makes the endpoint plug its socket for a moment; unplugged, the
+    # short-packet filter must be back (it once was not, and one short datagram
+    # then crashed the daemon, and with it the egress of every sandbox).
+    res = sbx(NP + " dns-flood 3000; sleep 0.3; " + NP + " dns-junk empty short-header; sleep 0.3; "
+              + NP + " dns public.test A")
+    f = lines(res, "dnsflood")
+    check(len(f) == 1 and int(f[0].get("sent", 0)) > 256, "the flood went out: %r" % f, res)
+    d = lines(res, "dns")[-1]
+    check(d.get("rcode") == "NOERROR" and d.get("addrs") == PUBLIC,
+          "the DNS endpoint stopped answering after a flood and short packets: %r" % d, res)
+
+
 # --- 19 ------------------------------------------------------------------------------
 
 @suite.case

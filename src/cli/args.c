@@ -54,7 +54,8 @@ static const struct opt opts[O_COUNT] = {
     [O_CLONE_ID] = {"clone-id", 0, true, ALL_CMDS},
     [O_JSON] = {"json", 0, false,
                 C(STATUS) | EXEC_RUN | C(TASKS_LIST) | C(TASKS_GET) | C(TASKS_CANCEL) |
-                    C(TASKS_WAIT) | C(FILES_LS) | C(FILES_PUT) | C(STREAM)},
+                    C(TASKS_WAIT) | C(FILES_LS) | C(FILES_PUT) | C(STREAM) | C(SESSION_START) |
+                    C(SESSION_STOP)},
     [O_HELP] = {"help", 'h', false, ALL_CMDS},
     [O_VERSION] = {"version", 0, false, ALL_CMDS},
     [O_TIMEOUT] = {"timeout", 0, true, EXEC_RUN},
@@ -470,6 +471,28 @@ static int resolve_files(struct parse_state *st)
     return check_path_operand(st, st->words[0], a->path);
 }
 
+static int resolve_session(struct parse_state *st)
+{
+    struct sbx_cli_args *a = st->a;
+    if (st->n_words < 2)
+        return sbx_err_set(st->err, EINVAL, "session: missing subcommand (start, stop)");
+    const char *sub = st->words[1];
+    if (strcmp(sub, "start") == 0) {
+        a->cmd = SBX_CLI_SESSION_START;
+        if (operands(st, 2, 0, 1, "session start [ID]") < 0)
+            return -1;
+    } else if (strcmp(sub, "stop") == 0) {
+        a->cmd = SBX_CLI_SESSION_STOP;
+        if (operands(st, 2, 1, 1, "session stop ID") < 0)
+            return -1;
+    } else {
+        return sbx_err_set(st->err, EINVAL, "session: unknown subcommand '%s' (start, stop)", sub);
+    }
+    /* Without an ID, start asks the daemon to name the session. */
+    a->session = st->n_words > 2 ? st->words[2] : NULL;
+    return a->session ? check_segment("session ID", a->session, st->err) : 0;
+}
+
 /* The command from the operands, then the options checked against it. */
 static int resolve(struct parse_state *st, sbx_err *err)
 {
@@ -513,6 +536,9 @@ static int resolve(struct parse_state *st, sbx_err *err)
     } else if (strcmp(w, "files") == 0) {
         if (resolve_files(st) < 0)
             return -1;
+    } else if (strcmp(w, "session") == 0) {
+        if (resolve_session(st) < 0)
+            return -1;
     } else if (strcmp(w, "stream") == 0) {
         a->cmd = SBX_CLI_STREAM;
         /* Without --session: the daemon's default session. */
@@ -521,7 +547,7 @@ static int resolve(struct parse_state *st, sbx_err *err)
     } else {
         return sbx_err_set(err, EINVAL, "unknown command '%s'", w);
     }
-    bool two_words = !strcmp(w, "tasks") || !strcmp(w, "files");
+    bool two_words = !strcmp(w, "tasks") || !strcmp(w, "files") || !strcmp(w, "session");
     for (int i = 0; i < O_COUNT; i++)
         if (st->seen[i] && !(opts[i].cmds & (1u << a->cmd)))
             return sbx_err_set(err, EINVAL, "--%s does not apply to '%s%s%s'", st->seen[i], w,

@@ -31,6 +31,8 @@ enum sbx_cli_cmd {
     SBX_CLI_FILES_LS,
     SBX_CLI_FILES_RM,
     SBX_CLI_STREAM,
+    SBX_CLI_SESSION_START,
+    SBX_CLI_SESSION_STOP,
 };
 
 /* Defaults from the environment (each may be NULL or ""). */
@@ -56,7 +58,7 @@ struct sbx_cli_args {
     double timeout_s; /* 0: not sent */
     uint64_t memory_mb, pids;
     double cpu;
-    const char *session; /* exec, run: sessionID; stream: required */
+    const char *session; /* exec, run, stream: --session; session start|stop: the ID */
     bool detach;         /* exec, run: POST /runtime/tasks, print the id */
     const char *language;
     const char *code;      /* run -c */

@@ -29,6 +29,9 @@ static void usage(FILE *f)
         "  files put LOCAL PATH            upload LOCAL ('-': stdin) to PATH, parents created\n"
         "  files ls [PATH]                 list a workspace directory\n"
         "  files rm PATH                   remove a workspace file\n"
+        "  session start [ID]              start a live session (a sandbox its tasks share:\n"
+        "                                  /tmp, processes); prints its id once it is ready\n"
+        "  session stop ID                 stop it, killing everything in it\n"
         "  stream [--session ID] [--last-event-id N]\n"
         "                                  follow a session's events (default: the daemon's\n"
         "                                  default session), resuming after a drop\n"
@@ -81,6 +84,9 @@ static int dispatch(struct sbx_cli_client *c, const struct sbx_cli_args *a)
         return sbx_cli_cmd_files(c, a);
     case SBX_CLI_STREAM:
         return sbx_cli_cmd_stream(c, a);
+    case SBX_CLI_SESSION_START:
+    case SBX_CLI_SESSION_STOP:
+        return sbx_cli_cmd_session(c, a);
     default:
         return 2;
     }

@@ -3,9 +3,11 @@ canned answers for each route and records every request, so each case checks
 what the client sends (method, path, query, headers, body) and what it makes
 of the answer (output, exit status)."""
 import hashlib
+import http.client
 import http.server
 import json
 import os
+import shutil
 import socket
 import socketserver
 import subprocess
@@ -16,7 +18,7 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sbxtest import SANDBOXD, Suite, check  # noqa: E402
+from sbxtest import SANDBOXD, ServeDaemon, Suite, check  # noqa: E402
 
 CTL = os.environ.get("SANDBOXCTL") or os.path.join(os.path.dirname(SANDBOXD), "sandboxctl")
 S = Suite("sandboxctl")
@@ -712,6 +714,46 @@ def stream_errors():
                            shell=True, capture_output=True, timeout=60, env=base_env())
         check(p.stdout.decode().splitlines() == ["1 tick n=1", "2 tick n=2"], "head", p)
         check(p.stderr == b"", "no complaint", p)
+
+
+class RealDaemon(ServeDaemon):
+    """A real `sandboxd serve` for the end-to-end cases (--net none)."""
+
+    def req(self, method, path, body=None, token=None, timeout=20):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            c.request(method, path, body=body)
+            r = c.getresponse()
+            data = r.read()
+            return r.status, json.loads(data) if data else None, dict(r.getheaders())
+        finally:
+            c.close()
+
+
+@S.case
+def sessions_end_to_end_with_a_real_daemon():
+    token = "ctl-e2e-" + "0123456789abcdef0123"
+    state = tempfile.mkdtemp(prefix="sbx-ctl-")
+    d = RealDaemon(os.path.join(state, "s"), token).start()
+    try:
+        env = dict(base_env(), SANDBOX_URL="http://127.0.0.1:%d" % d.port, SANDBOX_TOKEN=token)
+        p = ctl(None, "session", "start", "s1", env=env)
+        check(p.returncode == 0 and p.out == "s1\n", "session start prints its id", p)
+        p = ctl(None, "exec", "--session", "s1", "--", "sh", "-c", "echo kept > /tmp/f", env=env)
+        check(p.returncode == 0, "a task in the session", p)
+        p = ctl(None, "exec", "--session", "s1", "--", "cat", "/tmp/f", env=env)
+        check(p.returncode == 0 and p.out == "kept\n", "the next task sees its /tmp", p)
+        p = ctl(None, "session", "start", env=env)
+        check(p.returncode == 0 and len(p.out.strip()) == 36, "an unnamed session gets an id", p)
+        p = ctl(None, "--json", "session", "stop", "s1", env=env)
+        check(p.returncode == 0 and json.loads(p.out)["status"] == "stopped", "stop --json", p)
+        p = ctl(None, "exec", "--session", "s1", "--", "cat", "/tmp/f", env=env)
+        check(p.returncode == 1, "after the stop, a fresh sandbox: no /tmp/f", p)
+        p = ctl(None, "session", "start", "a/b", env=env)
+        check(p.returncode == 2 and "'a/b'" in p.err, "a bad id is named", p)
+    finally:
+        d.stop()
+        shutil.rmtree(state, ignore_errors=True)
 
 
 S.finish()

@@ -168,6 +168,28 @@ static void tasks_forms(void **state)
     assert_true(a.json);
 }
 
+static void session_forms(void **state)
+{
+    struct sbx_cli_args a;
+    sbx_err e;
+    assert_int_equal(PARSE(&a, &e, "session", "start"), 0);
+    assert_int_equal(a.cmd, SBX_CLI_SESSION_START);
+    assert_null(a.session);
+    assert_int_equal(PARSE(&a, &e, "session", "start", "agent-7", "--json"), 0);
+    assert_string_equal(a.session, "agent-7");
+    assert_true(a.json);
+    assert_int_equal(PARSE(&a, &e, "session", "stop", "agent-7"), 0);
+    assert_int_equal(a.cmd, SBX_CLI_SESSION_STOP);
+    assert_int_equal(PARSE(&a, &e, "session", "stop"), -1);
+    assert_string_equal(e.msg, "session: missing argument (usage: session stop ID)");
+    assert_int_equal(PARSE(&a, &e, "session", "pause", "x"), -1);
+    assert_string_equal(e.msg, "session: unknown subcommand 'pause' (start, stop)");
+    assert_int_equal(PARSE(&a, &e, "session", "start", ".."), -1);
+    assert_string_equal(e.msg, "session ID: '..' is not a valid name");
+    assert_int_equal(PARSE(&a, &e, "session", "start", "x", "--timeout", "3"), -1);
+    assert_string_equal(e.msg, "--timeout does not apply to 'session start'");
+}
+
 static void files_and_stream_forms(void **state)
 {
     struct sbx_cli_args a;
@@ -333,6 +355,7 @@ int main(void)
         cmocka_unit_test(exec_forms),
         cmocka_unit_test(run_forms),
         cmocka_unit_test(tasks_forms),
+        cmocka_unit_test(session_forms),
         cmocka_unit_test(files_and_stream_forms),
         cmocka_unit_test(help_and_version),
         cmocka_unit_test(bad_lines_name_the_option),

@@ -652,6 +652,11 @@ static void session_free(struct rt_session *x)
     }
     if (x->ev_ready)
         event_free(x->ev_ready);
+    /* Its running tasks end as canceled (124), not as a sandbox that broke
+     * under them. */
+    for (struct rt_task *t = rt->active; t; t = t->all_next)
+        if (t->in_session == x && t->t)
+            sbx_task_cancel(t->t);
     for (struct rt_session **p = &rt->sessions; *p; p = &(*p)->next)
         if (*p == x) {
             *p = x->next;

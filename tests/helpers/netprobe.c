@@ -51,16 +51,12 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 
+#include "helper_util.h"
+
 #define SOCKS_PORT 1080
 #define HTTP_PORT 3128
 #define IO_TIMEOUT_MS 4000
 #define MAXBUF (256 * 1024)
-
-static const char *ename(int e)
-{
-    const char *n = strerrorname_np(e);
-    return n ? n : "E?";
-}
 
 /* Printable, shell-quotable excerpt of data: the first line, at most 160 bytes. */
 static const char *excerpt(const char *data, size_t n)
@@ -806,50 +802,13 @@ static int cmd_dns_flood(int argc, char **argv)
 
 /* --- netconfig: nftables and routes through netlink --------------------------- */
 
-struct nlbuf {
-    char data[2048];
-    size_t len;
-};
-
-static struct nlmsghdr *nl_add(struct nlbuf *b, uint16_t type, uint16_t flags, const void *body,
-                               size_t blen)
-{
-    struct nlmsghdr *h = (struct nlmsghdr *)(b->data + b->len);
-    memset(h, 0, NLMSG_SPACE(blen));
-    h->nlmsg_len = (uint32_t)NLMSG_LENGTH(blen);
-    h->nlmsg_type = type;
-    h->nlmsg_flags = flags;
-    h->nlmsg_seq = (uint32_t)(b->len + 1);
-    memcpy(NLMSG_DATA(h), body, blen);
-    b->len += NLMSG_SPACE(blen);
-    return h;
-}
-
-static void nl_attr(struct nlbuf *b, struct nlmsghdr *h, uint16_t type, const void *v, size_t n)
-{
-    struct rtattr *a = (struct rtattr *)(b->data + b->len);
-    a->rta_type = type;
-    a->rta_len = (unsigned short)RTA_LENGTH(n);
-    memcpy(RTA_DATA(a), v, n);
-    memset((char *)RTA_DATA(a) + n, 0, RTA_SPACE(n) - RTA_LENGTH(n));
-    h->nlmsg_len += (uint32_t)RTA_SPACE(n);
-    b->len += RTA_SPACE(n);
-}
-
 /* Sends the request; the first error ack's errno, 0 for a positive ack, or the
  * socket call's errno. Returns a name. */
 static const char *nl_talk(int proto, struct nlbuf *b)
 {
-    int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, proto);
+    int s = nl_send(proto, b);
     if (s < 0)
         return ename(errno);
-    timeouts(s, 2000);
-    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
-    if (sendto(s, b->data, b->len, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) {
-        int e = errno;
-        close(s);
-        return ename(e);
-    }
     static char reply[8192];
     for (;;) {
         ssize_t n = recv(s, reply, sizeof(reply), 0);
@@ -872,15 +831,7 @@ static const char *nl_talk(int proto, struct nlbuf *b)
 static const char *nft_batch(uint16_t msg, int family, const char *table, uint16_t flags)
 {
     struct nlbuf b = {.len = 0};
-    struct nfgenmsg batch = {
-        .nfgen_family = AF_UNSPEC, .version = NFNETLINK_V0, .res_id = htons(NFNL_SUBSYS_NFTABLES)};
-    nl_add(&b, NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, &batch, sizeof(batch));
-    struct nfgenmsg tbl = {.nfgen_family = (uint8_t)family, .version = NFNETLINK_V0};
-    struct nlmsghdr *h = nl_add(&b, (NFNL_SUBSYS_NFTABLES << 8) | msg,
-                                NLM_F_REQUEST | NLM_F_ACK | flags, &tbl, sizeof(tbl));
-    if (table)
-        nl_attr(&b, h, NFTA_TABLE_NAME, table, strlen(table) + 1);
-    nl_add(&b, NFNL_MSG_BATCH_END, NLM_F_REQUEST, &batch, sizeof(batch));
+    nft_table_batch(&b, msg, family, table, flags);
     return nl_talk(NETLINK_NETFILTER, &b);
 }
 
@@ -890,16 +841,9 @@ static const char *nft_list_tables(void)
     struct nfgenmsg tbl = {.nfgen_family = NFPROTO_UNSPEC, .version = NFNETLINK_V0};
     nl_add(&b, (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETTABLE,
            NLM_F_REQUEST | NLM_F_DUMP | NLM_F_ACK, &tbl, sizeof(tbl));
-    int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+    int s = nl_send(NETLINK_NETFILTER, &b);
     if (s < 0)
         return ename(errno);
-    timeouts(s, 2000);
-    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
-    if (sendto(s, b.data, b.len, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) {
-        int e = errno;
-        close(s);
-        return ename(e);
-    }
     static char reply[16384];
     int tables = 0;
     for (;;) {
@@ -929,29 +873,14 @@ static const char *nft_list_tables(void)
 static const char *rtm_route(uint16_t type, uint16_t flags, uint32_t dst, int dst_len)
 {
     struct nlbuf b = {.len = 0};
-    struct rtmsg rt = {.rtm_family = AF_INET,
-                       .rtm_dst_len = (unsigned char)dst_len,
-                       .rtm_table = RT_TABLE_MAIN,
-                       .rtm_protocol = RTPROT_BOOT,
-                       .rtm_scope = RT_SCOPE_LINK,
-                       .rtm_type = RTN_UNICAST};
-    struct nlmsghdr *h = nl_add(&b, type, NLM_F_REQUEST | NLM_F_ACK | flags, &rt, sizeof(rt));
-    struct in_addr a = {htonl(dst)};
-    int oif = (int)if_nametoindex("lo");
-    if (dst_len)
-        nl_attr(&b, h, RTA_DST, &a, sizeof(a));
-    nl_attr(&b, h, RTA_OIF, &oif, sizeof(oif));
+    rtm_route_msg(&b, type, flags, dst, dst_len);
     return nl_talk(NETLINK_ROUTE, &b);
 }
 
 static const char *rtm_link_down(void)
 {
     struct nlbuf b = {.len = 0};
-    struct ifinfomsg ii = {.ifi_family = AF_UNSPEC,
-                           .ifi_index = (int)if_nametoindex("lo"),
-                           .ifi_flags = 0,
-                           .ifi_change = IFF_UP};
-    nl_add(&b, RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, &ii, sizeof(ii));
+    rtm_link_down_msg(&b);
     return nl_talk(NETLINK_ROUTE, &b);
 }
 

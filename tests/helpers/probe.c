@@ -67,6 +67,8 @@
 #include <linux/rtnetlink.h>
 #include <linux/userfaultfd.h>
 
+#include "helper_util.h"
+
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
 #endif
@@ -93,12 +95,6 @@
 
 /* Attempts that escaped, or failed where they had to work. */
 static int bad;
-
-static const char *ename(int e)
-{
-    const char *n = strerrorname_np(e);
-    return n ? n : "E?";
-}
 
 static __attribute__((format(printf, 2, 3))) void say(const char *tag, const char *fmt, ...)
 {
@@ -1052,51 +1048,13 @@ static int probe_raw_sockets(int argc, char **argv)
 
 /* --- 20: routes, interfaces, nftables --------------------------------------------- */
 
-struct nlbuf {
-    char data[1024];
-    size_t len;
-};
-
-static struct nlmsghdr *nl_add(struct nlbuf *b, uint16_t type, uint16_t flags, const void *body,
-                               size_t blen)
-{
-    struct nlmsghdr *h = (struct nlmsghdr *)(b->data + b->len);
-    memset(h, 0, NLMSG_SPACE(blen));
-    h->nlmsg_len = (uint32_t)NLMSG_LENGTH(blen);
-    h->nlmsg_type = type;
-    h->nlmsg_flags = flags;
-    h->nlmsg_seq = (uint32_t)(b->len + 1);
-    memcpy(NLMSG_DATA(h), body, blen);
-    b->len += NLMSG_SPACE(blen);
-    return h;
-}
-
-static void nl_attr(struct nlbuf *b, struct nlmsghdr *h, uint16_t type, const void *v, size_t n)
-{
-    struct rtattr *a = (struct rtattr *)(b->data + b->len);
-    a->rta_type = type;
-    a->rta_len = (unsigned short)RTA_LENGTH(n);
-    memcpy(RTA_DATA(a), v, n);
-    h->nlmsg_len += (uint32_t)RTA_SPACE(n);
-    b->len += RTA_SPACE(n);
-}
-
 /* Sends the request, returns -1 with errno from the first error ack, or 0 for a
  * positive ack (the change was made). */
 static long nl_talk(int proto, struct nlbuf *b)
 {
-    int s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, proto);
+    int s = nl_send(proto, b);
     if (s < 0)
         return -1;
-    struct timeval tv = {.tv_sec = 2};
-    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
-    if (sendto(s, b->data, b->len, 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0) {
-        int e = errno;
-        close(s);
-        errno = e;
-        return -1;
-    }
     char reply[4096];
     ssize_t n = recv(s, reply, sizeof(reply), 0);
     int e = errno;
@@ -1122,18 +1080,7 @@ static long nl_talk(int proto, struct nlbuf *b)
 static long rtm_newroute(void)
 {
     struct nlbuf b = {.len = 0};
-    struct rtmsg rt = {.rtm_family = AF_INET,
-                       .rtm_dst_len = 8,
-                       .rtm_table = RT_TABLE_MAIN,
-                       .rtm_protocol = RTPROT_BOOT,
-                       .rtm_scope = RT_SCOPE_LINK,
-                       .rtm_type = RTN_UNICAST};
-    struct nlmsghdr *h = nl_add(
-        &b, RTM_NEWROUTE, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, &rt, sizeof(rt));
-    struct in_addr dst = {htonl(0x0a000000)};
-    int oif = (int)if_nametoindex("lo");
-    nl_attr(&b, h, RTA_DST, &dst, sizeof(dst));
-    nl_attr(&b, h, RTA_OIF, &oif, sizeof(oif));
+    rtm_route_msg(&b, RTM_NEWROUTE, NLM_F_CREATE | NLM_F_EXCL, 0x0a000000, 8);
     return nl_talk(NETLINK_ROUTE, &b);
 }
 
@@ -1155,25 +1102,14 @@ static long rtm_newaddr(void)
 static long rtm_setlink_down(void)
 {
     struct nlbuf b = {.len = 0};
-    struct ifinfomsg ii = {.ifi_family = AF_UNSPEC,
-                           .ifi_index = (int)if_nametoindex("lo"),
-                           .ifi_flags = 0,
-                           .ifi_change = IFF_UP};
-    nl_add(&b, RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, &ii, sizeof(ii));
+    rtm_link_down_msg(&b);
     return nl_talk(NETLINK_ROUTE, &b);
 }
 
 static long nft_newtable(void)
 {
     struct nlbuf b = {.len = 0};
-    struct nfgenmsg batch = {
-        .nfgen_family = AF_UNSPEC, .version = NFNETLINK_V0, .res_id = htons(NFNL_SUBSYS_NFTABLES)};
-    nl_add(&b, NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, &batch, sizeof(batch));
-    struct nfgenmsg tbl = {.nfgen_family = NFPROTO_INET, .version = NFNETLINK_V0};
-    struct nlmsghdr *h = nl_add(&b, (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWTABLE,
-                                NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK, &tbl, sizeof(tbl));
-    nl_attr(&b, h, NFTA_TABLE_NAME, "sbxprobe", sizeof("sbxprobe"));
-    nl_add(&b, NFNL_MSG_BATCH_END, NLM_F_REQUEST, &batch, sizeof(batch));
+    nft_table_batch(&b, NFT_MSG_NEWTABLE, NFPROTO_INET, "sbxprobe", NLM_F_CREATE);
     return nl_talk(NETLINK_NETFILTER, &b);
 }
 

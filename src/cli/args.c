@@ -36,6 +36,9 @@ enum opt_id {
     O_ALL,
     O_OUTPUT,
     O_LAST_ID,
+    O_ALLOW,
+    O_DENY,
+    O_DEFAULT,
     O_COUNT
 };
 
@@ -55,7 +58,7 @@ static const struct opt opts[O_COUNT] = {
     [O_JSON] = {"json", 0, false,
                 C(STATUS) | EXEC_RUN | C(TASKS_LIST) | C(TASKS_GET) | C(TASKS_CANCEL) |
                     C(TASKS_WAIT) | C(FILES_LS) | C(FILES_PUT) | C(STREAM) | C(SESSION_START) |
-                    C(SESSION_STOP)},
+                    C(SESSION_STOP) | C(TASKS_NETWORK) | C(SESSION_NETWORK)},
     [O_HELP] = {"help", 'h', false, ALL_CMDS},
     [O_VERSION] = {"version", 0, false, ALL_CMDS},
     [O_TIMEOUT] = {"timeout", 0, true, EXEC_RUN},
@@ -73,6 +76,9 @@ static const struct opt opts[O_COUNT] = {
     [O_ALL] = {"all", 0, false, C(TASKS_LIST)},
     [O_OUTPUT] = {"output", 'o', true, C(FILES_GET)},
     [O_LAST_ID] = {"last-event-id", 0, true, C(STREAM)},
+    [O_ALLOW] = {"allow", 0, true, C(TASKS_NETWORK) | C(SESSION_NETWORK)},
+    [O_DENY] = {"deny", 0, true, C(TASKS_NETWORK) | C(SESSION_NETWORK)},
+    [O_DEFAULT] = {"default", 0, true, C(TASKS_NETWORK) | C(SESSION_NETWORK)},
 };
 
 static const char *const statuses[] = {"pending",  "running", "succeeded",  "failed",
@@ -180,6 +186,22 @@ static int set_value(struct parse_state *st, enum opt_id id, const char *name, c
     case O_TIMEOUT:
         if (sbx_parse_seconds(v, SBX_CLI_MAX_TIMEOUT_S, &a->timeout_s, &e) < 0)
             return opt_bad(name, &e, err);
+        return 0;
+    case O_ALLOW:
+    case O_DENY: {
+        bool allow = id == O_ALLOW;
+        size_t *n = allow ? &a->n_allow : &a->n_deny;
+        if (!*v || !printable(v))
+            return sbx_err_set(err, EINVAL, "%s: '%s' is not a rule", name, v);
+        if (*n == SBX_CLI_MAX_RULES)
+            return sbx_err_set(err, E2BIG, "%s: too many (at most %d)", name, SBX_CLI_MAX_RULES);
+        (allow ? a->allow : a->deny)[(*n)++] = v;
+        return 0;
+    }
+    case O_DEFAULT:
+        if (strcmp(v, "allow") != 0 && strcmp(v, "deny") != 0)
+            return sbx_err_set(err, EINVAL, "%s: '%s' is not allow or deny", name, v);
+        a->net_default = v;
         return 0;
     case O_ENV:
         if (sbx_parse_env_assignment(v, &e) < 0)
@@ -414,7 +436,8 @@ static int resolve_tasks(struct parse_state *st)
 {
     struct sbx_cli_args *a = st->a;
     if (st->n_words < 2)
-        return sbx_err_set(st->err, EINVAL, "tasks: missing subcommand (list, get, cancel, wait)");
+        return sbx_err_set(st->err, EINVAL,
+                           "tasks: missing subcommand (list, get, cancel, wait, network)");
     const char *sub = st->words[1];
     if (strcmp(sub, "list") == 0) {
         a->cmd = SBX_CLI_TASKS_LIST;
@@ -422,14 +445,17 @@ static int resolve_tasks(struct parse_state *st)
     }
     if (strcmp(sub, "get") == 0)
         a->cmd = SBX_CLI_TASKS_GET;
+    else if (strcmp(sub, "network") == 0)
+        a->cmd = SBX_CLI_TASKS_NETWORK;
     else if (strcmp(sub, "cancel") == 0)
         a->cmd = SBX_CLI_TASKS_CANCEL;
     else if (strcmp(sub, "wait") == 0)
         a->cmd = SBX_CLI_TASKS_WAIT;
     else
         return sbx_err_set(st->err, EINVAL,
-                           "tasks: unknown subcommand '%s' (list, get, cancel, wait)", sub);
-    if (operands(st, 2, 1, 1, "tasks get|cancel|wait ID") < 0)
+                           "tasks: unknown subcommand '%s' (list, get, cancel, wait, network)",
+                           sub);
+    if (operands(st, 2, 1, 1, "tasks get|cancel|wait|network ID") < 0)
         return -1;
     a->task_id = st->words[2];
     return check_text("task id", a->task_id, st->err);
@@ -475,18 +501,20 @@ static int resolve_session(struct parse_state *st)
 {
     struct sbx_cli_args *a = st->a;
     if (st->n_words < 2)
-        return sbx_err_set(st->err, EINVAL, "session: missing subcommand (start, stop)");
+        return sbx_err_set(st->err, EINVAL, "session: missing subcommand (start, stop, network)");
     const char *sub = st->words[1];
     if (strcmp(sub, "start") == 0) {
         a->cmd = SBX_CLI_SESSION_START;
         if (operands(st, 2, 0, 1, "session start [ID]") < 0)
             return -1;
-    } else if (strcmp(sub, "stop") == 0) {
-        a->cmd = SBX_CLI_SESSION_STOP;
-        if (operands(st, 2, 1, 1, "session stop ID") < 0)
+    } else if (strcmp(sub, "stop") == 0 || strcmp(sub, "network") == 0) {
+        bool stop = strcmp(sub, "stop") == 0;
+        a->cmd = stop ? SBX_CLI_SESSION_STOP : SBX_CLI_SESSION_NETWORK;
+        if (operands(st, 2, 1, 1, stop ? "session stop ID" : "session network ID [rules]") < 0)
             return -1;
     } else {
-        return sbx_err_set(st->err, EINVAL, "session: unknown subcommand '%s' (start, stop)", sub);
+        return sbx_err_set(st->err, EINVAL,
+                           "session: unknown subcommand '%s' (start, stop, network)", sub);
     }
     /* Without an ID, start asks the daemon to name the session. */
     a->session = st->n_words > 2 ? st->words[2] : NULL;

@@ -15,6 +15,7 @@
 #define SBX_CLI_MAX_ENV 256
 #define SBX_CLI_MAX_TIMEOUT_S (24.0 * 3600)
 #define SBX_CLI_MAX_LIMIT 10000
+#define SBX_CLI_MAX_RULES 256
 
 enum sbx_cli_cmd {
     SBX_CLI_HELP,
@@ -33,6 +34,8 @@ enum sbx_cli_cmd {
     SBX_CLI_STREAM,
     SBX_CLI_SESSION_START,
     SBX_CLI_SESSION_STOP,
+    SBX_CLI_TASKS_NETWORK,
+    SBX_CLI_SESSION_NETWORK,
 };
 
 /* Defaults from the environment (each may be NULL or ""). */
@@ -73,6 +76,10 @@ struct sbx_cli_args {
     const char *path;   /* in the workspace */
     const char *local;  /* put: source ("-": stdin) */
     const char *output; /* get -o */
+    /* tasks network, session network: the new egress rules */
+    const char *allow[SBX_CLI_MAX_RULES], *deny[SBX_CLI_MAX_RULES];
+    size_t n_allow, n_deny;
+    const char *net_default; /* "allow" | "deny", NULL: not sent */
     /* stream */
     const char *last_event_id;
     const char *help_topic; /* HELP: the command asked about, or NULL */

@@ -25,6 +25,7 @@ static void usage(FILE *f)
         "  tasks cancel ID                 cancel a queued or running task\n"
         "  tasks wait ID                   wait for a task to end, print its output, exit with\n"
         "                                  its status\n"
+        "  tasks network ID [rules]        a running task's new egress rules, at once\n"
         "  files get PATH [-o FILE]        download a workspace file (to stdout by default)\n"
         "  files put LOCAL PATH            upload LOCAL ('-': stdin) to PATH, parents created\n"
         "  files ls [PATH]                 list a workspace directory\n"
@@ -32,6 +33,7 @@ static void usage(FILE *f)
         "  session start [ID]              start a live session (a sandbox its tasks share:\n"
         "                                  /tmp, processes); prints its id once it is ready\n"
         "  session stop ID                 stop it, killing everything in it\n"
+        "  session network ID [rules]      a live session's new egress rules, at once\n"
         "  stream [--session ID] [--last-event-id N]\n"
         "                                  follow a session's events (default: the daemon's\n"
         "                                  default session), resuming after a drop\n"
@@ -42,6 +44,11 @@ static void usage(FILE *f)
         "  --memory SIZE, --pids N, --cpu CORES  narrower limits for this task\n"
         "  --session ID        run in that session\n"
         "  -d, --detach        queue the task (POST /runtime/tasks) and print its id\n"
+        "\n"
+        "Rules of tasks network and session network (each change replaces the last):\n"
+        "  --default allow|deny  what the egress does with the rest\n"
+        "  --allow RULE, --deny RULE  name, *.suffix, CIDR or address, each with an\n"
+        "                      optional :port, or :port (repeatable)\n"
         "\n"
         "Global options:\n"
         "  --url URL           http://HOST:PORT, https://…, unix:/PATH (env SANDBOX_URL,\n"
@@ -87,6 +94,9 @@ static int dispatch(struct sbx_cli_client *c, const struct sbx_cli_args *a)
     case SBX_CLI_SESSION_START:
     case SBX_CLI_SESSION_STOP:
         return sbx_cli_cmd_session(c, a);
+    case SBX_CLI_TASKS_NETWORK:
+    case SBX_CLI_SESSION_NETWORK:
+        return sbx_cli_cmd_network(c, a);
     default:
         return 2;
     }

@@ -91,3 +91,39 @@ json_t *sbx_cli_exec_body(const struct sbx_cli_args *a, const char *code, size_t
     }
     return body;
 }
+
+static int add_rules(json_t *body, const char *key, const char *const *rules, size_t n,
+                     sbx_err *err)
+{
+    if (!n)
+        return 0;
+    json_t *arr = json_array();
+    if (set(body, key, arr, err) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        json_t *r = json_string(rules[i]);
+        if (!r)
+            return sbx_err_set(err, EINVAL, "--%s: rule %zu is not UTF-8 text", key, i + 1);
+        if (json_array_append_new(arr, r) < 0)
+            return sbx_err_set(err, ENOMEM, "request body");
+    }
+    return 0;
+}
+
+json_t *sbx_cli_network_body(const struct sbx_cli_args *a, sbx_err *err)
+{
+    json_t *body = json_object();
+    if (!body) {
+        sbx_err_set(err, ENOMEM, "request body");
+        return NULL;
+    }
+    bool session = a->cmd == SBX_CLI_SESSION_NETWORK;
+    if ((session && set(body, "sessionID", json_string(a->session), err) < 0) ||
+        (a->net_default && set(body, "default", json_string(a->net_default), err) < 0) ||
+        add_rules(body, "allow", a->allow, a->n_allow, err) < 0 ||
+        add_rules(body, "deny", a->deny, a->n_deny, err) < 0) {
+        json_decref(body);
+        return NULL;
+    }
+    return body;
+}

@@ -482,6 +482,30 @@ def tasks_get_and_cancel():
 
 
 @S.case
+def network_rules_of_a_task_and_a_session():
+    with Fake() as f:
+        f.handler = lambda req: Answer(200, {"ok": True})
+        p = ctl(f, "tasks", "network", "a b", "--deny", "*.evil.test", "--deny", ":25",
+                "--allow", "10.1.2.3:443", "--default", "deny")
+        r = f.requests[-1]
+        check(p.returncode == 0 and p.out == "rules set for task a b\n", "exit 0, said", p)
+        check(r.method == "POST" and r.target == "/runtime/tasks/a%20b/network", "path", r)
+        check(r.json() == {"default": "deny", "allow": ["10.1.2.3:443"],
+                           "deny": ["*.evil.test", ":25"]}, "the rules as given", r)
+        p = ctl(f, "session", "network", "s1")
+        r = f.requests[-1]
+        check(p.returncode == 0 and r.target == "/runtime/network" and
+              r.json() == {"sessionID": "s1"}, "no rules: the operator's again", r)
+        f.handler = lambda req: error(409, "conflict", "task t9 has no egress")
+        p = ctl(f, "tasks", "network", "t9", "--deny", "x.test")
+        check(p.returncode == 1 and "no egress" in p.err, "the daemon's refusal", p)
+        n = len(f.requests)
+        p = ctl(f, "session", "network", "s1", "--default", "sometimes")
+        check(p.returncode == 2 and "--default" in p.err and len(f.requests) == n,
+              "a bad value is named, nothing sent", p)
+
+
+@S.case
 def tasks_wait_polls_until_final():
     polls = []
 
@@ -745,6 +769,9 @@ def sessions_end_to_end_with_a_real_daemon():
         check(p.returncode == 0 and p.out == "kept\n", "the next task sees its /tmp", p)
         p = ctl(None, "session", "start", env=env)
         check(p.returncode == 0 and len(p.out.strip()) == 36, "an unnamed session gets an id", p)
+        p = ctl(None, "session", "network", "s1", "--deny", "x.test", env=env)
+        check(p.returncode == 1 and "no egress" in p.err,
+              "rules for a session without an egress (--net none): refused, said", p)
         p = ctl(None, "--json", "session", "stop", "s1", env=env)
         check(p.returncode == 0 and json.loads(p.out)["status"] == "stopped", "stop --json", p)
         p = ctl(None, "exec", "--session", "s1", "--", "cat", "/tmp/f", env=env)

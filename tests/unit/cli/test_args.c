@@ -183,11 +183,38 @@ static void session_forms(void **state)
     assert_int_equal(PARSE(&a, &e, "session", "stop"), -1);
     assert_string_equal(e.msg, "session: missing argument (usage: session stop ID)");
     assert_int_equal(PARSE(&a, &e, "session", "pause", "x"), -1);
-    assert_string_equal(e.msg, "session: unknown subcommand 'pause' (start, stop)");
+    assert_string_equal(e.msg, "session: unknown subcommand 'pause' (start, stop, network)");
     assert_int_equal(PARSE(&a, &e, "session", "start", ".."), -1);
     assert_string_equal(e.msg, "session ID: '..' is not a valid name");
     assert_int_equal(PARSE(&a, &e, "session", "start", "x", "--timeout", "3"), -1);
     assert_string_equal(e.msg, "--timeout does not apply to 'session start'");
+}
+
+static void network_forms(void **state)
+{
+    struct sbx_cli_args a;
+    sbx_err e;
+    assert_int_equal(PARSE(&a, &e, "tasks", "network", "t1", "--allow", "*.a.test", "--deny",
+                           "10.0.0.0/8", "--deny", ":25", "--default", "deny"),
+                     0);
+    assert_int_equal(a.cmd, SBX_CLI_TASKS_NETWORK);
+    assert_string_equal(a.task_id, "t1");
+    assert_int_equal(a.n_allow, 1);
+    assert_int_equal(a.n_deny, 2);
+    assert_string_equal(a.deny[1], ":25");
+    assert_string_equal(a.net_default, "deny");
+    assert_int_equal(PARSE(&a, &e, "session", "network", "s1", "--json"), 0);
+    assert_int_equal(a.cmd, SBX_CLI_SESSION_NETWORK);
+    assert_string_equal(a.session, "s1");
+    assert_int_equal(a.n_allow + a.n_deny, 0);
+    assert_int_equal(PARSE(&a, &e, "session", "network", "s1", "--default", "maybe"), -1);
+    assert_string_equal(e.msg, "--default: 'maybe' is not allow or deny");
+    assert_int_equal(PARSE(&a, &e, "tasks", "network", "t1", "--allow", ""), -1);
+    assert_string_equal(e.msg, "--allow: '' is not a rule");
+    assert_int_equal(PARSE(&a, &e, "exec", "--allow", "x", "--", "true"), -1);
+    assert_string_equal(e.msg, "--allow does not apply to 'exec'");
+    assert_int_equal(PARSE(&a, &e, "tasks", "network"), -1);
+    assert_string_equal(e.msg, "tasks: missing argument (usage: tasks get|cancel|wait|network ID)");
 }
 
 static void files_and_stream_forms(void **state)
@@ -356,6 +383,7 @@ int main(void)
         cmocka_unit_test(run_forms),
         cmocka_unit_test(tasks_forms),
         cmocka_unit_test(session_forms),
+        cmocka_unit_test(network_forms),
         cmocka_unit_test(files_and_stream_forms),
         cmocka_unit_test(help_and_version),
         cmocka_unit_test(bad_lines_name_the_option),

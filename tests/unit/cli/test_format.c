@@ -244,12 +244,39 @@ static void exec_bodies(void **state)
     assert_non_null(strstr(e.msg, "prog.py"));
 }
 
+static void network_bodies(void **state)
+{
+    struct sbx_cli_args a = {.cmd = SBX_CLI_TASKS_NETWORK, .task_id = "t1"};
+    a.allow[a.n_allow++] = "*.example.com";
+    a.deny[a.n_deny++] = "10.0.0.0/8";
+    a.deny[a.n_deny++] = ":25";
+    a.net_default = "deny";
+    sbx_err e = {0};
+    json_t *b = sbx_cli_network_body(&a, &e);
+    char *s = json_dumps(b, JSON_COMPACT);
+    assert_string_equal(s, "{\"default\":\"deny\",\"allow\":[\"*.example.com\"],"
+                           "\"deny\":[\"10.0.0.0/8\",\":25\"]}");
+    free(s);
+    json_decref(b);
+    /* A session's names it; no rules at all: back to the operator's. */
+    struct sbx_cli_args x = {.cmd = SBX_CLI_SESSION_NETWORK, .session = "s1"};
+    b = sbx_cli_network_body(&x, &e);
+    s = json_dumps(b, JSON_COMPACT);
+    assert_string_equal(s, "{\"sessionID\":\"s1\"}");
+    free(s);
+    json_decref(b);
+    x.deny[x.n_deny++] = "\xff";
+    assert_null(sbx_cli_network_body(&x, &e));
+    assert_non_null(strstr(e.msg, "--deny: rule 1"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(error_answers), cmocka_unit_test(exit_codes),
-        cmocka_unit_test(command_lines), cmocka_unit_test(event_lines),
-        cmocka_unit_test(printed_views), cmocka_unit_test(exec_bodies),
+        cmocka_unit_test(error_answers),  cmocka_unit_test(exit_codes),
+        cmocka_unit_test(command_lines),  cmocka_unit_test(event_lines),
+        cmocka_unit_test(printed_views),  cmocka_unit_test(exec_bodies),
+        cmocka_unit_test(network_bodies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -382,15 +382,15 @@ static void session_answer(sbx_http_request *req, struct sbx_api *api, const str
                            const char *session, bool start, bool emit)
 {
     sbx_err e = {0};
-    json_t *d = start ? json_pack("{s:s, s:s, s:s}", "runtimeId", session, "cloneId", c->id,
-                                  "tenantCode", c->tenant)
-                      : json_pack("{s:s, s:s}", "runtimeId", session, "reason", "stopped");
-    if (!emit)
-        json_decref(d);
-    else if (sbx_runtime_emit(api->rt, c->tenant, session,
-                              start ? "runtime_started" : "runtime_stopped", d, &e) < 0) {
-        (void)sbx_http_respond_err(req, &e);
-        return;
+    if (emit) {
+        json_t *d = start ? json_pack("{s:s, s:s, s:s}", "runtimeId", session, "cloneId", c->id,
+                                      "tenantCode", c->tenant)
+                          : json_pack("{s:s, s:s}", "runtimeId", session, "reason", "stopped");
+        if (sbx_runtime_emit(api->rt, c->tenant, session,
+                             start ? "runtime_started" : "runtime_stopped", d, &e) < 0) {
+            (void)sbx_http_respond_err(req, &e);
+            return;
+        }
     }
     sbx_http_respond_json(req, 200,
                           json_pack("{s:b, s:s, s:s}", "ok", 1, "status",

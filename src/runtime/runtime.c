@@ -24,6 +24,8 @@
 #define MAX_CLONES 60000u
 /* The longest a session start waits for its sandbox to be set up. */
 #define SESSION_START_MS 10000
+static const struct timeval session_start_limit = {.tv_sec = SESSION_START_MS / 1000,
+                                                   .tv_usec = (SESSION_START_MS % 1000) * 1000};
 
 struct rt_task;
 
@@ -680,22 +682,28 @@ static void session_free(struct rt_session *x)
     free(x);
 }
 
-static void session_end(struct rt_session *x, const char *reason)
+/* The end of a live session for reason: logged and freed; tasks that waited
+ * in the queue for it to be set up are looked at again (they run without
+ * it). */
+static void session_close(struct rt_session *x, const char *reason)
 {
     char tenant_s[128], name_s[128];
     sbx_log(SBX_LOG_INFO, "session ended tenant=%s session=%s reason=\"%s\"",
             sbx_log_safe(x->tenant, tenant_s, sizeof(tenant_s)),
             sbx_log_safe(x->name, name_s, sizeof(name_s)), reason);
-    json_t *d = json_pack("{s:s, s:s}", "runtimeId", x->name, "reason", reason);
-    char tenant[SBX_SEGMENT_MAX + 1], name[SBX_SEGMENT_MAX + 1];
-    snprintf(tenant, sizeof(tenant), "%s", x->tenant);
-    snprintf(name, sizeof(name), "%s", x->name);
     struct sbx_runtime *rt = x->rt;
     bool waited = !x->ready;
     session_free(x);
-    sbx_runtime_emit(rt, tenant, name, "runtime_stopped", d, NULL);
     if (waited)
-        start_next(rt); /* what waited for it runs now, without it */
+        start_next(rt);
+}
+
+/* An end the session's stream is told of (not asked for through the API). */
+static void session_end(struct rt_session *x, const char *reason)
+{
+    sbx_runtime_emit(x->rt, x->tenant, x->name, "runtime_stopped",
+                     json_pack("{s:s, s:s}", "runtimeId", x->name, "reason", reason), NULL);
+    session_close(x, reason);
 }
 
 static void on_session_exit(evutil_socket_t fd, short what, void *arg)
@@ -734,8 +742,6 @@ static void on_session_flow(void *ud, const struct sbx_flow *f)
     sbx_runtime_emit(x->rt, x->tenant, x->name, "network_denied", d, NULL);
 }
 
-static void start_next(struct sbx_runtime *rt);
-
 /* init's first message: STARTED (ready), a set-up error, or nothing in time. */
 static void on_session_started(evutil_socket_t fd, short what, void *arg)
 {
@@ -744,9 +750,7 @@ static void on_session_started(evutil_socket_t fd, short what, void *arg)
     sbx_err e = {0};
     ssize_t n = what & EV_READ ? recv(fd, &m, sizeof(m), MSG_DONTWAIT) : -1;
     if (n < 0 && (errno == EAGAIN || errno == EINTR) && (what & EV_READ)) {
-        struct timeval limit = {.tv_sec = SESSION_START_MS / 1000,
-                                .tv_usec = (SESSION_START_MS % 1000) * 1000};
-        event_add(x->ev_ready, &limit);
+        event_add(x->ev_ready, &session_start_limit);
         return;
     }
     if (n == (ssize_t)sizeof(m) && m.kind == SBX_MSG_STARTED) {
@@ -879,14 +883,12 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
     /* Tasks join the session's namespaces: not before its pid 1 has built the
      * root and holds them (a task that joined earlier found a half-made mount
      * namespace). Its STARTED message says so; the loop goes on meanwhile. */
-    struct timeval limit = {.tv_sec = SESSION_START_MS / 1000,
-                            .tv_usec = (SESSION_START_MS % 1000) * 1000};
     struct session_waiter *w = calloc(1, sizeof(*w));
     x->ev_exit = event_new(rt->o.base, x->sb.pidfd, EV_READ, on_session_exit, x);
     x->ev_idle = evtimer_new(rt->o.base, on_session_idle, x);
     x->ev_ready = event_new(rt->o.base, x->sb.sync_fd, EV_READ, on_session_started, x);
     if (!w || !x->ev_exit || !x->ev_idle || !x->ev_ready || event_add(x->ev_exit, NULL) < 0 ||
-        event_add(x->ev_ready, &limit) < 0) {
+        event_add(x->ev_ready, &session_start_limit) < 0) {
         free(w);
         sbx_err_set(err, ENOMEM, "session events");
         goto fail;
@@ -905,14 +907,7 @@ int sbx_runtime_session_stop(struct sbx_runtime *rt, const char *tenant, const c
     struct rt_session *x = find_session(rt, tenant, name);
     if (!x)
         return -1;
-    char tenant_s[128], name_s[128];
-    sbx_log(SBX_LOG_INFO, "session ended tenant=%s session=%s reason=\"stopped\"",
-            sbx_log_safe(x->tenant, tenant_s, sizeof(tenant_s)),
-            sbx_log_safe(x->name, name_s, sizeof(name_s)));
-    bool waited = !x->ready;
-    session_free(x);
-    if (waited)
-        start_next(rt); /* what waited for it runs now, without it */
+    session_close(x, "stopped");
     return 0;
 }
 
@@ -1058,34 +1053,26 @@ static struct rt_task *dequeue(struct sbx_runtime *rt)
 
 static struct rt_tenant *tenant_queue(struct sbx_runtime *rt, const char *code, bool create);
 
-/* At the back of its tenant's queue (the tenant joins the ring if new). */
-static int queue_push(struct sbx_runtime *rt, struct rt_task *t)
+/* Into its tenant's queue, at the back or the front (the tenant joins the
+ * ring if it is not in it); -1 only when a tenant queue cannot be made. */
+static int queue_put(struct sbx_runtime *rt, struct rt_task *t, bool front)
 {
     struct rt_tenant *q = tenant_queue(rt, t->clone.tenant, true);
     if (!q)
         return -1;
-    t->next = NULL;
-    if (q->tail)
-        q->tail->next = t;
-    else
+    if (front) {
+        t->next = q->head;
         q->head = t;
-    q->tail = t;
-    q->queued++;
-    rt->queued++;
-    return 0;
-}
-
-/* Back at the front of its tenant's queue (the tenant joins the ring if it
- * left it); -1 only when a tenant queue cannot be made. */
-static int queue_push_front(struct sbx_runtime *rt, struct rt_task *t)
-{
-    struct rt_tenant *q = tenant_queue(rt, t->clone.tenant, true);
-    if (!q)
-        return -1;
-    t->next = q->head;
-    q->head = t;
-    if (!q->tail)
+        if (!q->tail)
+            q->tail = t;
+    } else {
+        t->next = NULL;
+        if (q->tail)
+            q->tail->next = t;
+        else
+            q->head = t;
         q->tail = t;
+    }
     q->queued++;
     rt->queued++;
     return 0;
@@ -1128,7 +1115,7 @@ static void start_next(struct sbx_runtime *rt)
     while (held) {
         struct rt_task *t = held;
         held = t->next;
-        if (queue_push_front(rt, t) < 0)
+        if (queue_put(rt, t, true) < 0)
             finish(t, SBX_TASK_FAILED, "out of memory", NULL, NULL, 0, NULL, 0, 125);
     }
 }
@@ -1345,7 +1332,7 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     memcpy(id, rec.id, SBX_ID_SIZE);
     t->done = done;
     t->ud = ud;
-    (void)queue_push(rt, t); /* its tenant's queue exists: cannot fail */
+    (void)queue_put(rt, t, false); /* its tenant's queue exists: cannot fail */
     t->all_next = rt->active;
     rt->active = t;
     start_next(rt);

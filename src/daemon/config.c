@@ -2084,11 +2084,10 @@ static int finish(struct loader *L, char **envp)
         return fail(L, max_where, ERANGE, "%s is below the default %s (built-in sandbox.%s)", b, a,
                     key);
     }
-    if (!sbx_egress_socks_port_ok(c->network.proxy_port))
-        return sbx_err_set(L->err, EINVAL,
-                           "network.proxy_port (CLAW_SANDBOX_PROXY_PORT) %u is taken by another "
-                           "listener of the egress (53, 3128, 15001)",
-                           (unsigned)c->network.proxy_port);
+    sbx_err pe = {0};
+    if (sbx_egress_socks_port_check(c->network.proxy_port, &pe) < 0)
+        return sbx_err_set(L->err, EINVAL, "network.proxy_port (CLAW_SANDBOX_PROXY_PORT) %s",
+                           pe.msg);
     if (c->queue_per_tenant > c->queue_size)
         return sbx_err_set(
             L->err, ERANGE, "server.queue_per_tenant (%llu) is above server.queue_size (%llu)",

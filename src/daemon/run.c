@@ -96,12 +96,7 @@ static int socks_port(const char *s, uint64_t *out, sbx_err *e)
 {
     if (sbx_parse_uint(s, 1, 65535, out, e) < 0)
         return -1;
-    if (!sbx_egress_socks_port_ok((unsigned)*out))
-        return sbx_err_set(e, EINVAL,
-                           "%s is taken by another listener of the egress (53, 3128, "
-                           "15001)",
-                           s);
-    return 0;
+    return sbx_egress_socks_port_check((unsigned)*out, e);
 }
 
 static int parse_run_opts(int argc, char **argv, struct run_opts *o)

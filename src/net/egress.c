@@ -35,10 +35,16 @@ void sbx_egress_env_make(struct sbx_egress_env *e, uint16_t socks_port)
     e->v[SBX_EGRESS_ENV_COUNT] = NULL;
 }
 
-bool sbx_egress_socks_port_ok(unsigned port)
+int sbx_egress_socks_port_check(unsigned port, sbx_err *err)
 {
-    return port > 0 && port <= 65535 && port != SBX_EGRESS_HTTP_PORT &&
-           port != SBX_EGRESS_TRANSPARENT_PORT && port != 53;
+    if (port == 0 || port > 65535)
+        return sbx_err_set(err, EINVAL, "%u is not a port (1-65535)", port);
+    if (port == SBX_EGRESS_HTTP_PORT || port == SBX_EGRESS_TRANSPARENT_PORT ||
+        port == SBX_EGRESS_DNS_PORT)
+        return sbx_err_set(err, EINVAL,
+                           "%u is taken by another listener of the egress (%u, %u, %u)", port,
+                           SBX_EGRESS_DNS_PORT, SBX_EGRESS_HTTP_PORT, SBX_EGRESS_TRANSPARENT_PORT);
+    return 0;
 }
 
 size_t sbx_host_addresses(struct sbx_addr *out, size_t max)
@@ -265,7 +271,7 @@ static int inside(struct ns_sockets *s, uint16_t socks_port, sbx_err *err)
         if (s->stream[i] < 0 && !v6)
             return -1;
     }
-    s->dns = bound_socket(AF_INET, SOCK_DGRAM, 53, err);
+    s->dns = bound_socket(AF_INET, SOCK_DGRAM, SBX_EGRESS_DNS_PORT, err);
     return s->dns < 0 ? -1 : 0; /* the DNS endpoint filters it (net/dns.c) */
 }
 
@@ -316,11 +322,8 @@ struct sbx_egress *sbx_egress_start(const struct sbx_egress_opts *o, int netns_f
         goto fail;
     }
     eg->ctx.answers = eg->answers;
-    if (o->socks_port && !sbx_egress_socks_port_ok(o->socks_port)) {
-        sbx_err_stage(err, "egress", EINVAL, "SOCKS5 port %u is taken by another listener",
-                      (unsigned)o->socks_port);
+    if (o->socks_port && sbx_egress_socks_port_check(o->socks_port, err) < 0)
         goto fail;
-    }
     if (in_namespace(netns_fd, &s, o->socks_port, err) < 0)
         goto fail;
     for (int i = 0; i < L_COUNT; i++) {

@@ -16,6 +16,7 @@
 #define SBX_EGRESS_SOCKS_PORT 1080
 #define SBX_EGRESS_HTTP_PORT 3128
 #define SBX_EGRESS_TRANSPARENT_PORT 15001
+#define SBX_EGRESS_DNS_PORT 53
 
 /* The addresses of the calling process's network namespace (the host's),
  * which the policy always denies: at most max, returns how many. */
@@ -30,9 +31,10 @@ struct sbx_egress_env {
 };
 void sbx_egress_env_make(struct sbx_egress_env *e, uint16_t socks_port);
 
-/* Whether port can be the SOCKS5 port: not one of the egress's other
- * listeners (HTTP proxy, transparent, DNS) and not 0. */
-bool sbx_egress_socks_port_ok(unsigned port);
+/* Whether port can be the SOCKS5 port: 1-65535 and not one of the egress's
+ * other listeners (HTTP proxy, transparent, DNS); else EINVAL with a message
+ * that begins with the port ("3128 is taken by ..."). */
+int sbx_egress_socks_port_check(unsigned port, sbx_err *err);
 
 struct sbx_egress_opts {
     struct event_base *base;

@@ -12,6 +12,7 @@
 
 #include "api/json.h"
 #include "base/log.h"
+#include "base/parse.h"
 
 #define DEFAULT_MAX_BODY (1u << 20)
 #define DEFAULT_MAX_CONNECTIONS 512
@@ -168,17 +169,6 @@ static struct conn_ctx *conn_ctx_of(struct MHD_Connection *conn)
     return ci ? ci->socket_context : NULL;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* MHD's own %HH decoding, plus a note when it yields a NUL: C strings would
  * silently cut such a name short ("a%00/../b"), so the request is refused. */
 static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
@@ -187,7 +177,7 @@ static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
     bool nul = false;
     for (const char *in = s; *in;) {
         int hi, lo;
-        if (in[0] == '%' && (hi = hexval(in[1])) >= 0 && (lo = hexval(in[2])) >= 0) {
+        if (in[0] == '%' && (hi = sbx_hex_digit(in[1])) >= 0 && (lo = sbx_hex_digit(in[2])) >= 0) {
             char c = (char)(hi << 4 | lo);
             nul = nul || c == '\0';
             *out++ = c;

@@ -4,6 +4,8 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "base/parse.h"
+
 static int fill_random(uint8_t *buf, size_t len, sbx_err *err)
 {
     size_t got = 0;
@@ -83,17 +85,6 @@ void sbx_id_format(const uint8_t id[16], char out[SBX_ID_SIZE])
     out[o] = '\0';
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int sbx_id_parse(const char *s, uint8_t out[16])
 {
     size_t b = 0;
@@ -106,7 +97,7 @@ int sbx_id_parse(const char *s, uint8_t out[16])
             pos++;
             continue;
         }
-        int hi = hexval(s[pos]), lo = hi < 0 ? -1 : hexval(s[pos + 1]);
+        int hi = sbx_hex_digit(s[pos]), lo = hi < 0 ? -1 : sbx_hex_digit(s[pos + 1]);
         if (hi < 0 || lo < 0)
             return -1;
         out[b++] = (uint8_t)(hi << 4 | lo);

@@ -105,3 +105,14 @@ int sbx_parse_env_assignment(const char *s, sbx_err *err)
             return sbx_err_set(err, EINVAL, "environment name in '%s' has a bad character", s);
     return 0;
 }
+
+int sbx_hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}

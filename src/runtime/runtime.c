@@ -127,6 +127,37 @@ static struct sbx_policy *task_policy(struct sbx_runtime *rt, const struct sbx_t
 static char **task_env(const struct sbx_config *cfg, enum sbx_net_policy net, const char *tenant,
                        const char *const *req, sbx_err *err);
 
+/* A task's or a session's own policy and the ones it replaced. */
+static void policies_free(struct sbx_policy *own, struct retired_policy *retired)
+{
+    sbx_policy_free(own);
+    for (struct retired_policy *r = retired, *next; r; r = next) {
+        next = r->next;
+        sbx_policy_free(r->p);
+        free(r);
+    }
+}
+
+/* A live egress's new rules (req's, on top of the operator's): they become
+ * *own; the policy they replace is kept in *retired until its owner is freed,
+ * as connections being set up may still use it. */
+static int policy_replace(struct sbx_runtime *rt, struct sbx_egress *eg,
+                          const struct sbx_task_request *req, struct sbx_policy **own,
+                          struct retired_policy **retired, sbx_err *err)
+{
+    struct sbx_policy *p = task_policy(rt, req, err);
+    struct retired_policy *r = p ? calloc(1, sizeof(*r)) : NULL;
+    if (!r) {
+        sbx_policy_free(p);
+        return p ? sbx_err_set(err, ENOMEM, "policy") : -1;
+    }
+    sbx_egress_set_policy(eg, p);
+    *r = (struct retired_policy){.p = *own, .next = *retired};
+    *retired = r;
+    *own = p;
+    return 0;
+}
+
 static int64_t now_ms(void)
 {
     struct timespec ts;
@@ -406,12 +437,7 @@ static void task_free(struct rt_task *t)
     for (int i = 0; i < 2; i++)
         if (t->pending[i])
             evbuffer_free(t->pending[i]);
-    sbx_policy_free(t->own_policy);
-    for (struct retired_policy *r = t->retired, *next; r; r = next) {
-        next = r->next;
-        sbx_policy_free(r->p);
-        free(r);
-    }
+    policies_free(t->own_policy, t->retired);
     free_strv(t->argv);
     sbx_env_free(t->env);
     free(t->stdin_data);
@@ -671,12 +697,7 @@ static void session_free(struct rt_session *x)
     sbx_egress_free(x->egress);
     sbx_sandbox_kill(&x->sb);
     sbx_sandbox_release(&x->sb, NULL);
-    sbx_policy_free(x->own_policy);
-    for (struct retired_policy *r = x->retired, *next; r; r = next) {
-        next = r->next;
-        sbx_policy_free(r->p);
-        free(r);
-    }
+    policies_free(x->own_policy, x->retired);
     sbx_env_free(x->env);
     free(x->workspace);
     free(x);
@@ -922,18 +943,7 @@ int sbx_runtime_session_set_network(struct sbx_runtime *rt, const char *tenant, 
         return sbx_err_set(err, ENOTSUP, "session %s has no egress (its policy is not proxy)",
                            name);
     struct sbx_task_request req = {.net_default = net_default, .allow = allow, .deny = deny};
-    struct sbx_policy *p = task_policy(rt, &req, err);
-    struct retired_policy *r = p ? calloc(1, sizeof(*r)) : NULL;
-    if (!r) {
-        sbx_policy_free(p);
-        return p ? sbx_err_set(err, ENOMEM, "policy") : -1;
-    }
-    sbx_egress_set_policy(x->egress, p);
-    r->p = x->own_policy;
-    r->next = x->retired;
-    x->retired = r;
-    x->own_policy = p;
-    return 0;
+    return policy_replace(rt, x->egress, &req, &x->own_policy, &x->retired, err);
 }
 
 bool sbx_runtime_session_live(struct sbx_runtime *rt, const char *tenant, const char *name)
@@ -1408,19 +1418,7 @@ int sbx_runtime_set_network(struct sbx_runtime *rt, const char *id, int net_defa
     if (!eg)
         return sbx_err_set(err, ENOTSUP, "task %s has no egress (its policy is not proxy)", id);
     struct sbx_task_request req = {.net_default = net_default, .allow = allow, .deny = deny};
-    struct sbx_policy *p = task_policy(rt, &req, err);
-    struct retired_policy *r = p ? calloc(1, sizeof(*r)) : NULL;
-    if (!r) {
-        sbx_policy_free(p);
-        return p ? sbx_err_set(err, ENOMEM, "policy") : -1;
-    }
-    sbx_egress_set_policy(eg, p);
-    /* The old one may still be in use by connections being set up. */
-    r->p = t->own_policy;
-    r->next = t->retired;
-    t->retired = r;
-    t->own_policy = p;
-    return 0;
+    return policy_replace(rt, eg, &req, &t->own_policy, &t->retired, err);
 }
 
 void sbx_runtime_counts(const struct sbx_runtime *rt, unsigned *running, unsigned *queued)

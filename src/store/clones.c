@@ -24,16 +24,23 @@ struct clone_ctx {
     uint32_t base;
 };
 
-static int lookup(struct sbx_store *st, struct clone_ctx *c, bool *found, sbx_err *err)
+/* The clone's three names as parameters 1-3 of s. */
+static int bind_clone(sqlite3_stmt *s, const struct clone_ctx *c)
 {
-    cleanup_stmt sqlite3_stmt *s = store_stmt(st, STMT_CLONE_GET, sql_get, err);
-    if (!s)
-        return -1;
     int rc = store_bind_text(s, 1, c->tenant);
     if (rc == SQLITE_OK)
         rc = store_bind_text(s, 2, c->clone_key);
     if (rc == SQLITE_OK)
         rc = store_bind_text(s, 3, c->clone_id);
+    return rc;
+}
+
+static int lookup(struct sbx_store *st, struct clone_ctx *c, bool *found, sbx_err *err)
+{
+    cleanup_stmt sqlite3_stmt *s = store_stmt(st, STMT_CLONE_GET, sql_get, err);
+    if (!s)
+        return -1;
+    int rc = bind_clone(s, c);
     if (rc == SQLITE_OK)
         rc = sqlite3_step(s);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
@@ -118,11 +125,7 @@ static int clone_in_txn(struct sbx_store *st, void *vctx, sbx_err *err)
     cleanup_stmt sqlite3_stmt *s = store_stmt(st, STMT_CLONE_INSERT, sql_insert, err);
     if (!s)
         return -1;
-    int rc = store_bind_text(s, 1, c->tenant);
-    if (rc == SQLITE_OK)
-        rc = store_bind_text(s, 2, c->clone_key);
-    if (rc == SQLITE_OK)
-        rc = store_bind_text(s, 3, c->clone_id);
+    int rc = bind_clone(s, c);
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_int64(s, 4, c->base);
     if (rc == SQLITE_OK)

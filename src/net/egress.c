@@ -92,6 +92,20 @@ static int loopback_up(sbx_err *err)
     return 0;
 }
 
+/* Sends the request nlh (built in buf) and waits for its acknowledgement;
+ * an error names what it asked for. */
+static int nl_ask(struct mnl_socket *nl, struct nlmsghdr *nlh, char *buf, size_t len,
+                  const char *what, sbx_err *err)
+{
+    if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
+        return sbx_err_stage(err, "egress", errno, "send: %s", what);
+    uint32_t seq = nlh->nlmsg_seq;
+    ssize_t n = mnl_socket_recvfrom(nl, buf, len);
+    if (n < 0 || mnl_cb_run(buf, (size_t)n, seq, mnl_socket_get_portid(nl), NULL, NULL) < 0)
+        return sbx_err_stage(err, "egress", errno, "%s", what);
+    return 0;
+}
+
 /* "default dev lo src 127.0.0.1" (and ::1): without a route every connect()
  * fails before nftables could redirect it; the source makes the replies of
  * our listeners come back to loopback. */
@@ -115,13 +129,9 @@ static int default_route(struct mnl_socket *nl, int family, sbx_err *err)
     } else {
         mnl_attr_put(nlh, RTA_PREFSRC, sizeof(in6addr_loopback), &in6addr_loopback);
     }
-    if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
-        return sbx_err_stage(err, "egress", errno, "send route");
-    ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
-    if (n < 0 || mnl_cb_run(buf, (size_t)n, 1, mnl_socket_get_portid(nl), NULL, NULL) < 0)
-        return sbx_err_stage(err, "egress", errno, "default route via lo (%s)",
-                             family == AF_INET ? "IPv4" : "IPv6");
-    return 0;
+    return nl_ask(nl, nlh, buf, sizeof(buf),
+                  family == AF_INET ? "default route via lo (IPv4)" : "default route via lo (IPv6)",
+                  err);
 }
 
 /* A second IPv4 address on loopback (127.0.0.2/8): glibc's AI_ADDRCONFIG
@@ -142,12 +152,7 @@ static int second_address(struct mnl_socket *nl, sbx_err *err)
     struct in_addr a = {htonl(0x7f000002)};
     mnl_attr_put(nlh, IFA_LOCAL, sizeof(a), &a);
     mnl_attr_put(nlh, IFA_ADDRESS, sizeof(a), &a);
-    if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
-        return sbx_err_stage(err, "egress", errno, "send address");
-    ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
-    if (n < 0 || mnl_cb_run(buf, (size_t)n, 2, mnl_socket_get_portid(nl), NULL, NULL) < 0)
-        return sbx_err_stage(err, "egress", errno, "add 127.0.0.2 to loopback");
-    return 0;
+    return nl_ask(nl, nlh, buf, sizeof(buf), "add 127.0.0.2 to loopback", err);
 }
 
 static int routes(sbx_err *err)

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "path_util.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -41,27 +43,6 @@ struct fx {
 };
 
 /* ---- helpers ---- */
-
-static void pathf(char *out, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void pathf(char *out, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(out, len, fmt, ap);
-    va_end(ap);
-    assert_true(n > 0 && (size_t)n < len);
-}
-
-/* A host path below base / ws, for the test's own (trusted) checks. */
-static const char *at(const char *dir, const char *rel)
-{
-    static char bufs[4][PATH_MAX];
-    static int next;
-    char *b = bufs[next++ % 4];
-    pathf(b, PATH_MAX, "%s/%s", dir, rel);
-    return b;
-}
 
 static void write_file(const char *path, const char *text)
 {

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "path_util.h"
+
 #include <fcntl.h>
 #include <ftw.h>
 #include <grp.h>
@@ -40,26 +42,6 @@ struct fx {
     char root[PATH_MAX];
     char ws[NCLONES][PATH_MAX];
 };
-
-static void pathf(char *out, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void pathf(char *out, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(out, len, fmt, ap);
-    va_end(ap);
-    assert_true(n > 0 && (size_t)n < len);
-}
-
-static const char *at(const char *dir, const char *rel)
-{
-    static char bufs[4][PATH_MAX];
-    static int next;
-    char *b = bufs[next++ % 4];
-    pathf(b, PATH_MAX, "%s/%s", dir, rel);
-    return b;
-}
 
 static double now_ms(void)
 {

@@ -3,7 +3,8 @@
  * answers from a table of records the test hands it, holds names starting
  * with "hold." unanswered for the test to release or drop, and calls anything
  * else NXDOMAIN. A test with names of its own (refusals, long answers, slow
- * families) says so through a hook asked before the table.
+ * families) says so through a hook asked before the table. Also the loop
+ * helpers both DNS tests drive it with.
  *
  * Functions are static inline: each test includes this header and uses only
  * some of them, and an unused inline is no warning. */
@@ -164,3 +165,26 @@ static inline bool upstream_saw_any(const struct upstream *u, const char *needle
             return true;
     return false;
 }
+
+/* ---- the loop ---- */
+
+static inline void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    *(bool *)arg = true;
+}
+
+/* Run the loop until *flag is non-zero (flag NULL: for the whole time). */
+static inline void run(struct event_base *base, const int *flag, double max_s)
+{
+    bool expired = false;
+    struct event *t = evtimer_new(base, on_deadline, &expired);
+    struct timeval tv = {(time_t)max_s, (suseconds_t)((max_s - (double)(time_t)max_s) * 1e6)};
+    evtimer_add(t, &tv);
+    while (!expired && !(flag && *flag))
+        event_base_loop(base, EVLOOP_ONCE);
+    event_free(t);
+}
+
+/* For event_set_log_callback: evdns's warnings about what the tests send on
+ * purpose stay out of their output. */
+static inline void quiet(int is_warn, const char *msg) {}

@@ -43,25 +43,6 @@ static const struct upstream_record table[] = {
 
 /* ---- the loop ---- */
 
-static void on_deadline(evutil_socket_t fd, short what, void *arg)
-{
-    *(bool *)arg = true;
-}
-
-/* Run the loop until *flag is non-zero (flag NULL: for the whole time). */
-static void run(struct event_base *base, const int *flag, double max_s)
-{
-    bool expired = false;
-    struct event *t = evtimer_new(base, on_deadline, &expired);
-    struct timeval tv = {(time_t)max_s, (suseconds_t)((max_s - (double)(time_t)max_s) * 1e6)};
-    evtimer_add(t, &tv);
-    while (!expired && !(flag && *flag))
-        event_base_loop(base, EVLOOP_ONCE);
-    event_free(t);
-}
-
-static void quiet(int is_warn, const char *msg) {}
-
 /* ---- fixture ---- */
 
 #define FLOWS_MAX 16

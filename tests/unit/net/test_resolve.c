@@ -79,28 +79,11 @@ static void on_result(void *ud, int errnum, const struct sbx_addr *addrs, size_t
         memcpy(res->addrs, addrs, n * sizeof(*addrs));
 }
 
-static void on_deadline(evutil_socket_t fd, short what, void *arg)
-{
-    *(bool *)arg = true;
-}
-
 static double mono(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Run the loop until *calls is non-zero (calls NULL: for the whole time). */
-static void run(struct event_base *base, const int *calls, double max_s)
-{
-    bool expired = false;
-    struct event *t = evtimer_new(base, on_deadline, &expired);
-    struct timeval tv = {(time_t)max_s, (suseconds_t)((max_s - (double)(time_t)max_s) * 1e6)};
-    evtimer_add(t, &tv);
-    while (!expired && !(calls && *calls))
-        event_base_loop(base, EVLOOP_ONCE);
-    event_free(t);
 }
 
 static const char *str(const struct sbx_addr *a)
@@ -110,8 +93,6 @@ static const char *str(const struct sbx_addr *a)
     i = (i + 1) % 4;
     return inet_ntop(a->family, &a->u, buf[i], sizeof(buf[i]));
 }
-
-static void quiet(int is_warn, const char *msg) {}
 
 /* ---- fixture ---- */
 

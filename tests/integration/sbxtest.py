@@ -166,6 +166,17 @@ class ServeDaemon:
         text = os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
         return text if whole else text[-3000:]
 
+    def wait_output(self, pred, timeout=10):
+        """The whole log once pred(log) holds: the daemon writes a request's
+        line when the request is complete, which may be just after its
+        client has read the answer. The log so far after timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            log = self.output(whole=True)
+            if pred(log) or time.monotonic() > deadline:
+                return log
+            time.sleep(0.02)
+
     def stop(self, timeout=15):
         """SIGTERM; returns the exit status (kill -9 only if it hangs)."""
         if not self.proc or self.proc.poll() is not None:

@@ -1129,7 +1129,7 @@ def log_lines_follow_the_log_level():
         tid = b["taskId"]
         st, _, _ = d.req("GET", "/runtime/%0aforged%20line")
         check(st == 404, "unknown route", st)
-        log = d.output(whole=True)
+        log = d.wait_output(lambda text: "status=404" in text)
         check(re.search(r"^\S+Z debug http POST /runtime/exec status=200 ms=\S+ peer=127\.0\.0\.1:",
                         log, re.M), "debug: the request line", log)
         check(re.search(r"^\S+Z info task started id=%s tenant=default " % tid, log, re.M),

@@ -33,6 +33,31 @@ int sbx_err_stage(sbx_err *err, const char *stage, int errnum, const char *fmt, 
     return -1;
 }
 
+int sbx_err_wrap(sbx_err *err, const char *fmt, ...)
+{
+    if (!err)
+        return -1;
+    char old[SBX_ERR_MSG_MAX];
+    memcpy(old, err->msg, sizeof(old));
+    old[sizeof(old) - 1] = '\0';
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+    va_end(ap);
+    size_t at = n < 0 ? 0 : (size_t)n < sizeof(err->msg) ? (size_t)n : sizeof(err->msg) - 1;
+    if (old[0] && at < sizeof(err->msg) - 1) {
+        /* "<context>: <old>", cut at the buffer's end */
+        size_t room = sizeof(err->msg) - at;
+        size_t w = 0;
+        for (const char *p = ": "; *p && w + 1 < room; p++)
+            err->msg[at + w++] = *p;
+        for (const char *p = old; *p && w + 1 < room; p++)
+            err->msg[at + w++] = *p;
+        err->msg[at + w] = '\0';
+    }
+    return -1;
+}
+
 const char *sbx_errno_name(int errnum)
 {
     static const struct {

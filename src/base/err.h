@@ -24,6 +24,9 @@ int sbx_err_set(sbx_err *err, int errnum, const char *fmt, ...)
 /* Same, also recording the setup stage. */
 int sbx_err_stage(sbx_err *err, const char *stage, int errnum, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Add context on the way up: err->msg becomes "<context>: <old msg>"
+ * (errnum and stage kept; cut to fit). err may be NULL. Returns -1. */
+int sbx_err_wrap(sbx_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "stage: message: strerror" into buf. */
 const char *sbx_err_format(const sbx_err *err, char *buf, size_t len);
 /* Short symbolic errno name ("EACCES"), or "E?" when unknown. */

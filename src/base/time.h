@@ -1,0 +1,23 @@
+/* Clocks in milliseconds: the wall clock for what is recorded (task times,
+ * event times), the monotonic one for what is measured (timeouts, waits). */
+#pragma once
+
+#include <stdint.h>
+#include <time.h>
+
+static inline int64_t sbx_ms_of(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+/* Milliseconds since the epoch. */
+static inline int64_t sbx_now_ms(void)
+{
+    return sbx_ms_of(CLOCK_REALTIME);
+}
+/* Milliseconds of CLOCK_MONOTONIC: only differences mean anything. */
+static inline int64_t sbx_mono_ms(void)
+{
+    return sbx_ms_of(CLOCK_MONOTONIC);
+}

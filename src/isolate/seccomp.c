@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/seccomp.h>
 #include <linux/filter.h>
+#include <linux/netlink.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@
 #include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -72,6 +74,8 @@ const struct sbx_sc_rule sbx_seccomp_denied[] = {
     {"add_key", SBX_SC_ERRNO_EPERM},
     {"request_key", SBX_SC_ERRNO_EPERM},
     {"lookup_dcookie", SBX_SC_ERRNO_EPERM},
+    /* 16-bit segments: only old DOS emulators need them (Docker denies it). */
+    {"modify_ldt", SBX_SC_ERRNO_EPERM},
     /* Reaching into other processes. */
     {"ptrace", SBX_SC_ERRNO_EPERM},
     {"process_vm_readv", SBX_SC_ERRNO_EPERM},
@@ -249,6 +253,50 @@ static int add_clone_denials(scmp_filter_ctx ctx, sbx_err *err)
     return 0;
 }
 
+/* The socket families a task may create: local sockets, IPv4 and IPv6 (their
+ * only way out is the egress), and netlink for the route protocol alone
+ * (getifaddrs, AI_ADDRCONFIG). Everything else is refused, AF_VSOCK first:
+ * vsock is not network-namespaced, so on a VM host it would reach the
+ * hypervisor's services from any sandbox, whatever its network policy.
+ * The kernel reads the family as an int: each refused family is matched on
+ * the low 32 bits, and any value at or above AF_MAX (which includes every
+ * value with high bits set) is refused as a whole. */
+static const int socket_families_ok[] = {AF_UNIX, AF_INET, AF_INET6, AF_NETLINK};
+
+static bool socket_family_ok(int family)
+{
+    for (size_t i = 0; i < SBX_ARRAY_LEN(socket_families_ok); i++)
+        if (socket_families_ok[i] == family)
+            return true;
+    return false;
+}
+
+static int add_family_denials(scmp_filter_ctx ctx, int nr, const char *what, sbx_err *err)
+{
+    uint32_t refuse = SCMP_ACT_ERRNO(EAFNOSUPPORT);
+    for (int family = 0; family < AF_MAX; family++) {
+        struct scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_MASKED_EQ, LOW32, (uint64_t)family);
+        if (!socket_family_ok(family) && rule_add(ctx, refuse, nr, what, 1, &cmp, err) < 0)
+            return -1;
+    }
+    struct scmp_arg_cmp beyond = SCMP_A0(SCMP_CMP_GE, AF_MAX);
+    return rule_add(ctx, refuse, nr, what, 1, &beyond, err);
+}
+
+static int add_socket_denials(scmp_filter_ctx ctx, sbx_err *err)
+{
+    if (add_family_denials(ctx, SCMP_SYS(socket), "socket", err) < 0 ||
+        add_family_denials(ctx, SCMP_SYS(socketpair), "socketpair", err) < 0)
+        return -1;
+    /* Netlink but the route protocol (audit, uevents, sock_diag, ...). */
+    struct scmp_arg_cmp netlink[] = {
+        SCMP_A0(SCMP_CMP_MASKED_EQ, LOW32, AF_NETLINK),
+        SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE),
+    };
+    return rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), "socket",
+                    SBX_ARRAY_LEN(netlink), netlink, err);
+}
+
 static int add_ioctl_denials(scmp_filter_ctx ctx, sbx_err *err)
 {
     static const unsigned long requests[] = {TIOCSTI, TIOCLINUX};
@@ -302,7 +350,7 @@ static int add_deny_rules(scmp_filter_ctx ctx, sbx_err *err)
             return -1;
     }
     if (add_clone_denials(ctx, err) < 0 || add_ioctl_denials(ctx, err) < 0 ||
-        add_persona_denials(ctx, err) < 0)
+        add_persona_denials(ctx, err) < 0 || add_socket_denials(ctx, err) < 0)
         return -1;
     return 0;
 }

@@ -1040,8 +1040,14 @@ static int probe_raw_sockets(int argc, char **argv)
     char what[96];
     for (size_t i = 0; i < sizeof(socks) / sizeof(socks[0]); i++) {
         snprintf(what, sizeof(what), "socket(%s)", socks[i].name);
-        ATTEMPT(what, socket(socks[i].family, socks[i].type | SOCK_CLOEXEC, socks[i].proto), EPERM,
-                EACCES);
+        /* AF_PACKET is also refused by seccomp (EAFNOSUPPORT), before the
+         * missing capability could answer. */
+        if (socks[i].family == AF_PACKET)
+            ATTEMPT(what, socket(socks[i].family, socks[i].type | SOCK_CLOEXEC, socks[i].proto),
+                    EAFNOSUPPORT);
+        else
+            ATTEMPT(what, socket(socks[i].family, socks[i].type | SOCK_CLOEXEC, socks[i].proto),
+                    EPERM, EACCES);
     }
     return 0;
 }
@@ -1151,7 +1157,9 @@ static int probe_netconfig(int argc, char **argv)
     ATTEMPT("netlink RTM_NEWROUTE 10.0.0.0/8 dev lo", rtm_newroute(), EPERM);
     ATTEMPT("netlink RTM_NEWADDR 10.9.9.9/32 on lo", rtm_newaddr(), EPERM);
     ATTEMPT("netlink RTM_NEWLINK lo down", rtm_setlink_down(), EPERM);
-    ATTEMPT("nfnetlink NFT_MSG_NEWTABLE inet sbxprobe", nft_newtable(), EPERM);
+    /* seccomp refuses every netlink protocol but route (EPROTONOSUPPORT);
+     * without it, the missing capability would (EPERM). */
+    ATTEMPT("nfnetlink NFT_MSG_NEWTABLE inet sbxprobe", nft_newtable(), EPROTONOSUPPORT);
     char routes[4096];
     if (read_text("/proc/net/route", routes, sizeof(routes)) < 0)
         say("FAILED", "read /proc/net/route: %s", ename(errno));

@@ -500,4 +500,78 @@ def p25_proc_exe_of_task_and_init_not_writable_init_exe_unreachable():
         check(hashlib.sha256(f.read()).hexdigest() == before, "sandboxd's binary changed")
 
 
+# Socket families a task never needs, in every profile, network and cgroup
+# mode. Each attempt only creates a socket (vsock too: never a connection to
+# any vsock address), with the family also given with high bits set, as the
+# kernel reads it as an int.
+SOCKET_PROBE = r"""
+import ctypes, errno, os, platform
+assert platform.machine() == "x86_64", "syscall numbers are x86_64's"
+libc = ctypes.CDLL(None, use_errno=True)
+L = ctypes.c_long
+def sys_call(nr, *args):
+    ctypes.set_errno(0)
+    r = libc.syscall(L(nr), *args)
+    return r, ctypes.get_errno()
+def sock(dom, typ, proto):
+    r, e = sys_call(41, L(dom), L(typ), L(proto))
+    if r >= 0:
+        os.close(r)
+        return "ok"
+    return errno.errorcode.get(e, str(e))
+for name, dom, typ, proto in [
+        ("unix", 1, 1, 0), ("inet", 2, 1, 0), ("inet6", 10, 2, 0), ("netlink-route", 16, 3, 0),
+        ("netlink-audit", 16, 3, 9), ("netlink-uevent", 16, 2, 15), ("netlink-diag", 16, 3, 4),
+        ("vsock", 40, 1, 0), ("vsock-dgram", 40, 2, 0), ("vsock-high-bits", (1 << 32) | 40, 1, 0),
+        ("packet", 17, 3, 0), ("alg", 38, 5, 0), ("key", 15, 3, 2), ("xdp", 44, 3, 0),
+        ("tipc", 30, 5, 0), ("rds", 21, 5, 0), ("af-max", 46, 1, 0), ("negative", -1, 1, 0)]:
+    print("socket", name, sock(dom, typ, proto))
+fds = (ctypes.c_int * 2)()
+for name, dom in [("unix", 1), ("vsock", 40), ("tipc", 30)]:
+    r, e = sys_call(53, L(dom), L(1), L(0), fds)
+    if r == 0:
+        os.close(fds[0]); os.close(fds[1])
+    print("socketpair", name, "ok" if r == 0 else errno.errorcode.get(e, str(e)))
+buf = ctypes.create_string_buffer(64)
+r, e = sys_call(154, L(0), buf, L(16))
+print("modify_ldt", "ok" if r >= 0 else errno.errorcode.get(e, str(e)))
+"""
+SOCKET_WANT = {
+    "socket unix": "ok", "socket inet": "ok", "socket inet6": "ok", "socket netlink-route": "ok",
+    "socket netlink-audit": "EPROTONOSUPPORT", "socket netlink-uevent": "EPROTONOSUPPORT",
+    "socket netlink-diag": "EPROTONOSUPPORT", "socket vsock": "EAFNOSUPPORT",
+    "socket vsock-dgram": "EAFNOSUPPORT", "socket vsock-high-bits": "EAFNOSUPPORT",
+    "socket packet": "EAFNOSUPPORT", "socket alg": "EAFNOSUPPORT", "socket key": "EAFNOSUPPORT",
+    "socket xdp": "EAFNOSUPPORT", "socket tipc": "EAFNOSUPPORT", "socket rds": "EAFNOSUPPORT",
+    "socket af-max": "EAFNOSUPPORT", "socket negative": "EAFNOSUPPORT",
+    "socketpair unix": "ok", "socketpair vsock": "EAFNOSUPPORT", "socketpair tipc": "EAFNOSUPPORT",
+    "modify_ldt": "EPERM",
+}
+
+
+@suite.case
+def p26_vsock_and_unneeded_socket_families_and_modify_ldt_refused_everywhere():
+    ws = tempfile.mkdtemp(prefix="sbx-ws-")
+    os.chmod(ws, 0o755)
+    try:
+        with open(os.path.join(ws, "sockets.py"), "w") as f:
+            f.write(SOCKET_PROBE)
+        for opts in [("--seccomp", "default"), ("--seccomp", "strict"),
+                     ("--seccomp", "default", "--net", "none"),
+                     ("--seccomp", "strict", "--net", "none"),
+                     ("--seccomp", "default") + RLIMIT]:
+            res = run(["python3", "/workspace/sockets.py"], "--host-id-base", str(BASE), *opts,
+                      workspace=ws, stdin=b"", timeout=60)
+            check(res.code == 0, "socket probe under %s did not end cleanly" % (opts,), res)
+            got = {}
+            for line in text(res.stdout).splitlines():
+                key, _, val = line.rpartition(" ")
+                got[key] = val
+            check(got == SOCKET_WANT, "socket families under %s: %r" % (
+                opts, {k: v for k, v in got.items() if SOCKET_WANT.get(k) != v} or got), res)
+            assert_no_leftovers()
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+
+
 suite.finish()

@@ -46,6 +46,8 @@ static int request_clone(sbx_http_request *req, struct sbx_api *api, json_t *bod
             return -1;
         snprintf(dst, SBX_SEGMENT_MAX + 1, "%s", v);
     }
+    if (sbx_ws_clone_check(c->tenant, c->key, c->id, err) < 0)
+        return -1;
     /* A tenant token sees its own tenant only. */
     const sbx_identity *who = sbx_http_req_identity(req);
     if (who && who->tenant && strcmp(who->tenant, c->tenant) != 0)

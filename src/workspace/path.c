@@ -74,6 +74,21 @@ int sbx_ws_segment_check(const char *field, const char *value, size_t len, sbx_e
     return 0;
 }
 
+int sbx_ws_clone_check(const char *tenant, const char *key, const char *id, sbx_err *err)
+{
+    bool has_key = key && key[0];
+    if (sbx_ws_segment_check("tenantCode", tenant, tenant ? strlen(tenant) : 0, err) < 0 ||
+        (has_key && sbx_ws_segment_check("cloneKey", key, strlen(key), err) < 0) ||
+        sbx_ws_segment_check("cloneId", id, id ? strlen(id) : 0, err) < 0)
+        return -1;
+    if (has_key && strcmp(id, "work") == 0)
+        return sbx_err_set(err, EINVAL,
+                           "cloneId \"work\" is reserved when a cloneKey is given (its "
+                           "workspace would lie inside that of clone \"%s\" without a key)",
+                           key);
+    return 0;
+}
+
 char *sbx_ws_dir(const char *root, const char *tenant, const char *key, const char *id,
                  sbx_err *err)
 {
@@ -82,9 +97,7 @@ char *sbx_ws_dir(const char *root, const char *tenant, const char *key, const ch
         return NULL;
     }
     bool has_key = key && key[0];
-    if (sbx_ws_segment_check("tenantCode", tenant, tenant ? strlen(tenant) : 0, err) < 0 ||
-        (has_key && sbx_ws_segment_check("cloneKey", key, strlen(key), err) < 0) ||
-        sbx_ws_segment_check("cloneId", id, id ? strlen(id) : 0, err) < 0)
+    if (sbx_ws_clone_check(tenant, key, id, err) < 0)
         return NULL;
     size_t root_len = strlen(root);
     while (root_len > 1 && root[root_len - 1] == '/')

@@ -19,10 +19,17 @@
  * message naming the field and the (escaped) value. */
 int sbx_ws_segment_check(const char *field, const char *value, size_t len, sbx_err *err);
 
+/* The three segments of a clone, each checked as above, and together: a
+ * clone with a key may not have the id "work", whose directory
+ * "<tenant>/<key>/work/work" would lie inside the keyless clone "<key>"'s
+ * "<tenant>/<key>/work" (so every clone's directory is its own, and none
+ * is inside another's). key NULL or "" is no key. */
+int sbx_ws_clone_check(const char *tenant, const char *key, const char *id, sbx_err *err);
+
 /* The workspace directory of a clone: "<root>/<tenant>/<key>/<id>/work", or
  * "<root>/<tenant>/<id>/work" when key is NULL or "" (no cloneKey, as in the
- * original). root must be absolute; its trailing slashes are dropped. Each
- * segment is checked as above. Returns a string the caller frees, or NULL
+ * original). root must be absolute; its trailing slashes are dropped. The
+ * clone is checked by sbx_ws_clone_check. Returns a string the caller frees, or NULL
  * with err. */
 char *sbx_ws_dir(const char *root, const char *tenant, const char *key, const char *id,
                  sbx_err *err);

@@ -604,6 +604,34 @@ def probe23_bad_names_everywhere():
     check(not bad, "%d refusals missing:\n  " % len(bad) + "\n  ".join(bad))
 
 
+@case
+def probe21_clone_names_never_nest_workspaces():
+    """(t1, no key, id X) has t1/X/work; (t1, key X, id work) would have had
+    t1/X/work/work, inside it: that name is refused everywhere, and the
+    keyless clone keeps working with its own files."""
+    keyless = {"X-Tenant-Code": "t1", "X-Clone-Id": "nest"}
+    nested = {"X-Tenant-Code": "t1", "X-Clone-Key": "nest", "X-Clone-Id": "work"}
+    r = D.exec("echo outer > /workspace/mine", keyless)
+    check(r["exitCode"] == 0, "the keyless clone ran", r)
+    attempts = [("POST", "/runtime/exec", {"command": ["true"]}),
+                ("POST", "/runtime/tasks", {"command": ["true"]}),
+                ("GET", files_path("mine"), None),
+                ("PUT", files_path("x"), None),
+                ("POST", "/runtime/start", {})]
+    for method, path, body in attempts:
+        st, b, _ = D.req(method, path, body, headers=nested)
+        check(st == 400 and "reserved" in errmsg(b), "%s %s as key nest/id work: %d %r" %
+              (method, path, st, b))
+    # the same clone named in the body instead of headers
+    st, b, _ = D.req("POST", "/runtime/exec", {"command": ["true"], "tenantCode": "t1",
+                                                "cloneKey": "nest", "cloneId": "work"})
+    check(st == 400 and "reserved" in errmsg(b), "clone in the body: %d %r" % (st, b))
+    inner = os.path.join(STATE, "workspaces", "t1", "nest", "work", "work")
+    check(not os.path.exists(inner), "nothing made at %s" % inner)
+    r = D.exec("cat /workspace/mine", keyless)
+    check(r["exitCode"] == 0 and r["stdout"] == "outer\n", "the keyless clone still works", r)
+
+
 # ---- end ----
 
 rc = D.stop()

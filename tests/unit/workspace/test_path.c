@@ -1,6 +1,8 @@
 /* Workspace names, pure: clone segments, derived directories, user paths of
  * the file API and the quoting of values in messages. */
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -117,6 +119,44 @@ static void test_dir_bad(void **state)
 
 /* ---- user paths ---- */
 
+/* No clone's directory equals or lies inside another's: over a set of
+ * names that includes "work", every accepted pair of clones differs and
+ * neither directory is a prefix of the other's. */
+static void test_dirs_injective_and_never_nested(void **state)
+{
+    static const char *const names[] = {"a", "work", "b"};
+    enum { N = 3 };
+    char *dirs[N * (N + 1)];
+    size_t n = 0;
+    for (size_t k = 0; k <= N; k++) /* k == N: no key */
+        for (size_t i = 0; i < N; i++) {
+            sbx_err e = {0};
+            char *d = sbx_ws_dir("/r", "t", k < N ? names[k] : NULL, names[i], &e);
+            if (k < N && strcmp(names[i], "work") == 0) {
+                assert_null(d);
+                assert_int_equal(e.errnum, EINVAL);
+                assert_non_null(strstr(e.msg, "cloneId \"work\" is reserved"));
+                continue;
+            }
+            assert_non_null(d);
+            dirs[n++] = d;
+        }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            if (i == j)
+                continue;
+            size_t li = strlen(dirs[i]);
+            bool nested =
+                strncmp(dirs[i], dirs[j], li) == 0 && (dirs[j][li] == '\0' || dirs[j][li] == '/');
+            assert_false(nested);
+        }
+    for (size_t i = 0; i < n; i++)
+        free(dirs[i]);
+    sbx_err e = {0};
+    assert_int_equal(sbx_ws_clone_check("t", "", "work", &e), 0);
+    assert_int_equal(sbx_ws_clone_check("t", "k", "work", &e), -1);
+}
+
 static void test_path_good(void **state)
 {
     static const struct {
@@ -229,7 +269,7 @@ int main(void)
         cmocka_unit_test(test_segment_good), cmocka_unit_test(test_segment_bad),
         cmocka_unit_test(test_dir),          cmocka_unit_test(test_dir_bad),
         cmocka_unit_test(test_path_good),    cmocka_unit_test(test_path_bad),
-        cmocka_unit_test(test_quote),
+        cmocka_unit_test(test_quote),        cmocka_unit_test(test_dirs_injective_and_never_nested),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

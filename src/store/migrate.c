@@ -98,10 +98,11 @@ static int db_fail(sqlite3 *db, sbx_err *err, int rc, const char *path, const ch
                        sqlite3_errmsg(db));
 }
 
-/* The single integer a query returns. */
+/* The single integer a query returns (0 until it has returned one). */
 static int query_int(sqlite3 *db, const char *sql, int64_t *v)
 {
     sqlite3_stmt *s = NULL;
+    *v = 0;
     int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
     if (rc == SQLITE_OK) {
         rc = sqlite3_step(s);

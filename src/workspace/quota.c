@@ -135,6 +135,7 @@ void sbx_ws_quota_image_name(const char *mount_point, char out[SBX_WS_QUOTA_NAME
  * which from a mount's root leads to the parent mount). */
 static int open_mount_point(const char *mp, struct stat *st, bool *mounted, sbx_err *err)
 {
+    *mounted = false;
     if (mp[0] != '/')
         return sbx_err_stage(err, "mount", EINVAL, "workspace mount point \"%s\" is not absolute",
                              mp);

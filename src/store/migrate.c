@@ -1,6 +1,9 @@
 /* The schema, as a list of steps keyed by PRAGMA user_version. A step is
  * never edited once released: a change is a new step. */
-#include "store/store_int.h"
+#include "store/migrate.h"
+
+#include "store/errnum.h"
+#include "store/store.h" /* SBX_STORE_SCHEMA_VERSION */
 
 #include <stdio.h>
 #include <string.h>

@@ -4,19 +4,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #define DEFAULT_BUSY_TIMEOUT_MS 50
 #define DEFAULT_EVENT_BOUND 10000
 /* The WAL is truncated back to this size after a checkpoint. */
 #define WAL_SIZE_LIMIT (64 << 20)
-
-int64_t store_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int store_fail(struct sbx_store *st, sbx_err *err, int rc, const char *fmt, ...)
 {

@@ -98,5 +98,3 @@ int store_bind_blob(sqlite3_stmt *s, int idx, const void *v, size_t len);
 /* Step a statement that returns no row (or whose rows are ignored): 0, or -1
  * with err naming what. */
 int store_exec(struct sbx_store *st, sqlite3_stmt *s, sbx_err *err, const char *what);
-
-int64_t store_now_ms(void);

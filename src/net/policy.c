@@ -41,12 +41,13 @@
  *   spaces, control or non-ASCII bytes, empty labels or over 253 characters is
  *   denied ("invalid name"); "" counts as no name. A check on port 0 is denied.
  * - sbx_policy_name_allowed answers whether a connection to the name could be
- *   allowed on some port: internal targets by that name, then deny domain
- *   rules without a port, then allow domain rules (port ignored) and ":port"
- *   rules (any host may then be reached, so refusing its name would protect
- *   nothing), then the default. Address allow rules do not open names under
- *   default deny: resolving any name upstream would be a DNS tunnel. A static
- *   host is judged by its address, with its name, on any port.
+ *   allowed on some port: deny domain rules without a port (static host or
+ *   not), then a static host, judged by its address, with its name, on any
+ *   port; then internal targets by that name, then allow domain rules (port
+ *   ignored) and ":port" rules (any host may then be reached, so refusing its
+ *   name would protect nothing), then the default. Address allow rules do not
+ *   open names under default deny: resolving any name upstream would be a DNS
+ *   tunnel.
  * - Static hosts: the last entry for a name wins (flags after config).
  * - Lists (CLAW_*): comma-separated, blanks around entries and empty entries
  *   ignored; ports are single ports 1-65535. */
@@ -443,12 +444,6 @@ bool sbx_policy_name_allowed(const struct sbx_policy *p, const char *name, struc
         if (policy_name_matches(&p->targets[i], norm)) {
             say_rule(d, SBX_VERDICT_ALLOW, "allowed internal target", &p->targets[i], NULL, NULL);
             return true;
-        }
-    }
-    for (size_t i = 0; i < p->n_deny; i++) {
-        if (p->deny[i].port == 0 && policy_name_matches(&p->deny[i], norm)) {
-            say_rule(d, SBX_VERDICT_DENY, "deny", &p->deny[i], NULL, NULL);
-            return false;
         }
     }
     for (size_t i = 0; i < p->n_allow; i++) {

@@ -23,7 +23,7 @@ static const uint8_t *addr_bytes(const struct sbx_addr *a)
     return a->family == AF_INET ? (const uint8_t *)&a->u.v4 : a->u.v6.s6_addr;
 }
 
-bool policy_addr_eq(const struct sbx_addr *a, const struct sbx_addr *b)
+bool sbx_addr_eq(const struct sbx_addr *a, const struct sbx_addr *b)
 {
     return a->family == b->family &&
            memcmp(addr_bytes(a), addr_bytes(b), policy_addr_bits(a->family) / 8) == 0;

@@ -64,7 +64,7 @@ void policy_denylist_free(struct policy_denylist *dl)
 static bool in_list(const struct sbx_addr *list, size_t n, const struct sbx_addr *a)
 {
     for (size_t i = 0; i < n; i++)
-        if (policy_addr_eq(&list[i], a))
+        if (sbx_addr_eq(&list[i], a))
             return true;
     return false;
 }

@@ -33,7 +33,6 @@ struct policy_target {
 
 bool policy_family_ok(int family);
 unsigned policy_addr_bits(int family); /* 32 or 128 */
-bool policy_addr_eq(const struct sbx_addr *a, const struct sbx_addr *b);
 void policy_mask_host_bits(struct sbx_addr *a, unsigned prefix);
 /* "10.0.0.0/8" into buf. */
 const char *policy_cidr_str(const struct policy_cidr *c, char *buf, size_t len);

@@ -2,7 +2,9 @@
 # Install the Debian 12 packages sandbox needs to build, test and benchmark.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang-format libevent-dev libseccomp-dev libjansson-dev
-      libcmocka-dev libcurl4-openssl-dev musl-tools libnftables-dev libmnl-dev libhttp-parser-dev libmicrohttpd-dev nftables curl libsqlite3-dev libyaml-dev python3 nodejs bubblewrap hyperfine iproute2 e2fsprogs)
+      libcmocka-dev libcurl4-openssl-dev musl-tools libnftables-dev libmnl-dev
+      libhttp-parser-dev libmicrohttpd-dev libssl-dev openssl nftables curl libsqlite3-dev
+      libyaml-dev python3 nodejs bubblewrap hyperfine iproute2 e2fsprogs)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -608,7 +608,7 @@ static int parse_kind(struct loader *L, enum kind k, void *dst, uint64_t min, ui
     char buf[32];
     uint64_t u;
     double d;
-    bool b;
+    bool b = false;
     switch (k) {
     case K_SEGMENT:
     case K_OPT_SEGMENT:

@@ -18,12 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <event2/dns.h>
 #include <event2/dns_struct.h>
 #include <event2/event.h>
+
+#include "base/time.h"
 
 #define DNS_TTL 60
 /* More questions than this in one request are refused without a lookup:
@@ -81,13 +82,6 @@ struct sbx_dns_server {
     bool plugged;         /* the drop-all filter is on the socket */
     struct event *unplug; /* end of the iteration: burst over */
 };
-
-static double now(clockid_t clock)
-{
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Same rule as the resolver's: letters, digits, '-', '_', labels of 1..63,
  * at most 253 in all. evdns hands us label bytes as they came (dots and
@@ -198,7 +192,7 @@ static void respond(struct evdns_server_request *req, int rcode)
 static void refuse_all(struct sbx_dns_server *s, struct evdns_server_request *req,
                        struct sbx_decision *ds, int rcode, const char *why)
 {
-    double start = now(CLOCK_REALTIME);
+    double start = sbx_now_ms() / 1e3;
     for (int i = 0; i < req->nquestions; i++) {
         if (ds[i].verdict == SBX_VERDICT_ALLOW) {
             ds[i].verdict = SBX_VERDICT_DENY;
@@ -273,7 +267,7 @@ static void complete(struct pending *p)
     unlink_pending(p);
     s->inflight -= p->nq;
     respond(req, rcode);
-    double duration = now(CLOCK_MONOTONIC) - p->start_mono;
+    double duration = sbx_mono_ms() / 1e3 - p->start_mono;
     for (int i = 0; i < p->nq; i++) {
         struct question *qn = &p->qs[i];
         report(s, qn->name, &qn->d, qn->n > 0 ? &qn->addrs[0] : NULL, p->start, duration);
@@ -383,8 +377,8 @@ static void on_request(struct evdns_server_request *req, void *arg)
     p->s = s;
     p->req = req;
     p->nq = nq;
-    p->start = now(CLOCK_REALTIME);
-    p->start_mono = now(CLOCK_MONOTONIC);
+    p->start = sbx_now_ms() / 1e3;
+    p->start_mono = sbx_mono_ms() / 1e3;
     p->next = s->pending;
     if (s->pending)
         s->pending->prev = p;
@@ -473,7 +467,7 @@ void sbx_dns_server_free(struct sbx_dns_server *s)
     while (s->pending) {
         struct pending *p = s->pending;
         unlink_pending(p);
-        double duration = now(CLOCK_MONOTONIC) - p->start_mono;
+        double duration = sbx_mono_ms() / 1e3 - p->start_mono;
         for (int i = 0; i < p->nq; i++) {
             struct question *qn = &p->qs[i];
             if (qn->rr)

@@ -23,6 +23,8 @@ struct sbx_addr {
 int sbx_addr_parse(const char *s, struct sbx_addr *out, sbx_err *err);
 /* Text form into buf (INET6_ADDRSTRLEN is enough). */
 const char *sbx_addr_str(const struct sbx_addr *a, char *buf, size_t len);
+/* Same family, same address. */
+bool sbx_addr_eq(const struct sbx_addr *a, const struct sbx_addr *b);
 
 enum sbx_default { SBX_DEFAULT_ALLOW = 0, SBX_DEFAULT_DENY = 1 };
 

@@ -440,19 +440,10 @@ void sbx_dns_answers_free(struct sbx_dns_answers *a)
     free(a);
 }
 
-static bool addr_eq(const struct sbx_addr *x, const struct sbx_addr *y)
-{
-    if (x->family != y->family)
-        return false;
-    if (x->family == AF_INET)
-        return x->u.v4.s_addr == y->u.v4.s_addr;
-    return memcmp(&x->u.v6, &y->u.v6, sizeof(x->u.v6)) == 0;
-}
-
 static struct answer *find(const struct sbx_dns_answers *a, const struct sbx_addr *addr)
 {
     for (size_t i = 0; i < a->used; i++)
-        if (addr_eq(&a->e[i].addr, addr))
+        if (sbx_addr_eq(&a->e[i].addr, addr))
             return &a->e[i];
     return NULL;
 }

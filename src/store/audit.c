@@ -1,6 +1,8 @@
 /* The audit log: who did what to what, append-only. */
 #include "store/store_int.h"
 
+#include "base/time.h"
+
 #define AUDIT_SINCE_MAX 10000
 
 static const char sql_insert[] = "INSERT INTO audit (time, identity, action, target, detail)"
@@ -17,7 +19,7 @@ int sbx_store_audit_append(struct sbx_store *st, const struct sbx_store_audit *r
     cleanup_stmt sqlite3_stmt *s = store_stmt(st, STMT_AUDIT_INSERT, sql_insert, err);
     if (!s)
         return -1;
-    int rc = sqlite3_bind_int64(s, 1, rec->time ? rec->time : store_now_ms());
+    int rc = sqlite3_bind_int64(s, 1, rec->time ? rec->time : sbx_now_ms());
     if (rc == SQLITE_OK)
         rc = store_bind_text(s, 2, rec->identity);
     if (rc == SQLITE_OK)

@@ -3,6 +3,8 @@
  * are owned by its ids. */
 #include "store/store_int.h"
 
+#include "base/time.h"
+
 #include <stdio.h>
 
 static const char sql_get[] = "SELECT host_id_base FROM clones"
@@ -131,7 +133,7 @@ static int clone_in_txn(struct sbx_store *st, void *vctx, sbx_err *err)
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_int64(s, 5, (int64_t)c->stride);
     if (rc == SQLITE_OK)
-        rc = sqlite3_bind_int64(s, 6, store_now_ms());
+        rc = sqlite3_bind_int64(s, 6, sbx_now_ms());
     char what[256];
     snprintf(what, sizeof(what), "record the host ids of clone %s/%s/%s", c->tenant, c->clone_key,
              c->clone_id);

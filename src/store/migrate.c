@@ -1,6 +1,9 @@
 /* The schema, as a list of steps keyed by PRAGMA user_version. A step is
  * never edited once released: a change is a new step. */
-#include "store/store_int.h"
+#include "store/migrate.h"
+
+#include "store/errnum.h"
+#include "store/store.h" /* SBX_STORE_SCHEMA_VERSION */
 
 #include <stdio.h>
 #include <string.h>
@@ -98,10 +101,11 @@ static int db_fail(sqlite3 *db, sbx_err *err, int rc, const char *path, const ch
                        sqlite3_errmsg(db));
 }
 
-/* The single integer a query returns. */
+/* The single integer a query returns (0 until it has returned one). */
 static int query_int(sqlite3 *db, const char *sql, int64_t *v)
 {
     sqlite3_stmt *s = NULL;
+    *v = 0;
     int rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
     if (rc == SQLITE_OK) {
         rc = sqlite3_step(s);

@@ -5,6 +5,8 @@
 
 #include <sqlite3.h>
 
+#include "store/errnum.h"
+#include "store/migrate.h"
 #include "store/store.h"
 
 /* One slot per cached statement; each part keeps its SQL next to its code
@@ -57,11 +59,9 @@ struct sbx_store {
 };
 
 /* Fill err with "<what>: <SQLite's message>" and the errno that rc stands
- * for (SQLITE_FULL -> ENOSPC, SQLITE_IOERR -> EIO or the system's ENOSPC,
- * constraint -> EEXIST / EINVAL, busy -> EBUSY, …); returns -1. */
+ * for (store_errnum); returns -1. */
 int store_fail(struct sbx_store *st, sbx_err *err, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-int store_errnum(sqlite3 *db, int rc);
 
 /* The cached statement of slot id, prepared from sql on first use; NULL with
  * err when it cannot be prepared. Reset it after use (cleanup_stmt). */
@@ -98,21 +98,3 @@ int store_bind_blob(sqlite3_stmt *s, int idx, const void *v, size_t len);
 /* Step a statement that returns no row (or whose rows are ignored): 0, or -1
  * with err naming what. */
 int store_exec(struct sbx_store *st, sqlite3_stmt *s, sbx_err *err, const char *what);
-
-int64_t store_now_ms(void);
-
-/* ---- Migrations (migrate.c) ---- */
-
-struct store_migration {
-    int version; /* the user_version once applied; steps in increasing order */
-    const char *sql;
-};
-/* Bring db from its PRAGMA user_version to the last step's version, all
- * pending steps in one transaction. A version above the last step is ENOTSUP;
- * a file with tables but no version of ours is EINVAL. path names the file in
- * messages. */
-int store_migrate(sqlite3 *db, const char *path, const struct store_migration *steps,
-                  size_t n_steps, sbx_err *err);
-/* The store's own steps. */
-extern const struct store_migration store_migrations[];
-extern const size_t store_n_migrations;

@@ -1,6 +1,8 @@
 /* Task records: insert, transitions, reads, listings, counts, recovery. */
 #include "store/store_int.h"
 
+#include "base/time.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -201,7 +203,7 @@ int sbx_store_task_insert(struct sbx_store *st, struct sbx_store_task *t, sbx_er
         sbx_id_format(raw, t->id); /* canonical lower case */
     }
     if (!t->created_at)
-        t->created_at = store_now_ms();
+        t->created_at = sbx_now_ms();
 
     cleanup_stmt sqlite3_stmt *s = store_stmt(st, STMT_TASK_INSERT, sql_insert, err);
     if (!s)
@@ -296,7 +298,7 @@ static int transition_in_txn(struct sbx_store *st, void *vctx, sbx_err *err)
     if (rc == SQLITE_OK)
         rc = store_bind_text(s, 2, sbx_task_status_name(tr->to));
     if (rc == SQLITE_OK)
-        rc = sqlite3_bind_int64(s, 3, tr->at ? tr->at : store_now_ms());
+        rc = sqlite3_bind_int64(s, 3, tr->at ? tr->at : sbx_now_ms());
     if (rc == SQLITE_OK)
         rc = store_bind_text(s, 4, tr->sandbox);
     if (rc == SQLITE_OK)

@@ -62,5 +62,7 @@ int sbx_ws_quota_usage(const char *mount_point, uint64_t *used, uint64_t *total,
 
 /* The image's file name for mount_point ("<64 hex>.img"): the SHA-256 of the
  * path as given (trailing slashes dropped), so any path maps to a fixed-size
- * name made of [0-9a-f.] only. out holds SBX_WS_QUOTA_NAME_MAX + 1 bytes. */
-void sbx_ws_quota_image_name(const char *mount_point, char out[SBX_WS_QUOTA_NAME_MAX + 1]);
+ * name made of [0-9a-f.] only. out holds SBX_WS_QUOTA_NAME_MAX + 1 bytes.
+ * Fails (stage "image") only when libcrypto cannot hash. */
+int sbx_ws_quota_image_name(const char *mount_point, char out[SBX_WS_QUOTA_NAME_MAX + 1],
+                            sbx_err *err);

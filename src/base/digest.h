@@ -1,0 +1,17 @@
+/* Message digests, from OpenSSL's libcrypto: SHA-256 for names derived from
+ * a path (workspace images) and, later, content hashes and MACs. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+#define SBX_SHA256_SIZE 32
+#define SBX_SHA256_HEX_SIZE (2 * SBX_SHA256_SIZE + 1) /* lower-case hex and '\0' */
+
+/* SHA-256 of len bytes at data into md; -1 with err (EIO) in the unlikely
+ * case that libcrypto cannot hash. */
+int sbx_sha256(const void *data, size_t len, uint8_t md[SBX_SHA256_SIZE], sbx_err *err);
+/* The same as lower-case hex, '\0'-terminated. */
+int sbx_sha256_hex(const void *data, size_t len, char hex[SBX_SHA256_HEX_SIZE], sbx_err *err);

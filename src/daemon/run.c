@@ -99,6 +99,8 @@ static int socks_port(const char *s, uint64_t *out, sbx_err *e)
     return sbx_egress_socks_port_check((unsigned)*out, e);
 }
 
+/* The index of COMMAND in argv, 0 when --help was given (the usage is
+ * printed), or -1 after a message. */
 static int parse_run_opts(int argc, char **argv, struct run_opts *o)
 {
     enum {
@@ -224,7 +226,7 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *o)
             break;
         case O_HELP:
             run_usage(stdout);
-            exit(0);
+            return 0;
         case O_ALLOW:
         case O_DENY:
         case O_ADDHOST:
@@ -453,8 +455,8 @@ int sbx_cmd_run(int argc, char **argv)
         return EXIT_SETUP;
     }
     int cmd_at = parse_run_opts(argc, argv, &o);
-    if (cmd_at < 0)
-        return EXIT_SETUP;
+    if (cmd_at <= 0)
+        return cmd_at < 0 ? EXIT_SETUP : 0;
 
     sbx_err e = {0};
     char msg[600];
@@ -550,11 +552,12 @@ int sbx_cmd_run(int argc, char **argv)
         .ud = &st,
     };
     int signals[] = {SIGINT, SIGTERM, SIGHUP};
-    for (int i = 0; i < 3; i++) {
-        sigs[i] = evsignal_new(st.base, signals[i], on_signal, &st);
-        if (sigs[i])
-            event_add(sigs[i], NULL);
-    }
+    for (int i = 0; i < 3; i++)
+        if (!(sigs[i] = evsignal_new(st.base, signals[i], on_signal, &st)) ||
+            event_add(sigs[i], NULL) < 0) {
+            fprintf(stderr, "sandboxd run: the event loop cannot watch signal %d\n", signals[i]);
+            goto out;
+        }
     st.task = sbx_task_start(st.base, &to, &e);
     if (!st.task) {
         fprintf(stderr, "sandboxd run: %s\n", sbx_err_format(&e, msg, sizeof(msg)));

@@ -158,6 +158,16 @@ static int resolve_env(struct loader *L, char **envp, const struct sbx_strv *key
     return 0;
 }
 
+/* The SOCKS5 port may not be one of the egress's other listeners; name says
+ * where it was set. */
+static int check_proxy_port(struct loader *L, const char *name)
+{
+    sbx_err pe = {0};
+    if (sbx_egress_socks_port_check(L->c->network.proxy_port, &pe) < 0)
+        return sbx_err_set(L->err, EINVAL, "%s%s", name, pe.msg);
+    return 0;
+}
+
 static int finish(struct loader *L, char **envp)
 {
     struct sbx_config *c = L->c;
@@ -179,10 +189,8 @@ static int finish(struct loader *L, char **envp)
         return cfg_fail(L, max_where, ERANGE, "%s is below the default %s (built-in sandbox.%s)", b,
                         a, key);
     }
-    sbx_err pe = {0};
-    if (sbx_egress_socks_port_check(c->network.proxy_port, &pe) < 0)
-        return sbx_err_set(L->err, EINVAL, "network.proxy_port (CLAW_SANDBOX_PROXY_PORT) %s",
-                           pe.msg);
+    if (check_proxy_port(L, "network.proxy_port (CLAW_SANDBOX_PROXY_PORT) ") < 0)
+        return -1;
     if (c->queue_per_tenant > c->queue_size)
         return sbx_err_set(
             L->err, ERANGE, "server.queue_per_tenant (%llu) is above server.queue_size (%llu)",
@@ -239,6 +247,15 @@ static int finish(struct loader *L, char **envp)
 
 /* --- the public surface --------------------------------------------------------------- */
 
+static void loader_free(struct loader *L)
+{
+    if (L) {
+        free(L->file_dir);
+        free(L->cwd);
+        free(L);
+    }
+}
+
 int sbx_config_load(struct sbx_config *c, int argc, char **argv, char **envp, sbx_err *err)
 {
     memset(c, 0, sizeof(*c));
@@ -269,12 +286,30 @@ int sbx_config_load(struct sbx_config *c, int argc, char **argv, char **envp, sb
         goto out;
     rc = 0;
 out:
-    if (L) {
-        free(L->file_dir);
-        free(L->cwd);
-        free(L);
-    }
+    loader_free(L);
     free(flags);
+    if (rc < 0)
+        sbx_config_free(c);
+    return rc;
+}
+
+int sbx_config_load_run(struct sbx_config *c, char **envp, sbx_err *err)
+{
+    memset(c, 0, sizeof(*c));
+    struct loader *L = calloc(1, sizeof(*L));
+    int rc = -1;
+    if (!L) {
+        sbx_err_set(err, ENOMEM, "configuration: out of memory");
+        goto out;
+    }
+    L->c = c;
+    L->err = err;
+    if (set_defaults(L) < 0 || cfg_load_run_env(L, envp) < 0 ||
+        check_proxy_port(L, "CLAW_SANDBOX_PROXY_PORT: ") < 0)
+        goto out;
+    rc = 0;
+out:
+    loader_free(L);
     if (rc < 0)
         sbx_config_free(c);
     return rc;

@@ -22,14 +22,32 @@ static const char *const ignored_vars[] = {
     "CLAW_RUNTIME_SKILL_MAPPED_ROOT",
 };
 
+/* What `sandboxd run` takes from its environment, as the original's tool
+ * did: the network of its one sandbox. The rest is serve's (a shell that has
+ * the daemon's variables must not change what run does). */
+static const char *const run_vars[] = {
+    "CLAW_ENABLE_SANDBOX_NET",    "CLAW_SANDBOX_PROXY_PORT",       "CLAW_SANDBOX_ALLOWED_CIDRS",
+    "CLAW_SANDBOX_ALLOWED_PORTS", "CLAW_ALLOWED_INTERNAL_TARGETS", "CLAW_SANDBOX_BLOCKED_CIDRS",
+};
+
+static bool is_run_var(const char *name)
+{
+    for (size_t i = 0; i < SBX_ARRAY_LEN(run_vars); i++)
+        if (strcmp(run_vars[i], name) == 0)
+            return true;
+    return false;
+}
+
 /* --- environment variables -------------------------------------------------------- */
 
-int cfg_load_env(struct loader *L, char **envp)
+/* The key table's variables found in envp (only run_vars when run_only). */
+static int load_settings(struct loader *L, char **envp, bool run_only)
 {
     struct sbx_config *c = L->c;
     for (size_t i = 0; i < cfg_n_settings; i++) {
         const struct setting *s = &cfg_settings[i];
-        const char *raw = s->env ? cfg_env_get(envp, s->env) : NULL;
+        const char *raw =
+            s->env && (!run_only || is_run_var(s->env)) ? cfg_env_get(envp, s->env) : NULL;
         if (!raw)
             continue;
         while (cfg_is_blank(*raw))
@@ -47,6 +65,19 @@ int cfg_load_env(struct loader *L, char **envp)
         if (s->lim >= 0)
             snprintf(L->lim_origin[s->lim], WHERE_MAX, "%s", s->env);
     }
+    return 0;
+}
+
+int cfg_load_run_env(struct loader *L, char **envp)
+{
+    return load_settings(L, envp, true);
+}
+
+int cfg_load_env(struct loader *L, char **envp)
+{
+    struct sbx_config *c = L->c;
+    if (load_settings(L, envp, false) < 0)
+        return -1;
 
     const char *tokens = cfg_env_get(envp, "CLAW_API_TOKEN");
     while (tokens && cfg_is_blank(*tokens))

@@ -174,6 +174,8 @@ int cfg_yenvironments(struct loader *L, const yaml_node_t *n, const char *path);
 /* --- the CLAW_* variables (config_env.c) and flags (config_flags.c) ---------- */
 
 int cfg_load_env(struct loader *L, char **envp);
+/* Only the variables `sandboxd run` takes (no tokens, no check of the others). */
+int cfg_load_run_env(struct loader *L, char **envp);
 
 struct flag {
     const struct setting *s; /* NULL for --config and --token */

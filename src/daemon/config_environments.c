@@ -92,7 +92,7 @@ static const char *const env_keys[] = {
     "name",           "language",        "command", "aliases",          "rootfs", "working_dir",
     "network_policy", "seccomp_profile", "enabled", "read_only_rootfs", "image",  "mounts"};
 
-int cfg_name_fn(const char *s, bool arg, sbx_err *e)
+int cfg_check_name(const char *s, bool arg, sbx_err *e)
 {
     return cfg_segment_ok(s)
                ? 0
@@ -187,7 +187,7 @@ static int yenv_body(struct loader *L, const char *name, const yaml_node_t *name
                 if (!env->command.v[a][0])
                     rc = cfg_yfail(L, k, kpath, "has an empty argument");
         } else if (strcmp(key, "aliases") == 0) {
-            rc = cfg_ylist(L, v, kpath, &env->aliases, cfg_name_fn, false);
+            rc = cfg_ylist(L, v, kpath, &env->aliases, cfg_check_name, false);
         } else if (strcmp(key, "rootfs") == 0) {
             struct stat st;
             cfg_where_node(L, k, kpath, where, sizeof(where));

@@ -85,13 +85,15 @@ struct setting {
     enum kind kind; /* YAML and flag */
     size_t off;     /* in struct sbx_config */
     uint64_t min, max;
-    int lim; /* index in lim_fields when it is a default limit, else -1 */
+    int lim; /* index in cfg_lim_fields when it is a default limit, else -1 */
 };
 
 extern const struct setting cfg_settings[];
 extern const size_t cfg_n_settings;
 
+/* The index in cfg_lim_fields of a limits key (or its alias), or -1. */
 int cfg_lim_index(const char *key);
+/* Is field i of lim above that of max? The text of both into a and b. */
 bool cfg_lim_above(int i, const struct sbx_limits *lim, const struct sbx_limits *max, char *a,
                    char *b, size_t len);
 
@@ -111,6 +113,7 @@ struct loader {
     bool env_disabled[MAX_ENVIRONMENTS];
 };
 
+/* Tokens (config.c): one more; the operator ones of lower sources dropped. */
 int cfg_token_add(struct loader *L, const char *name, const char *token, const char *tenant);
 void cfg_drop_operator_tokens(struct sbx_config *c);
 
@@ -120,6 +123,8 @@ void cfg_drop_operator_tokens(struct sbx_config *c);
 int cfg_fail(struct loader *L, const char *where, int errnum, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 int cfg_oom(struct loader *L);
+/* Small helpers: string lists, secrets zeroed before they are freed, and the
+ * checks of names (NULL or the reason a name is refused). */
 void cfg_free_secret(char *s);
 void cfg_strv_clear(struct sbx_strv *s, bool secret);
 int cfg_strv_push(struct sbx_strv *s, const char *str);
@@ -133,9 +138,11 @@ const char *cfg_env_key_problem(const char *s);
 const char *cfg_token_problem(const char *s);
 bool cfg_token_name_ok(const char *s);
 void cfg_fmt_size(uint64_t v, char *buf, size_t len);
+/* Values judged by the engines that will use them (e: the reason). */
 int cfg_check_upstream(const char *s, sbx_err *e);
 int cfg_check_policy(const struct sbx_policy_opts *o, sbx_err *e);
 int cfg_check_rule(const char *rule, bool deny, sbx_err *e);
+/* text parsed as kind k into dst, within [min, max]; errors name where. */
 int cfg_apply(struct loader *L, enum kind k, void *dst, uint64_t min, uint64_t max,
               const char *text, const char *where);
 int cfg_make_path(struct loader *L, const char *s, char **out, sbx_err *e);
@@ -146,6 +153,8 @@ int cfg_parse_listen(struct loader *L, const char *s, struct sbx_listen *out, sb
 /* err: "FILE:LINE:COL: <path>: <message>" at node n; returns -1. */
 int cfg_yfail(struct loader *L, const yaml_node_t *n, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The document's nodes: scalars, mappings with plain distinct keys, lists;
+ * paths "section.key" and "list[i]" name them in messages. */
 yaml_node_t *cfg_ynode(struct loader *L, int index);
 void cfg_where_node(struct loader *L, const yaml_node_t *n, const char *path, char *buf,
                     size_t len);
@@ -156,6 +165,7 @@ int cfg_yscalar(struct loader *L, const yaml_node_t *n, const char *path, const 
 int cfg_ymapping(struct loader *L, const yaml_node_t *n, const char *path);
 yaml_node_t *cfg_ylookup(struct loader *L, const yaml_node_t *map, const char *key,
                          yaml_node_t **keynode);
+/* A setting's value from the file (a list joined for kinds that take one). */
 int cfg_yapply(struct loader *L, enum kind k, void *dst, uint64_t min, uint64_t max,
                const yaml_node_t *key, const yaml_node_t *val, const char *path, char *where,
                size_t where_len);
@@ -164,15 +174,18 @@ int cfg_ylimit(struct loader *L, int i, struct sbx_limits *lim, const yaml_node_
                const yaml_node_t *val, const char *path, char *origin);
 int cfg_ylist(struct loader *L, const yaml_node_t *n, const char *path, struct sbx_strv *out,
               int (*fn)(const char *s, bool arg, sbx_err *e), bool arg);
+/* The file's one document onto L->c (config_yaml.c). */
 int cfg_load_file(struct loader *L, const char *path);
 
+/* Environments (config_environments.c). */
 void cfg_env_free(struct sbx_environment *env);
 int cfg_env_add_builtins(struct loader *L);
-int cfg_name_fn(const char *s, bool arg, sbx_err *e);
+int cfg_check_name(const char *s, bool arg, sbx_err *e);
 int cfg_yenvironments(struct loader *L, const yaml_node_t *n, const char *path);
 
 /* --- the CLAW_* variables (config_env.c) and flags (config_flags.c) ---------- */
 
+/* The CLAW_* entries of envp: settings, CLAW_API_TOKEN, unknown names refused. */
 int cfg_load_env(struct loader *L, char **envp);
 /* Only the variables `sandboxd run` takes (no tokens, no check of the others). */
 int cfg_load_run_env(struct loader *L, char **envp);
@@ -183,6 +196,8 @@ struct flag {
     const char *value;
 };
 
+/* argv into out (argc entries at most), *config set by --config; applied
+ * after the file and the variables by cfg_apply_flags. */
 int cfg_parse_flags(struct loader *L, int argc, char **argv, struct flag *out, size_t *n,
                     const char **config);
 int cfg_apply_flags(struct loader *L, const struct flag *flags, size_t n);

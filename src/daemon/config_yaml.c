@@ -483,7 +483,7 @@ static int ypool_special(struct loader *L, const char *key, const yaml_node_t *k
     if (strcmp(key, "environments") != 0)
         return 0;
     struct sbx_strv names = {0};
-    if (cfg_ylist(L, v, path, &names, cfg_name_fn, false) < 0)
+    if (cfg_ylist(L, v, path, &names, cfg_check_name, false) < 0)
         return -1;
     cfg_strv_clear(&L->c->pool.environments, false);
     for (size_t i = 0; i < names.n; i++) {

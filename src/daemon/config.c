@@ -75,6 +75,20 @@ void cfg_drop_operator_tokens(struct sbx_config *c)
 
 /* --- defaults --------------------------------------------------------------------- */
 
+/* The defaults and maxima of a task's limits, from the key table. */
+static int builtin_limits(struct loader *L)
+{
+    for (int i = 0; i < N_LIM; i++) {
+        const struct lim_field *f = &cfg_lim_fields[i];
+        if (cfg_apply(L, f->kind, (char *)&L->c->limits + f->off, f->min, f->max, f->builtin,
+                      "built-in") < 0 ||
+            cfg_apply(L, f->kind, (char *)&L->c->max + f->off, f->min, f->max, f->builtin_max,
+                      "built-in") < 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int set_defaults(struct loader *L)
 {
     struct sbx_config *c = L->c;
@@ -92,24 +106,8 @@ static int set_defaults(struct loader *L)
     c->header_timeout_s = 10;
     c->connection_idle_timeout_s = 60;
 
-    c->limits = (struct sbx_limits){
-        .timeout_s = 300,
-        .memory_bytes = 256ull << 20,
-        .pids = 32,
-        .cpu_cores = 0.25,
-        .file_size_bytes = 100ull << 20,
-        .output_bytes = 10ull << 20,
-        .tmp_bytes = 64ull << 20,
-    };
-    c->max = (struct sbx_limits){
-        .timeout_s = 1800,
-        .memory_bytes = 2ull << 30,
-        .pids = 256,
-        .cpu_cores = 2,
-        .file_size_bytes = 1ull << 30,
-        .output_bytes = 64ull << 20,
-        .tmp_bytes = 1ull << 30,
-    };
+    if (builtin_limits(L) < 0)
+        return -1;
     c->workspace_quota_bytes = 1ull << 30;
     c->max_clones_per_tenant = 1000;
     c->idle_timeout_s = 600;

@@ -68,6 +68,8 @@ struct lim_field {
     enum kind kind;
     size_t off;
     uint64_t min, max;
+    /* built in, written as in the file: a task's default, the most it may ask */
+    const char *builtin, *builtin_max;
 };
 extern const struct lim_field cfg_lim_fields[N_LIM];
 

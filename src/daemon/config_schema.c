@@ -9,15 +9,19 @@
 
 const struct lim_field cfg_lim_fields[N_LIM] = {
     [LIM_TIMEOUT] = {"timeout", "default_timeout", K_DURATION,
-                     offsetof(struct sbx_limits, timeout_s), 0, 86400},
+                     offsetof(struct sbx_limits, timeout_s), 0, 86400, "300s", "1800s"},
     [LIM_MEMORY] = {"memory_limit", NULL, K_SIZE, offsetof(struct sbx_limits, memory_bytes),
-                    8ull << 20, 0},
-    [LIM_PIDS] = {"pids_limit", NULL, K_UINT, offsetof(struct sbx_limits, pids), 1, 1u << 22},
-    [LIM_CPU] = {"cpu_limit", NULL, K_CPU, offsetof(struct sbx_limits, cpu_cores), 0, 1024},
+                    8ull << 20, 0, "256m", "2g"},
+    [LIM_PIDS] = {"pids_limit", NULL, K_UINT, offsetof(struct sbx_limits, pids), 1, 1u << 22, "32",
+                  "256"},
+    [LIM_CPU] = {"cpu_limit", NULL, K_CPU, offsetof(struct sbx_limits, cpu_cores), 0, 1024, "0.25",
+                 "2"},
     [LIM_FILE] = {"file_size_limit", NULL, K_SIZE, offsetof(struct sbx_limits, file_size_bytes), 1,
-                  0},
-    [LIM_OUTPUT] = {"output_limit", NULL, K_SIZE, offsetof(struct sbx_limits, output_bytes), 1, 0},
-    [LIM_TMP] = {"tmp_size", NULL, K_SIZE, offsetof(struct sbx_limits, tmp_bytes), 1ull << 20, 0},
+                  0, "100m", "1g"},
+    [LIM_OUTPUT] = {"output_limit", NULL, K_SIZE, offsetof(struct sbx_limits, output_bytes), 1, 0,
+                    "10m", "64m"},
+    [LIM_TMP] = {"tmp_size", NULL, K_SIZE, offsetof(struct sbx_limits, tmp_bytes), 1ull << 20, 0,
+                 "64m", "1g"},
 };
 
 #define OFF(f) offsetof(struct sbx_config, f)

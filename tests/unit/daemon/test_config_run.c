@@ -34,6 +34,14 @@ static void defaults_are_serves(void **state)
     assert_int_equal(r.limits.file_size_bytes, 100ull << 20);
     assert_int_equal(r.limits.output_bytes, 10ull << 20);
     assert_int_equal(r.limits.tmp_bytes, 64ull << 20);
+    assert_memory_equal(&r.max, &s.max, sizeof(r.max));
+    assert_true(r.max.timeout_s == 1800);
+    assert_int_equal(r.max.memory_bytes, 2ull << 30);
+    assert_int_equal(r.max.pids, 256);
+    assert_true(r.max.cpu_cores == 2);
+    assert_int_equal(r.max.file_size_bytes, 1ull << 30);
+    assert_int_equal(r.max.output_bytes, 64ull << 20);
+    assert_int_equal(r.max.tmp_bytes, 1ull << 30);
     assert_int_equal(r.net, SBX_NET_PROXY);
     assert_int_equal(r.net, s.net);
     assert_int_equal(r.seccomp, s.seccomp);

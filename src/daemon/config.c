@@ -1,13 +1,16 @@
 /* The configuration of `sandboxd serve` (schema in config.h, operator's guide
- * in docs/configuration.md).
+ * in docs/configuration.md; config_int.h lists the loader's files). This file
+ * is the chain itself, its defaults, last checks and free.
  *
  * How it is built: defaults, then the YAML document (sections in a fixed
  * order, so environments are judged against the final maxima), then the
  * CLAW_* entries of envp, then the flags; cross-checks and derived values
  * last. Every value of every source goes through one parser per kind
- * (cfg_apply() of config_values.c), so "256m" means the same in the file and on a flag; only the
- * original's variables keep their units (CLAW_CPU_LIMIT in percent,
- * CLAW_MEMORY_LIMIT_MB in MiB, CLAW_IDLE_TIMEOUT_SEC in seconds).
+ * (cfg_apply()), so "256m" means the same in the file and on a flag; only
+ * the original's variables keep their units (CLAW_CPU_LIMIT in percent,
+ * CLAW_MEMORY_LIMIT_MB in MiB, CLAW_IDLE_TIMEOUT_SEC in seconds). `sandboxd
+ * run` takes the first part of the chain: defaults, then its six CLAW_*
+ * network variables (sbx_config_load_run).
  *
  * Decisions (tests/unit/daemon/test_config.c holds them):
  * - Errors name the source: "FILE:LINE:COL: section.key" (the key's position,

@@ -280,6 +280,14 @@ struct sbx_config {
  * 0 with only c->help set. c need not be initialised; free it with
  * sbx_config_free either way. */
 int sbx_config_load(struct sbx_config *c, int argc, char **argv, char **envp, sbx_err *err);
+/* The defaults < CLAW_* part of that chain, for `sandboxd run`: the built-in
+ * defaults, then those CLAW_* entries of envp that a single command takes
+ * (CLAW_ENABLE_SANDBOX_NET, CLAW_SANDBOX_PROXY_PORT, CLAW_SANDBOX_ALLOWED_CIDRS,
+ * CLAW_SANDBOX_ALLOWED_PORTS, CLAW_ALLOWED_INTERNAL_TARGETS,
+ * CLAW_SANDBOX_BLOCKED_CIDRS), each judged as for serve; other CLAW_* entries
+ * are left alone and no file is read (run's flags go on top). Returns and
+ * frees as sbx_config_load. */
+int sbx_config_load_run(struct sbx_config *c, char **envp, sbx_err *err);
 /* Free every owned string (secrets zeroed first) and leave c zeroed. */
 void sbx_config_free(struct sbx_config *c);
 

@@ -16,6 +16,7 @@
 
 #include "base/parse.h"
 #include "daemon/cmd.h"
+#include "daemon/config.h"
 #include "exec/env.h"
 #include "exec/task.h"
 #include "net/egress.h"
@@ -25,10 +26,12 @@
 #define MAX_ENV 256
 #define MAX_RULES 256
 
+extern char **environ;
+
 struct run_opts {
     struct sbx_cg_limits lim;
     double timeout_s;
-    uint64_t file_size, output_limit, host_id_base, uid, gid;
+    uint64_t file_size, output_limit, tmp_size, host_id_base, uid, gid;
     const char *workspace;
     enum sbx_net_policy net;
     enum sbx_seccomp_profile seccomp;
@@ -42,6 +45,8 @@ struct run_opts {
     size_t n_allow, n_deny, n_hosts, n_dns;
     enum sbx_default net_default;
     uint64_t socks_port;
+    /* the original's comma-separated lists (CLAW_*), NULL when unset */
+    const char *allowed_cidrs, *allowed_ports, *allowed_internal_targets, *blocked_cidrs;
 };
 
 struct run_state {
@@ -99,6 +104,8 @@ static int socks_port(const char *s, uint64_t *out, sbx_err *e)
     return sbx_egress_socks_port_check((unsigned)*out, e);
 }
 
+/* The index of COMMAND in argv, 0 when --help was given (the usage is
+ * printed), or -1 after a message. */
 static int parse_run_opts(int argc, char **argv, struct run_opts *o)
 {
     enum {
@@ -224,7 +231,7 @@ static int parse_run_opts(int argc, char **argv, struct run_opts *o)
             break;
         case O_HELP:
             run_usage(stdout);
-            exit(0);
+            return 0;
         case O_ALLOW:
         case O_DENY:
         case O_ADDHOST:
@@ -341,22 +348,6 @@ static int write_report(const char *where, const struct sbx_report *r, enum sbx_
     return rc;
 }
 
-/* CLAW_ENABLE_SANDBOX_NET (the original's switch): true, the default, means
- * the proxy policy. */
-static int default_net(enum sbx_net_policy *out)
-{
-    const char *v = getenv("CLAW_ENABLE_SANDBOX_NET");
-    if (!v || !*v || strcmp(v, "true") == 0 || strcmp(v, "1") == 0)
-        *out = SBX_NET_PROXY;
-    else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
-        *out = SBX_NET_NONE;
-    else {
-        fprintf(stderr, "sandboxd run: CLAW_ENABLE_SANDBOX_NET: '%s' is not true or false\n", v);
-        return -1;
-    }
-    return 0;
-}
-
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     remove(path);
@@ -433,30 +424,46 @@ static void sweep_stale_run(const char *name, void *ud)
     (void)sbx_cgroup_remove_empty(&cg);
 }
 
+/* Before the flags: what a task of `serve` gets when it asks for nothing, and
+ * the network settings of run's environment (sbx_config_load_run). The
+ * config's strings live as long as it. */
+static void run_defaults(const struct sbx_config *c, struct run_opts *o)
+{
+    o->lim = (struct sbx_cg_limits){.memory_bytes = c->limits.memory_bytes,
+                                    .pids = c->limits.pids,
+                                    .cpu_cores = c->limits.cpu_cores};
+    o->timeout_s = c->limits.timeout_s;
+    o->file_size = c->limits.file_size_bytes;
+    o->output_limit = c->limits.output_bytes;
+    o->tmp_size = c->limits.tmp_bytes;
+    o->host_id_base = c->host_id_base;
+    o->uid = c->runner_uid;
+    o->gid = c->runner_gid;
+    o->net = c->net;
+    o->seccomp = c->seccomp;
+    o->net_default = c->network.def;
+    o->socks_port = c->network.proxy_port;
+    o->allowed_cidrs = c->network.allowed_cidrs;
+    o->allowed_ports = c->network.allowed_ports;
+    o->allowed_internal_targets = c->network.allowed_internal_targets;
+    o->blocked_cidrs = c->network.blocked_cidrs;
+}
+
 int sbx_cmd_run(int argc, char **argv)
 {
-    struct run_opts o = {
-        .lim = {.memory_bytes = 256ull << 20, .pids = 32, .cpu_cores = 0.25},
-        .timeout_s = 300,
-        .file_size = 100ull << 20,
-        .output_limit = 10ull << 20,
-        .host_id_base = SBX_DEFAULT_HOST_ID_BASE,
-        .uid = SBX_RUNNER_ID,
-        .gid = SBX_RUNNER_ID,
-    };
-    if (default_net(&o.net) < 0)
-        return EXIT_SETUP;
-    const char *port_env = getenv("CLAW_SANDBOX_PROXY_PORT");
-    sbx_err pe = {0};
-    if (port_env && *port_env && socks_port(port_env, &o.socks_port, &pe) < 0) {
-        fprintf(stderr, "sandboxd run: CLAW_SANDBOX_PROXY_PORT: %s\n", pe.msg);
+    /* (filled or zeroed by the load: freed on every way out) */
+    __attribute__((cleanup(sbx_config_free))) struct sbx_config cfg;
+    sbx_err e = {0};
+    if (sbx_config_load_run(&cfg, environ, &e) < 0) {
+        fprintf(stderr, "sandboxd run: %s\n", e.msg);
         return EXIT_SETUP;
     }
+    struct run_opts o = {0};
+    run_defaults(&cfg, &o);
     int cmd_at = parse_run_opts(argc, argv, &o);
-    if (cmd_at < 0)
-        return EXIT_SETUP;
+    if (cmd_at <= 0)
+        return cmd_at < 0 ? EXIT_SETUP : 0;
 
-    sbx_err e = {0};
     char msg[600];
     int rc = EXIT_SETUP;
     char tmp_ws[] = "/tmp/sandbox-ws-XXXXXX";
@@ -501,10 +508,10 @@ int sbx_cmd_run(int argc, char **argv)
             .allow = o.allow,
             .deny = o.deny,
             .hosts = o.hosts,
-            .allowed_cidrs = getenv("CLAW_SANDBOX_ALLOWED_CIDRS"),
-            .allowed_ports = getenv("CLAW_SANDBOX_ALLOWED_PORTS"),
-            .allowed_internal_targets = getenv("CLAW_ALLOWED_INTERNAL_TARGETS"),
-            .blocked_cidrs = getenv("CLAW_SANDBOX_BLOCKED_CIDRS"),
+            .allowed_cidrs = o.allowed_cidrs,
+            .allowed_ports = o.allowed_ports,
+            .allowed_internal_targets = o.allowed_internal_targets,
+            .blocked_cidrs = o.blocked_cidrs,
             .own_addrs = own,
             .n_own_addrs = sbx_host_addresses(own, SBX_ARRAY_LEN(own)),
         };
@@ -534,7 +541,7 @@ int sbx_cmd_run(int argc, char **argv)
                 .cg_host = &cg_host,
                 .cg_limits = o.lim,
                 .file_size_bytes = o.file_size,
-                .tmp_size_bytes = 64ull << 20,
+                .tmp_size_bytes = o.tmp_size,
                 .nofile = 1024,
                 .name = name,
                 .join_pidfd = -1,
@@ -550,11 +557,12 @@ int sbx_cmd_run(int argc, char **argv)
         .ud = &st,
     };
     int signals[] = {SIGINT, SIGTERM, SIGHUP};
-    for (int i = 0; i < 3; i++) {
-        sigs[i] = evsignal_new(st.base, signals[i], on_signal, &st);
-        if (sigs[i])
-            event_add(sigs[i], NULL);
-    }
+    for (int i = 0; i < 3; i++)
+        if (!(sigs[i] = evsignal_new(st.base, signals[i], on_signal, &st)) ||
+            event_add(sigs[i], NULL) < 0) {
+            fprintf(stderr, "sandboxd run: the event loop cannot watch signal %d\n", signals[i]);
+            goto out;
+        }
     st.task = sbx_task_start(st.base, &to, &e);
     if (!st.task) {
         fprintf(stderr, "sandboxd run: %s\n", sbx_err_format(&e, msg, sizeof(msg)));

@@ -217,6 +217,15 @@ static void teardown(struct serve *s)
     sbx_config_free(&s->cfg);
 }
 
+/* An event made by event_new or evsignal_new (NULL when that failed) onto
+ * the loop: without it the daemon would not stop on a signal or never prune. */
+static int loop_add(struct event *ev, const struct timeval *tv, const char *what, sbx_err *err)
+{
+    if (!ev || event_add(ev, tv) < 0)
+        return sbx_err_set(err, ev ? EINVAL : ENOMEM, "event loop: cannot add %s", what);
+    return 0;
+}
+
 int sbx_cmd_serve(int argc, char **argv)
 {
     struct serve s = {.fds = {{-1, -1}, {-1, -1}}};
@@ -273,18 +282,20 @@ int sbx_cmd_serve(int argc, char **argv)
         sbx_api_routes(s.http, &s.api, &e) < 0 || sbx_http_server_listen(s.http, &e) < 0)
         goto fail;
     int stop[] = {SIGTERM, SIGINT};
+    struct timeval every = {.tv_sec = 60};
     for (int i = 0; i < 2; i++)
-        if ((sigs[i] = evsignal_new(s.base, stop[i], on_stop_signal, &s)))
-            event_add(sigs[i], NULL);
+        if (loop_add(sigs[i] = evsignal_new(s.base, stop[i], on_stop_signal, &s), NULL,
+                     "the stop signals", &e) < 0)
+            goto fail;
+    if (loop_add(s.prune = event_new(s.base, -1, EV_PERSIST, on_prune, &s), &every,
+                 "the retention timer", &e) < 0)
+        goto fail;
     printf("sandboxd: listening on %s (cgroups %s, network %s)\n", sbx_http_server_address(s.http),
            sbx_cg_mode_name(s.cg_host.mode), sbx_net_policy_name(s.cfg.net));
     if (s.token[0])
         printf("sandboxd: API token (generated, kept in %s/api-token): %s\n", s.cfg.state_dir,
                s.token);
     fflush(stdout);
-    struct timeval every = {.tv_sec = 60};
-    if ((s.prune = event_new(s.base, -1, EV_PERSIST, on_prune, &s)))
-        event_add(s.prune, &every);
     on_prune(-1, 0, &s);
     event_base_dispatch(s.base);
     rc = 0;

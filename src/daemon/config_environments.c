@@ -1,0 +1,310 @@
+/* Environments: the built-in ones (python, node, shell) and the
+ * `environments:` section of the YAML file that changes, adds or disables
+ * them. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "daemon/config_int.h"
+
+static const struct {
+    const char *name;
+    const char *command[3];
+    const char *aliases[4];
+} builtin_envs[] = {
+    [SBX_LANG_PYTHON] = {"python", {"python3", "-c"}, {"python3"}},
+    [SBX_LANG_NODE] = {"node", {"node", "-e"}, {"nodejs", "javascript", "js"}},
+    [SBX_LANG_SHELL] = {"shell", {"/bin/sh", "-c"}, {"sh"}},
+};
+
+const char *sbx_language_name(enum sbx_language l)
+{
+    return l <= SBX_LANG_SHELL ? builtin_envs[l].name : "?";
+}
+
+static int default_command(struct sbx_environment *env)
+{
+    cfg_strv_clear(&env->command, false);
+    for (size_t i = 0; builtin_envs[env->language].command[i]; i++)
+        if (cfg_strv_push(&env->command, builtin_envs[env->language].command[i]) < 0)
+            return -1;
+    return 0;
+}
+
+void cfg_env_free(struct sbx_environment *env)
+{
+    free(env->name);
+    cfg_strv_clear(&env->command, false);
+    cfg_strv_clear(&env->aliases, false);
+    free(env->rootfs);
+    free(env->working_dir);
+    memset(env, 0, sizeof(*env));
+}
+
+static struct sbx_environment *env_by_name(struct sbx_config *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_environments; i++)
+        if (strcmp(c->environments[i].name, name) == 0)
+            return &c->environments[i];
+    return NULL;
+}
+
+/* A new environment of that language with its built-in command, or NULL. */
+static struct sbx_environment *env_add(struct loader *L, const char *name, enum sbx_language lang)
+{
+    struct sbx_config *c = L->c;
+    if (c->n_environments == MAX_ENVIRONMENTS)
+        return NULL;
+    struct sbx_environment *v = realloc(c->environments, (c->n_environments + 1) * sizeof(*v));
+    if (!v)
+        return NULL;
+    c->environments = v;
+    struct sbx_environment *env = &v[c->n_environments];
+    memset(env, 0, sizeof(*env));
+    env->language = lang;
+    if (!(env->name = strdup(name)) || !(env->working_dir = strdup("/workspace")) ||
+        default_command(env) < 0) {
+        cfg_env_free(env);
+        return NULL;
+    }
+    L->env_set[c->n_environments] = 0;
+    L->env_disabled[c->n_environments] = false;
+    c->n_environments++;
+    return env;
+}
+
+/* The built-in environments, with their aliases; -1 when out of memory. */
+int cfg_env_add_builtins(struct loader *L)
+{
+    for (size_t i = 0; i < SBX_ARRAY_LEN(builtin_envs); i++) {
+        struct sbx_environment *env = env_add(L, builtin_envs[i].name, (enum sbx_language)i);
+        if (!env)
+            return -1;
+        for (size_t j = 0; builtin_envs[i].aliases[j]; j++)
+            if (cfg_strv_push(&env->aliases, builtin_envs[i].aliases[j]) < 0)
+                return -1;
+    }
+    return 0;
+}
+
+/* What an environment's body may hold besides the limit keys. */
+static const char *const env_keys[] = {
+    "name",           "language",        "command", "aliases",          "rootfs", "working_dir",
+    "network_policy", "seccomp_profile", "enabled", "read_only_rootfs", "image",  "mounts"};
+
+int cfg_check_name(const char *s, bool arg, sbx_err *e)
+{
+    return cfg_segment_ok(s)
+               ? 0
+               : sbx_err_set(e, EINVAL, "'%.80s' is not a name (1 to 64 of A-Z a-z 0-9 . _ -)", s);
+}
+
+static int yenv_body(struct loader *L, const char *name, const yaml_node_t *namek,
+                     const yaml_node_t *body, const char *path)
+{
+    struct sbx_config *c = L->c;
+    if (!cfg_segment_ok(name))
+        return cfg_yfail(L, namek, path, "'%.80s' is not a name (1 to 64 of A-Z a-z 0-9 . _ -)",
+                         name);
+    if (cfg_ymapping(L, body, path) < 0 || cfg_ylim_aliases(L, body, path) < 0)
+        return -1;
+    /* language first: a new environment needs it, and it decides the command */
+    yaml_node_t *lk, *lang = cfg_ylookup(L, body, "language", &lk);
+    enum sbx_language language = SBX_LANG_PYTHON;
+    if (lang) {
+        const char *s;
+        char kpath[KEYPATH_MAX];
+        cfg_keypath(kpath, path, "language");
+        if (cfg_yscalar(L, lang, kpath, &s) < 0)
+            return -1;
+        size_t j = 0;
+        while (j < SBX_ARRAY_LEN(builtin_envs) && strcmp(builtin_envs[j].name, s) != 0)
+            j++;
+        if (j == SBX_ARRAY_LEN(builtin_envs))
+            return cfg_yfail(L, lk, kpath, "'%.80s' is not python, node or shell", s);
+        language = (enum sbx_language)j;
+    }
+    struct sbx_environment *env = env_by_name(c, name);
+    if (!env && !lang) {
+        /* seed 004 names them "python-3.9", "node-18" and gives no language */
+        size_t j = 0;
+        while (j < SBX_ARRAY_LEN(builtin_envs) &&
+               strncmp(name, builtin_envs[j].name, strlen(builtin_envs[j].name)) != 0)
+            j++;
+        if (j == SBX_ARRAY_LEN(builtin_envs))
+            return cfg_yfail(L, namek, path,
+                             "a new environment needs a language (python, node, shell)");
+        language = (enum sbx_language)j;
+    }
+    if (!env) {
+        if (!(env = env_add(L, name, language)))
+            return c->n_environments == MAX_ENVIRONMENTS
+                       ? cfg_yfail(L, namek, path, "too many environments (at most %d)",
+                                   MAX_ENVIRONMENTS)
+                       : cfg_oom(L);
+    } else if (lang && env->language != language) {
+        env->language = language;
+        if (default_command(env) < 0)
+            return cfg_oom(L);
+    }
+    size_t ei = (size_t)(env - c->environments);
+    for (yaml_node_pair_t *p = body->data.mapping.pairs.start; p < body->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = cfg_ynode(L, p->key), *v = cfg_ynode(L, p->value);
+        const char *key = cfg_yscalar_text(k), *s;
+        char kpath[KEYPATH_MAX], where[WHERE_MAX];
+        cfg_keypath(kpath, path, key);
+        int li = cfg_lim_index(key);
+        if (li >= 0) {
+            char a[48], b[48];
+            if (cfg_ylimit(L, li, &env->limits, k, v, kpath, NULL) < 0)
+                return -1;
+            if (cfg_lim_above(li, &env->limits, &c->max, a, b, sizeof(a)))
+                return cfg_yfail(L, k, kpath, "%s is above the maximum %s (sandbox.max.%s)", a, b,
+                                 cfg_lim_fields[li].key);
+            L->env_set[ei] |= 1u << li;
+            continue;
+        }
+        size_t j = 0;
+        while (j < SBX_ARRAY_LEN(env_keys) && strcmp(env_keys[j], key) != 0)
+            j++;
+        if (j == SBX_ARRAY_LEN(env_keys))
+            return cfg_yfail(L, k, kpath, "unknown key");
+        int rc = 0;
+        if (strcmp(key, "name") == 0 || strcmp(key, "language") == 0) {
+            continue; /* done above */
+        } else if (strcmp(key, "command") == 0) {
+            if (v->type == YAML_SCALAR_NODE) {
+                if ((rc = cfg_yscalar(L, v, kpath, &s)) == 0) {
+                    cfg_strv_clear(&env->command, false);
+                    rc = cfg_strv_push(&env->command, s) < 0 ? cfg_oom(L) : 0;
+                }
+            } else if ((rc = cfg_ylist(L, v, kpath, &env->command, NULL, false)) == 0 &&
+                       env->command.n == 0) {
+                rc = cfg_yfail(L, k, kpath, "is empty");
+            }
+            for (size_t a = 0; rc == 0 && a < env->command.n; a++)
+                if (!env->command.v[a][0])
+                    rc = cfg_yfail(L, k, kpath, "has an empty argument");
+        } else if (strcmp(key, "aliases") == 0) {
+            rc = cfg_ylist(L, v, kpath, &env->aliases, cfg_check_name, false);
+        } else if (strcmp(key, "rootfs") == 0) {
+            struct stat st;
+            cfg_where_node(L, k, kpath, where, sizeof(where));
+            if ((rc = cfg_yscalar(L, v, kpath, &s)) == 0 &&
+                (rc = cfg_apply(L, K_PATH, &env->rootfs, 0, 0, s, where)) == 0 &&
+                (stat(env->rootfs, &st) < 0 || !S_ISDIR(st.st_mode)))
+                rc = cfg_fail(L, where, ENOTDIR, "'%.80s' is not a directory", env->rootfs);
+        } else if (strcmp(key, "working_dir") == 0) {
+            if ((rc = cfg_yscalar(L, v, kpath, &s)) == 0) {
+                if (s[0] != '/' || strstr(s, "/..") || cfg_has_control(s))
+                    rc = cfg_yfail(L, k, kpath, "'%.80s' is not an absolute path without ..", s);
+                else if (cfg_set_str(&env->working_dir, s) < 0)
+                    rc = cfg_oom(L);
+            }
+        } else if (strcmp(key, "network_policy") == 0) {
+            rc = cfg_yapply(L, K_NETPOL, &env->net, 0, 0, k, v, kpath, NULL, 0);
+            L->env_set[ei] |= ENV_SET_NET;
+        } else if (strcmp(key, "seccomp_profile") == 0) {
+            if (v->type == YAML_MAPPING_NODE)
+                rc = cfg_yfail(L, k, kpath,
+                               "custom seccomp tables are not supported: use default "
+                               "or strict");
+            else
+                rc = cfg_yapply(L, K_SECCOMP, &env->seccomp, 0, 0, k, v, kpath, NULL, 0);
+            L->env_set[ei] |= ENV_SET_SECCOMP;
+        } else if (strcmp(key, "enabled") == 0) {
+            bool on = true;
+            rc = cfg_yapply(L, K_BOOL, &on, 0, 0, k, v, kpath, NULL, 0);
+            L->env_disabled[ei] = !on;
+        } else if (strcmp(key, "read_only_rootfs") == 0) {
+            rc = cfg_yapply(L, K_TRUE_ONLY, NULL, 0, 0, k, v, kpath, NULL, 0);
+        } else if (strcmp(key, "image") == 0) {
+            rc = cfg_yfail(L, k, kpath,
+                           "container images are not supported: give rootfs, a "
+                           "directory holding the environment's usr/, bin/, lib/");
+        } else {
+            rc = cfg_yfail(L, k, kpath,
+                           "extra mounts are not supported: a task sees its clone's "
+                           "workspace as /workspace");
+        }
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Every name and alias of the enabled environments names one of them. */
+static int yenv_names(struct loader *L, const yaml_node_t *n, const char *path)
+{
+    struct sbx_config *c = L->c;
+    for (size_t i = 0; i < c->n_environments; i++) {
+        if (L->env_disabled[i])
+            continue;
+        const struct sbx_environment *a = &c->environments[i];
+        for (size_t j = 0; j < c->n_environments; j++) {
+            const struct sbx_environment *b = &c->environments[j];
+            if (L->env_disabled[j])
+                continue;
+            for (size_t k = 0; k < b->aliases.n; k++)
+                if (strcmp(b->aliases.v[k], a->name) == 0 ||
+                    (i < j && cfg_strv_has(&a->aliases, b->aliases.v[k])))
+                    return cfg_yfail(L, n, path, "alias '%s' of %s also names %s", b->aliases.v[k],
+                                     b->name, a->name);
+        }
+    }
+    /* drop the disabled ones */
+    size_t m = 0;
+    for (size_t i = 0; i < c->n_environments; i++) {
+        if (L->env_disabled[i]) {
+            cfg_env_free(&c->environments[i]);
+            continue;
+        }
+        c->environments[m] = c->environments[i];
+        L->env_set[m] = L->env_set[i];
+        L->env_disabled[m] = false;
+        m++;
+    }
+    c->n_environments = m;
+    return 0;
+}
+
+int cfg_yenvironments(struct loader *L, const yaml_node_t *n, const char *path)
+{
+    if (n->type == YAML_SEQUENCE_NODE) { /* seed 004: a list of {name: ..., ...} */
+        size_t idx = 0;
+        for (yaml_node_item_t *i = n->data.sequence.items.start; i < n->data.sequence.items.top;
+             i++, idx++) {
+            yaml_node_t *item = cfg_ynode(L, *i), *nk, *nv;
+            char ipath[KEYPATH_MAX];
+            const char *name;
+            cfg_indexpath(ipath, path, idx);
+            if (cfg_ymapping(L, item, ipath) < 0)
+                return -1;
+            if (!(nv = cfg_ylookup(L, item, "name", &nk)))
+                return cfg_yfail(L, item, ipath, "needs a name");
+            if (cfg_yscalar(L, nv, ipath, &name) < 0)
+                return -1;
+            for (yaml_node_item_t *j = n->data.sequence.items.start; j < i; j++)
+                if (strcmp(cfg_yscalar_text(cfg_ylookup(L, cfg_ynode(L, *j), "name", NULL)),
+                           name) == 0)
+                    return cfg_yfail(L, nk, ipath, "environment '%s' is given twice", name);
+            if (yenv_body(L, name, nk, item, ipath) < 0)
+                return -1;
+        }
+    } else {
+        if (cfg_ymapping(L, n, path) < 0)
+            return -1;
+        for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top;
+             p++) {
+            yaml_node_t *k = cfg_ynode(L, p->key), *v = cfg_ynode(L, p->value), *nk;
+            char epath[KEYPATH_MAX];
+            cfg_keypath(epath, path, cfg_yscalar_text(k));
+            if (v->type == YAML_MAPPING_NODE && cfg_ylookup(L, v, "name", &nk))
+                return cfg_yfail(L, nk, epath, "the name is the key above");
+            if (yenv_body(L, cfg_yscalar_text(k), k, v, epath) < 0)
+                return -1;
+        }
+    }
+    return yenv_names(L, n, path);
+}

@@ -19,6 +19,7 @@
 #include "exec/env.h"
 #include "exec/task.h"
 #include "net/egress.h"
+#include "net/netpolicy.h"
 
 #define EXIT_SETUP 125
 #define MAX_TIMEOUT_S (24.0 * 3600)
@@ -530,7 +531,7 @@ int sbx_cmd_run(int argc, char **argv)
                 .uid = (uid_t)o.uid,
                 .gid = (gid_t)o.gid,
                 .host_id_base = (uint32_t)o.host_id_base,
-                .net = o.net,
+                .host_net = o.net == SBX_NET_HOST,
                 .cg_host = &cg_host,
                 .cg_limits = o.lim,
                 .file_size_bytes = o.file_size,

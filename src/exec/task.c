@@ -325,10 +325,8 @@ static int setup_stdin(struct sbx_task *t, sbx_err *err)
  * child builds its root, ready before the task starts. */
 static int start_egress(struct sbx_task *t, sbx_err *err)
 {
-    if (t->o.spec.net != SBX_NET_PROXY || t->sb.joined)
+    if (!t->o.egress || t->sb.joined)
         return 0; /* a session's task uses the session's egress */
-    if (!t->o.egress)
-        return sbx_err_stage(err, "egress", EINVAL, "proxy policy without egress settings");
     char path[64];
     snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)t->sb.init_pid);
     cleanup_fd int ns = open(path, O_RDONLY | O_CLOEXEC);

@@ -27,7 +27,7 @@ struct sbx_task_opts {
     const char *stdin_data;
     size_t stdin_len;
     int stdin_fd;
-    /* With spec.net == SBX_NET_PROXY: the egress to build in the sandbox's
+    /* With the proxy policy: the egress to build in the sandbox's
      * namespace (its flows are reported through egress->on_flow). */
     const struct sbx_egress_opts *egress;
     /* Called with each piece of output that is kept (within the cap). */

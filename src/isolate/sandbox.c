@@ -21,25 +21,6 @@
 
 #include "isolate/rootfs.h"
 
-int sbx_net_policy_parse(const char *s, enum sbx_net_policy *out, sbx_err *err)
-{
-    if (s && strcmp(s, "none") == 0)
-        *out = SBX_NET_NONE;
-    else if (s && strcmp(s, "proxy") == 0)
-        *out = SBX_NET_PROXY;
-    else if (s && strcmp(s, "host") == 0)
-        *out = SBX_NET_HOST;
-    else
-        return sbx_err_set(err, EINVAL, "unknown network policy '%s' (none, proxy, host)",
-                           s ? s : "");
-    return 0;
-}
-
-const char *sbx_net_policy_name(enum sbx_net_policy p)
-{
-    return p == SBX_NET_HOST ? "host" : p == SBX_NET_PROXY ? "proxy" : "none";
-}
-
 /* The init program, linked in by init_blob.S. */
 extern const unsigned char sbx_init_blob[], sbx_init_blob_end[];
 
@@ -167,12 +148,12 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
         child_fail(c->sync_fd, &(sbx_err){errno, "pdeathsig", "prctl"});
     if (sethostname("sandbox", 7) < 0)
         child_fail(c->sync_fd, &(sbx_err){errno, "hostname", "sethostname"});
-    if (spec->net != SBX_NET_HOST && loopback_up(&e) < 0)
+    if (!spec->host_net && loopback_up(&e) < 0)
         child_fail(c->sync_fd, &e);
     struct sbx_rootfs_opts ro = {
         .workspace_fd = ws,
         .tmp_size_bytes = spec->tmp_size_bytes,
-        .host_resolv = spec->net == SBX_NET_HOST,
+        .host_resolv = spec->host_net,
         .host_view = spec->host_view,
         .runner_id = spec->uid,
     };
@@ -378,10 +359,9 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
     }
 
     struct clone_args ca = {
-        .flags = sb->joined
-                     ? CLONE_PIDFD
-                     : CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
-                           CLONE_PIDFD | (spec->net != SBX_NET_HOST ? CLONE_NEWNET : 0),
+        .flags = sb->joined ? CLONE_PIDFD
+                            : CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
+                                  CLONE_NEWUTS | CLONE_PIDFD | (spec->host_net ? 0 : CLONE_NEWNET),
         .pidfd = (uint64_t)(uintptr_t)&sb->pidfd,
         .exit_signal = SIGCHLD,
     };

@@ -1,5 +1,5 @@
 /* One sandbox: a process tree in new user, pid, mount, ipc, uts, cgroup and
- * (unless the policy is `host`) net namespaces, on a fresh tmpfs root, with our
+ * (unless it shares the host's network) net namespaces, on a fresh tmpfs root, with our
  * own init as pid 1 and one task under it. This layer only builds and tears down;
  * supervision (timeouts, output, outcome) is exec/'s. */
 #pragma once
@@ -13,14 +13,6 @@
 #include "isolate/cgroup.h"
 #include "isolate/seccomp.h"
 
-enum sbx_net_policy {
-    SBX_NET_NONE = 0,  /* loopback only */
-    SBX_NET_HOST = 1,  /* the host's network namespace (explicit opt-in) */
-    SBX_NET_PROXY = 2, /* loopback only, plus the daemon's egress inside (net/) */
-};
-int sbx_net_policy_parse(const char *s, enum sbx_net_policy *out, sbx_err *err);
-const char *sbx_net_policy_name(enum sbx_net_policy p);
-
 #define SBX_RUNNER_ID 10001
 #define SBX_DEFAULT_HOST_ID_BASE 100000u
 /* Each sandbox's user namespace maps this many ids, from 0 inside. */
@@ -33,7 +25,7 @@ struct sbx_spec {
     uid_t uid;             /* inside (10001) */
     gid_t gid;
     uint32_t host_id_base; /* inside 0..65535 -> host base..base+65535 */
-    enum sbx_net_policy net;
+    bool host_net;         /* share the host's network namespace (policy host) */
     const struct sbx_cg_host *cg_host;
     struct sbx_cg_limits cg_limits;
     uint64_t file_size_bytes; /* RLIMIT_FSIZE; 0 = unlimited */

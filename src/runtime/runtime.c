@@ -871,7 +871,7 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
                             .uid = cfg->runner_uid,
                             .gid = cfg->runner_gid,
                             .host_id_base = (uint32_t)uid - cfg->runner_uid,
-                            .net = cfg->net,
+                            .host_net = cfg->net == SBX_NET_HOST,
                             .cg_host = rt->o.cg_host,
                             .cg_limits = {.memory_bytes = cfg->limits.memory_bytes,
                                           .pids = cfg->limits.pids,
@@ -979,7 +979,7 @@ static int task_start(struct rt_task *t, sbx_err *err)
                  .uid = cfg->runner_uid,
                  .gid = cfg->runner_gid,
                  .host_id_base = base,
-                 .net = t->net,
+                 .host_net = t->net == SBX_NET_HOST,
                  .cg_host = rt->o.cg_host,
                  .cg_limits = t->lim,
                  .file_size_bytes = t->file_size,
@@ -1005,7 +1005,7 @@ static int task_start(struct rt_task *t, sbx_err *err)
         to.spec.join_pidfd = x->sb.pidfd;
         to.spec.join_cg = &x->sb.cg;
         to.spec.workspace = x->workspace;
-        to.spec.net = cfg->net;
+        to.spec.host_net = cfg->net == SBX_NET_HOST;
         to.egress = NULL;
     }
     struct sbx_store_transition tr = {.to = SBX_TASK_RUNNING, .sandbox = t->name};

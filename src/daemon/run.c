@@ -51,6 +51,8 @@ struct run_state {
     struct sbx_sandbox_fds fds;
     struct event_base *base;
     struct sbx_task *task;
+    const struct sbx_egress_opts *egress_opts; /* proxy policy, else NULL */
+    struct sbx_egress *egress;
     bool done;
 };
 
@@ -303,9 +305,19 @@ static void record_flow(void *ud, const struct sbx_flow *f)
                              (json_int_t)f->bytes_in, "durationSeconds", f->duration_s));
 }
 
+/* Proxy policy: the egress in the sandbox's namespace, before its task runs. */
+static int start_egress(void *ud, pid_t init_pid, sbx_err *err)
+{
+    struct run_state *st = ud;
+    st->egress = sbx_egress_start_in(st->egress_opts, init_pid, err);
+    return st->egress ? 0 : -1;
+}
+
 static void task_done(void *ud, struct sbx_task *t)
 {
     struct run_state *st = ud;
+    /* Every relay closes now and reports its flow before the report is out. */
+    sbx_egress_free(sbx_steal_pointer(&st->egress));
     st->done = true;
     event_base_loopbreak(st->base);
 }
@@ -521,6 +533,7 @@ int sbx_cmd_run(int argc, char **argv)
                                           .resolver = resolver,
                                           .on_flow = record_flow,
                                           .ud = &st};
+        st.egress_opts = &egress;
     }
     struct sbx_task_opts to = {
         .spec =
@@ -545,7 +558,7 @@ int sbx_cmd_run(int argc, char **argv)
         .timeout_s = o.timeout_s,
         .output_limit = o.output_limit,
         .stdin_fd = STDIN_FILENO,
-        .egress = o.net == SBX_NET_PROXY ? &egress : NULL,
+        .on_spawn = o.net == SBX_NET_PROXY ? start_egress : NULL,
         .on_output = relay_output,
         .on_done = task_done,
         .ud = &st,
@@ -573,6 +586,7 @@ int sbx_cmd_run(int argc, char **argv)
 out:
     if (st.task)
         sbx_task_free(st.task);
+    sbx_egress_free(st.egress);
     for (int i = 0; i < 3; i++)
         if (sigs[i])
             event_free(sigs[i]);

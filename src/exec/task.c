@@ -31,7 +31,6 @@ struct sbx_task {
     struct sbx_task_opts o;
     struct event_base *base;
     struct sbx_sandbox sb;
-    struct sbx_egress *egress;
     struct stream out[2]; /* stdout, stderr */
     struct event *ev_sync, *ev_exit, *ev_timer, *ev_stdin_w, *ev_stdin_r;
     struct evbuffer *stdin_buf;
@@ -154,8 +153,6 @@ static void maybe_finish(struct sbx_task *t)
         else if (m.kind == SBX_MSG_EXEC_ERROR)
             t->exec_error = m, t->have_exec_error = true;
     }
-    /* Every relay closes now and reports its flow before the report is out. */
-    sbx_egress_free(sbx_steal_pointer(&t->egress));
     build_report(t);
     sbx_sandbox_release(&t->sb, NULL);
     if (t->o.on_done)
@@ -321,21 +318,6 @@ static int setup_stdin(struct sbx_task *t, sbx_err *err)
     return event_add(t->ev_stdin_r, NULL);
 }
 
-/* In proxy mode, the daemon's side of the sandbox's network: built while the
- * child builds its root, ready before the task starts. */
-static int start_egress(struct sbx_task *t, sbx_err *err)
-{
-    if (!t->o.egress || t->sb.joined)
-        return 0; /* a session's task uses the session's egress */
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)t->sb.init_pid);
-    cleanup_fd int ns = open(path, O_RDONLY | O_CLOEXEC);
-    if (ns < 0)
-        return sbx_err_stage(err, "egress", errno, "open %s", path);
-    t->egress = sbx_egress_start(t->o.egress, ns, err);
-    return t->egress ? 0 : -1;
-}
-
 struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_opts *o,
                                 sbx_err *err)
 {
@@ -358,11 +340,12 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
         free(t);
         return NULL;
     }
-    if (start_egress(t, err) < 0 ||
+    /* The caller's work on the new sandbox (an egress) runs while the child
+     * builds its root, ready before the task starts. */
+    if ((o->on_spawn && o->on_spawn(o->ud, t->sb.init_pid, err) < 0) ||
         ((t->o.fds.init_exe < 0 || t->o.fds.seccomp < 0) &&
          (!o->prepare || o->prepare(o->ud, &t->o.fds, err) < 0)) ||
         sbx_sandbox_send_fds(&t->sb, &t->o.fds, err) < 0) {
-        sbx_egress_free(t->egress);
         sbx_sandbox_kill(&t->sb);
         sbx_sandbox_release(&t->sb, NULL);
         free(t);
@@ -406,11 +389,6 @@ void sbx_task_cancel(struct sbx_task *t)
     sbx_sandbox_kill(&t->sb);
 }
 
-struct sbx_egress *sbx_task_egress(struct sbx_task *t)
-{
-    return t->egress;
-}
-
 const struct sbx_report *sbx_task_report(const struct sbx_task *t)
 {
     return &t->report;
@@ -428,7 +406,6 @@ void sbx_task_free(struct sbx_task *t)
     if (!t)
         return;
     if (!t->finished) {
-        sbx_egress_free(sbx_steal_pointer(&t->egress));
         sbx_sandbox_kill(&t->sb);
         sbx_sandbox_release(&t->sb, NULL);
     }

@@ -358,6 +358,18 @@ fail:
     return NULL;
 }
 
+struct sbx_egress *sbx_egress_start_in(const struct sbx_egress_opts *o, pid_t pid, sbx_err *err)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+    cleanup_fd int ns = open(path, O_RDONLY | O_CLOEXEC);
+    if (ns < 0) {
+        sbx_err_stage(err, "egress", errno, "open %s", path);
+        return NULL;
+    }
+    return sbx_egress_start(o, ns, err);
+}
+
 void sbx_egress_set_policy(struct sbx_egress *eg, const struct sbx_policy *policy)
 {
     eg->ctx.policy = policy;

@@ -57,13 +57,13 @@ static void set_nonblock(int fd)
         fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
+/* What init reported, in the words of sbx_err_format. */
 static void describe_msg(char *buf, size_t len, const struct sbx_init_msg *m)
 {
-    if (m->errnum)
-        snprintf(buf, len, "%s: %s: %s (%s)", m->stage, m->text, strerror(m->errnum),
-                 sbx_errno_name(m->errnum));
-    else
-        snprintf(buf, len, "%s: %s", m->stage, m->text);
+    sbx_err e = {.errnum = m->errnum};
+    snprintf(e.stage, sizeof(e.stage), "%s", m->stage);
+    snprintf(e.msg, sizeof(e.msg), "%s", m->text);
+    sbx_err_format(&e, buf, len);
 }
 
 static void build_report(struct sbx_task *t)

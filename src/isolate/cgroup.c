@@ -155,38 +155,40 @@ static int join(char *out, size_t len, const char *dir, const char *name)
 
 /* ---- files ---- */
 
+/* A callee's error handed on to the caller's err (which may be NULL). */
+static int pass_err(sbx_err *err, const sbx_err *e)
+{
+    if (err)
+        *err = *e;
+    return -1;
+}
+
 /* Read a whole (small, pseudo-)file into a NUL-terminated buffer the caller
- * frees. Returns 0 or -errno with err set. */
+ * frees. */
 static int read_text(const char *path, char **out, sbx_err *err)
 {
     cleanup_fd int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        sbx_err_set(err, e, "read %s", path);
-        return -e;
-    }
+    if (fd < 0)
+        return sbx_err_set(err, errno, "read %s", path);
     size_t cap = 4096, len = 0;
     cleanup_free char *buf = malloc(cap);
     if (!buf)
-        return sbx_err_set(err, ENOMEM, "read %s", path), -ENOMEM;
+        return sbx_err_set(err, ENOMEM, "read %s", path);
     for (;;) {
         if (len + 1 >= cap) {
             if (cap >= CG_READ_MAX)
-                return sbx_err_set(err, EFBIG, "read %s", path), -EFBIG;
+                return sbx_err_set(err, EFBIG, "read %s", path);
             char *bigger = realloc(buf, cap * 2);
             if (!bigger)
-                return sbx_err_set(err, ENOMEM, "read %s", path), -ENOMEM;
+                return sbx_err_set(err, ENOMEM, "read %s", path);
             buf = bigger;
             cap *= 2;
         }
         ssize_t n = read(fd, buf + len, cap - 1 - len);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0) {
-            int e = errno;
-            sbx_err_set(err, e, "read %s", path);
-            return -e;
-        }
+        if (n < 0)
+            return sbx_err_set(err, errno, "read %s", path);
         if (n == 0)
             break;
         len += (size_t)n;
@@ -200,7 +202,7 @@ static int cg_read(const char *dir, const char *file, char **out, sbx_err *err)
 {
     char path[PATH_MAX];
     if (join(path, sizeof(path), dir, file) < 0)
-        return sbx_err_set(err, ENAMETOOLONG, "cgroup %s in %s", file, dir), -ENAMETOOLONG;
+        return sbx_err_set(err, ENAMETOOLONG, "cgroup %s in %s", file, dir);
     return read_text(path, out, err);
 }
 
@@ -227,33 +229,27 @@ enum cg_file { CG_REQUIRED, CG_OPTIONAL };
  * and O_CREAT would turn that ENOENT into EACCES), so they are opened without
  * O_CREAT. Outside cgroupfs (the unit tests' fake hierarchies, where mkdir
  * makes empty directories) a missing required file is created, so the same
- * code runs against them. Returns 0 or -errno with err set. */
+ * code runs against them. */
 static int cg_write(const char *dir, const char *file, const char *value, enum cg_file kind,
                     sbx_err *err)
 {
     char path[PATH_MAX];
     if (join(path, sizeof(path), dir, file) < 0)
-        return sbx_err_set(err, ENAMETOOLONG, "cgroup %s in %s", file, dir), -ENAMETOOLONG;
+        return sbx_err_set(err, ENAMETOOLONG, "cgroup %s in %s", file, dir);
     cleanup_fd int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT && kind == CG_REQUIRED && !on_cgroupfs(dir))
         fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        int e = errno;
-        sbx_err_set(err, e, "cgroup %s in %s", file, dir);
-        return -e;
-    }
+    if (fd < 0)
+        return sbx_err_set(err, errno, "cgroup %s in %s", file, dir);
     size_t len = strlen(value);
     ssize_t n;
     do {
         n = write(fd, value, len);
     } while (n < 0 && errno == EINTR);
-    if (n < 0) {
-        int e = errno;
-        sbx_err_set(err, e, "cgroup %s in %s", file, dir);
-        return -e;
-    }
+    if (n < 0)
+        return sbx_err_set(err, errno, "cgroup %s in %s", file, dir);
     if ((size_t)n != len)
-        return sbx_err_set(err, EIO, "cgroup %s in %s: short write", file, dir), -EIO;
+        return sbx_err_set(err, EIO, "cgroup %s in %s: short write", file, dir);
     return 0;
 }
 
@@ -544,15 +540,16 @@ static int v2_enable(const char *dir, char *why, size_t len)
         list_has(cur, "pids", " \n") && list_has(cur, "cpu", " \n"))
         return 0;
     sbx_err e = {0};
-    int rc = cg_write(dir, "cgroup.subtree_control", CG_V2_ENABLE, CG_REQUIRED, &e);
-    if (rc == -EBUSY)
+    if (cg_write(dir, "cgroup.subtree_control", CG_V2_ENABLE, CG_REQUIRED, &e) == 0)
+        return 0;
+    if (e.errnum == EBUSY)
         why_set(why, len,
                 "v2: %s/cgroup.subtree_control: busy: the cgroup has processes of its own "
                 "(no internal processes rule)",
                 dir);
-    else if (rc < 0)
+    else
         why_set(why, len, "v2: %s: %s", e.msg, strerror(e.errnum));
-    return rc < 0 ? -1 : 0;
+    return -1;
 }
 
 static int prepare_v2(struct sbx_cg_host *host, char *why, size_t len)
@@ -719,9 +716,9 @@ static int create_v2(const struct sbx_cg_host *host, const char *name,
         if (cg_write_u64(path, "memory.max", lim->memory_bytes, err) < 0)
             return -1;
         /* No memory.swap.max without swap accounting: then there is no swap to limit. */
-        int rc = cg_write(path, "memory.swap.max", "0", CG_OPTIONAL, err);
-        if (rc < 0 && rc != -ENOENT)
-            return -1;
+        sbx_err e = {0};
+        if (cg_write(path, "memory.swap.max", "0", CG_OPTIONAL, &e) < 0 && e.errnum != ENOENT)
+            return pass_err(err, &e);
     }
     if (lim->pids && cg_write_u64(path, "pids.max", lim->pids, err) < 0)
         return -1;
@@ -801,11 +798,11 @@ int sbx_cgroup_open_join(const struct sbx_cgroup *cg, int fds[SBX_CGC_COUNT], sb
     return 0;
 }
 
-int sbx_cgroup_join_self(const int fds[SBX_CGC_COUNT])
+int sbx_cgroup_join_self(const int fds[SBX_CGC_COUNT], sbx_err *err)
 {
     for (int c = 0; c < SBX_CGC_COUNT; c++)
         if (fds[c] >= 0 && write(fds[c], "0", 1) != 1)
-            return -errno;
+            return sbx_err_set(err, errno, "cgroup join %s", ctrl_names[c]);
     return 0;
 }
 
@@ -854,11 +851,9 @@ static int freeze_v1(const char *dir, bool frozen, sbx_err *err)
 
 static int freeze_v2(const char *dir, bool frozen, sbx_err *err)
 {
-    int rc = cg_write(dir, "cgroup.freeze", frozen ? "1" : "0", CG_REQUIRED, err);
-    if (rc == -ENOENT)
-        return 0; /* kernel before 5.2: no v2 freezer */
-    if (rc < 0)
-        return -1;
+    sbx_err e = {0};
+    if (cg_write(dir, "cgroup.freeze", frozen ? "1" : "0", CG_REQUIRED, &e) < 0)
+        return e.errnum == ENOENT ? 0 /* kernel before 5.2: no v2 freezer */ : pass_err(err, &e);
     if (!frozen)
         return 0;
     int64_t deadline = now_ms() + CG_FREEZE_WAIT_MS;
@@ -886,13 +881,12 @@ int sbx_cgroup_freeze(const struct sbx_cgroup *cg, bool frozen, sbx_err *err)
     return 0;
 }
 
-/* SIGKILL every pid in dir/cgroup.procs; the number signalled, or -errno. */
-static int kill_listed(const char *dir, sbx_err *err)
+/* SIGKILL every pid in dir/cgroup.procs; *n is the number signalled. */
+static int kill_listed(const char *dir, int *signalled, sbx_err *err)
 {
     cleanup_free char *procs = NULL;
-    int rc = cg_read(dir, "cgroup.procs", &procs, err);
-    if (rc < 0)
-        return rc;
+    if (cg_read(dir, "cgroup.procs", &procs, err) < 0)
+        return -1;
     int n = 0;
     char *cursor = procs, *line;
     while ((line = next_line(&cursor))) {
@@ -902,7 +896,8 @@ static int kill_listed(const char *dir, sbx_err *err)
         if (kill((pid_t)v, SIGKILL) == 0 || errno != ESRCH)
             n++;
     }
-    return n;
+    *signalled = n;
+    return 0;
 }
 
 static bool wait_empty(const char *dir, long ms)
@@ -928,13 +923,13 @@ static int kill_loop(const struct sbx_cgroup *cg, const char *dir, sbx_err *err)
     if (wait_empty(dir, 0))
         return 0;
     for (int round = 0; round < CG_KILL_ROUNDS; round++) {
+        int n = 0;
+        sbx_err e = {0};
         (void)sbx_cgroup_freeze(cg, true, NULL);
-        int n = kill_listed(dir, err);
+        int rc = kill_listed(dir, &n, &e);
         (void)sbx_cgroup_freeze(cg, false, NULL);
-        if (n == -ENOENT)
-            return 0; /* the cgroup is gone */
-        if (n < 0)
-            return -1;
+        if (rc < 0)
+            return e.errnum == ENOENT ? 0 /* the cgroup is gone */ : pass_err(err, &e);
         if (n == 0 || wait_empty(dir, CG_KILL_WAIT_MS))
             return 0;
     }
@@ -946,9 +941,11 @@ int sbx_cgroup_kill_all(const struct sbx_cgroup *cg, sbx_err *err)
     if (!cg)
         return sbx_err_set(err, EINVAL, "cgroup kill: missing argument");
     if (cg->mode == SBX_CG_V2 && cg->v2_path[0]) {
-        int rc = cg_write(cg->v2_path, "cgroup.kill", "1", CG_REQUIRED, err);
-        if (rc != -ENOENT)
-            return rc < 0 ? -1 : 0;
+        sbx_err e = {0};
+        if (cg_write(cg->v2_path, "cgroup.kill", "1", CG_REQUIRED, &e) == 0)
+            return 0;
+        if (e.errnum != ENOENT)
+            return pass_err(err, &e);
         return kill_loop(cg, cg->v2_path, err); /* kernel before 5.14 */
     }
     if (cg->mode != SBX_CG_V1)

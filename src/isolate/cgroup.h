@@ -98,8 +98,8 @@ int sbx_cgroup_attach(const struct sbx_cgroup *cg, pid_t pid, sbx_err *err);
  * cloned, single-threaded child that is the whole process. The fds are
  * O_CLOEXEC and checked against the opener's credentials. Not v1: all -1. */
 int sbx_cgroup_open_join(const struct sbx_cgroup *cg, int fds[SBX_CGC_COUNT], sbx_err *err);
-/* In the joining process: 0, or -errno of the first failed write. */
-int sbx_cgroup_join_self(const int fds[SBX_CGC_COUNT]);
+/* In the joining process: write "0" to each; stops at the first failure. */
+int sbx_cgroup_join_self(const int fds[SBX_CGC_COUNT], sbx_err *err);
 void sbx_cgroup_close_join(int fds[SBX_CGC_COUNT]);
 /* v2 only: an O_DIRECTORY fd of the cgroup for CLONE_INTO_CGROUP; -1 otherwise. */
 int sbx_cgroup_open_dir(const struct sbx_cgroup *cg, sbx_err *err);

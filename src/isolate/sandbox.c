@@ -126,9 +126,8 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
         child_fail(c->sync_fd, &(sbx_err){errno, "pdeathsig", "prctl"});
     close(c->parent_end);
     /* Into the sandbox's cgroup before anything is allocated on its behalf. */
-    int rc = sbx_cgroup_join_self(c->cg_join);
-    if (rc < 0)
-        child_fail(c->sync_fd, &(sbx_err){-rc, "cgroup", "join"});
+    if (sbx_cgroup_join_self(c->cg_join, &e) < 0)
+        child_fail(c->sync_fd, &(sbx_err){e.errnum, "cgroup", "join"});
     /* Open the workspace while our ids are still the creator's (so a root-owned
      * path is traversable) and from inside our own mount namespace (a bind
      * source must belong to it). */
@@ -190,9 +189,8 @@ static __attribute__((noreturn)) void join_main(const struct child_ctx *c)
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
         child_fail(c->sync_fd, &(sbx_err){errno, "pdeathsig", "prctl"});
     close(c->parent_end);
-    int rc = sbx_cgroup_join_self(c->cg_join);
-    if (rc < 0)
-        child_fail(c->sync_fd, &(sbx_err){-rc, "cgroup", "join the session"});
+    if (sbx_cgroup_join_self(c->cg_join, &e) < 0)
+        child_fail(c->sync_fd, &(sbx_err){e.errnum, "cgroup", "join the session"});
     if (setns(spec->join_pidfd, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
                                     CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWPID) < 0)
         child_fail(c->sync_fd, &(sbx_err){errno, "session", "enter the session's namespaces"});

@@ -154,7 +154,11 @@ static void maybe_finish(struct sbx_task *t)
             t->exec_error = m, t->have_exec_error = true;
     }
     build_report(t);
-    sbx_sandbox_release(&t->sb, NULL);
+    sbx_err e = {0};
+    if (sbx_sandbox_release(&t->sb, &e) < 0) {
+        sbx_err_wrap(&e, "release");
+        sbx_err_format(&e, t->report.warning, sizeof(t->report.warning));
+    }
     if (t->o.on_done)
         t->o.on_done(t->o.ud, t);
 }

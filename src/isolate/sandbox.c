@@ -173,7 +173,8 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
         child_fail(c->sync_fd, &(sbx_err){errno, "fds", "copy init binary fd"});
     if (place_fds(inherit, 5, &e) < 0)
         child_fail(c->sync_fd, &e);
-    syscall(SYS_close_range, 5, ~0U, CLOSE_RANGE_CLOEXEC);
+    if (syscall(SYS_close_range, 5, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+        child_fail(3, &(sbx_err){errno, "fds", "close_range"});
     /* init exits with _exit() only, so a sanitizer build runs no leak check there. */
     syscall(SYS_execveat, exe, "", c->init_argv, spec->envp, AT_EMPTY_PATH);
     child_fail(3, &(sbx_err){errno, "exec init", "execveat"});
@@ -211,12 +212,15 @@ static __attribute__((noreturn)) void join_main(const struct child_ctx *c)
         int exe = fcntl(got[0], F_DUPFD_CLOEXEC, 5);
         if (exe < 0 || place_fds(inherit, 5, &e) < 0)
             child_fail(c->sync_fd, e.msg[0] ? &e : &(sbx_err){errno, "fds", "copy"});
-        syscall(SYS_close_range, 5, ~0U, CLOSE_RANGE_CLOEXEC);
+        if (syscall(SYS_close_range, 5, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+            child_fail(3, &(sbx_err){errno, "fds", "close_range"});
         syscall(SYS_execveat, exe, "", c->init_argv, spec->envp, AT_EMPTY_PATH);
         child_fail(3, &(sbx_err){errno, "exec init", "execveat"});
     }
-    /* Nothing of ours may keep the task's pipes or socket open. */
-    syscall(SYS_close_range, 0, ~0U, 0);
+    /* Nothing of ours may keep the task's pipes or socket open (the sub-init
+     * dies with us when we cannot make sure). */
+    if (syscall(SYS_close_range, 0, ~0U, 0) < 0)
+        child_fail(c->sync_fd, &(sbx_err){errno, "fds", "close_range"});
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;

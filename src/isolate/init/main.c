@@ -151,7 +151,8 @@ static __attribute__((noreturn)) void run_task(const struct init_opts *o)
     if (o->sub && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
         fail(125, &(sbx_err){errno, "pdeathsig", "prctl"});
     /* Nothing but stdio crosses exec; the sync socket stays for an exec error. */
-    syscall(SYS_close_range, SECCOMP_FD, ~0U, 0);
+    if (syscall(SYS_close_range, SECCOMP_FD, ~0U, 0) < 0)
+        fail(125, &(sbx_err){errno, "fds", "close_range"});
     if (fcntl(SYNC_FD, F_SETFD, FD_CLOEXEC) < 0)
         fail(125, &(sbx_err){errno, "fds", "cloexec sync socket"});
     if (sbx_seccomp_progs_load(&o->seccomp, &e) < 0)

@@ -387,32 +387,6 @@ static const struct filter_spec *const *filters_of(enum sbx_seccomp_profile p, s
     return profile_filters[p];
 }
 
-static void filters_release(scmp_filter_ctx (*ctxs)[MAX_FILTERS])
-{
-    for (size_t i = 0; i < MAX_FILTERS; i++)
-        scmp_releasep(&(*ctxs)[i]);
-}
-
-/* Build every filter of the profile before loading any, so that a build error
- * loads nothing. After any error the caller must not exec the task. */
-int sbx_seccomp_load(enum sbx_seccomp_profile p, sbx_err *err)
-{
-    const struct filter_spec *const *specs = filters_of(p, err);
-    if (!specs)
-        return -1;
-    __attribute__((cleanup(filters_release))) scmp_filter_ctx ctxs[MAX_FILTERS] = {0};
-    for (size_t i = 0; i < MAX_FILTERS && specs[i]; i++)
-        if (filter_build(specs[i], &ctxs[i], err) < 0)
-            return -1;
-    for (size_t i = 0; i < MAX_FILTERS && ctxs[i]; i++) {
-        int rc = seccomp_load(ctxs[i]);
-        if (rc < 0)
-            return sbx_err_stage(err, STAGE, -rc, "load the %s profile",
-                                 sbx_seccomp_profile_name(p));
-    }
-    return 0;
-}
-
 static int filter_bpf_len(scmp_filter_ctx ctx, sbx_err *err)
 {
     cleanup_fd int fd = memfd_create("sbx-seccomp-bpf", MFD_CLOEXEC);

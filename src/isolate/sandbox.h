@@ -12,6 +12,54 @@
 #include "base/err.h"
 #include "isolate/cgroup.h"
 #include "isolate/seccomp.h"
+#include "isolate/stage.h"
+
+/* The setup order, written once. Each step is one line of its process's step
+ * list and names its stage (isolate/stage.h) in the error it reports; a child
+ * or init sends that error to the parent over the sync socket.
+ *
+ * parent (sbx_sandbox_spawn, parent_steps[] in sandbox.c):
+ *   workspace         open it, chown its root to the runner's host ids
+ *   cgroup            create it with the limits (a session's task: join the session's)
+ *   cgroup            open the v2 directory to clone into / the v1 `tasks` files
+ *   spawn             the sync socket, the stdio pipes, init's argv
+ *   clone             clone3 into new user, pid, mount, ipc, uts (and net) namespaces
+ *   user namespace    write uid_map and gid_map, then release the child
+ *   (exec/task.c: the caller's on_spawn, e.g. its egress in the child's network
+ *    namespace; then the init binary and seccomp fds: sbx_sandbox_send_fds)
+ * child (child_main in sandbox.c, in the new namespaces):
+ *   pdeathsig         die with the parent; close the parent's socket end
+ *   cgroup            join the sandbox's cgroup (v1), before any allocation
+ *   workspace         open it with the parent's ids, for the bind
+ *                     (wait for the id maps)
+ *   user namespace    become root inside
+ *   pdeathsig         again: the id change cleared it
+ *   hostname          "sandbox"
+ *   loopback          up (unless the host's network is shared)
+ *   rootfs (sbx_rootfs_setup, steps[] in rootfs.c): make / private, mount
+ *                     tmpfs (the new root), bind mount the system dirs, write
+ *                     /etc, /dev, mount /proc, /tmp and home, /host (without the
+ *                     mount sandbox), /workspace, pivot_root, detach old root,
+ *                     remount / read-only, chdir /workspace
+ *   cgroup namespace  unshare, rooted at the sandbox's cgroup
+ *   fds               receive init and seccomp fds; stdio, sync, seccomp at 0-4
+ *   exec init         execveat of the sealed init memfd (exec_init)
+ * init (isolate/init/main.c, pid 1):
+ *   init              parse its argv
+ *   seccomp           read the compiled programs; block all signals
+ *   fork task         then reap, forward signals, report the task's end
+ * task (run_task in init/main.c):
+ *   session           setsid, signals back to default
+ *   rlimit            FSIZE, NOFILE, DATA and NPROC (without cgroups), CORE 0
+ *   credentials, capabilities, no_new_privs   drop to the runner, no capability
+ *   pdeathsig         (a session's task: die with its sub-init)
+ *   fds               only stdio crosses exec
+ *   seccomp           install the programs, last
+ *   exec              the command
+ * A task of a session (join_main in sandbox.c) instead: pdeathsig, cgroup
+ * (join the session's), session (setns into its namespaces), user namespace,
+ * pdeathsig, session (chdir /workspace), fds, session (fork the sub-init),
+ * exec init (as `init --sub`, then the task's steps above). */
 
 #define SBX_RUNNER_ID 10001
 #define SBX_DEFAULT_HOST_ID_BASE 100000u

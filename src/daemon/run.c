@@ -443,7 +443,7 @@ static void sweep_stale_run(const char *name, void *ud)
         if (cg.mode == SBX_CG_V2)
             break;
     }
-    (void)sbx_cgroup_remove_empty(&cg);
+    (void)sbx_cgroup_remove(&cg, NULL);
 }
 
 int sbx_cmd_run(int argc, char **argv)

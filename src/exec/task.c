@@ -12,9 +12,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/time.h"
+
 #define READ_CHUNK 65536
 /* Relayed stdin kept in memory before we stop reading the caller's fd. */
 #define STDIN_HIGH_WATER (1 << 20)
+/* The sandbox's release after its task: the kernel gives no event for a
+ * cgroup that is empty and removable (v1 has none; see isolate/cgroup.c), so
+ * it is tried again from a timer every RELEASE_RETRY_MS, for at most
+ * RELEASE_BOUND_MS (as long as the synchronous removal used to poll); past
+ * that the cgroup is left and the report's warning says so. */
+#define RELEASE_RETRY_MS 10
+#define RELEASE_BOUND_MS 1000
 
 struct sbx_task;
 struct stream {
@@ -32,11 +41,13 @@ struct sbx_task {
     struct event_base *base;
     struct sbx_sandbox sb;
     struct stream out[2]; /* stdout, stderr */
-    struct event *ev_sync, *ev_exit, *ev_timer, *ev_stdin_w, *ev_stdin_r;
+    struct event *ev_sync, *ev_exit, *ev_timer, *ev_stdin_w, *ev_stdin_r, *ev_release;
     struct evbuffer *stdin_buf;
     bool stdin_src_eof, stdin_pollable;
     bool init_gone, timed_out, canceled, finished;
-    bool draining; /* reading what a session's task left in its pipes */
+    bool released;            /* the sandbox is gone (or given up on) */
+    int64_t release_deadline; /* sbx_mono_ms() */
+    bool draining;            /* reading what a session's task left in its pipes */
     struct sbx_init_msg exited, setup_error, exec_error;
     bool have_exited, have_setup_error, have_exec_error;
     struct timespec t0;
@@ -119,6 +130,7 @@ static void build_report(struct sbx_task *t)
 }
 
 static void on_stream(evutil_socket_t fd, short what, void *arg);
+static void release_try(struct sbx_task *t);
 
 /* Everything is over when init is gone and both output pipes reached EOF. A
  * session's task is over when its sub-init is: what it left running in the
@@ -154,13 +166,33 @@ static void maybe_finish(struct sbx_task *t)
             t->exec_error = m, t->have_exec_error = true;
     }
     build_report(t);
+    t->release_deadline = sbx_mono_ms() + RELEASE_BOUND_MS;
+    release_try(t);
+}
+
+/* One release step; on_done once the sandbox is gone or given up on. Never
+ * waits: a cgroup not removable yet is asked again from ev_release. */
+static void release_try(struct sbx_task *t)
+{
     sbx_err e = {0};
-    if (sbx_sandbox_release(&t->sb, &e) < 0) {
+    if (sbx_sandbox_release_step(&t->sb, &e) < 0) {
+        if (e.errnum == EBUSY && sbx_mono_ms() < t->release_deadline) {
+            struct timeval tv = {.tv_usec = RELEASE_RETRY_MS * 1000};
+            if (event_add(t->ev_release, &tv) == 0)
+                return;
+        }
+        sbx_sandbox_abandon(&t->sb);
         sbx_err_wrap(&e, "release");
         sbx_err_format(&e, t->report.warning, sizeof(t->report.warning));
     }
+    t->released = true;
     if (t->o.on_done)
         t->o.on_done(t->o.ud, t);
+}
+
+static void on_release(evutil_socket_t fd, short what, void *arg)
+{
+    release_try(arg);
 }
 
 static void on_sync(evutil_socket_t fd, short what, void *arg)
@@ -366,11 +398,12 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
     t->ev_sync = event_new(base, t->sb.sync_fd, EV_READ | EV_PERSIST, on_sync, t);
     t->ev_exit = event_new(base, t->sb.pidfd, EV_READ, on_exit_ev, t);
     t->ev_timer = evtimer_new(base, on_timeout, t);
+    t->ev_release = evtimer_new(base, on_release, t);
     double secs = o->timeout_s > 0 ? o->timeout_s : 365.0 * 86400;
     struct timeval tv = {.tv_sec = (time_t)secs,
                          .tv_usec = (suseconds_t)((secs - floor(secs)) * 1e6)};
     if (!t->out[0].kept || !t->out[1].kept || !t->out[0].ev || !t->out[1].ev || !t->ev_sync ||
-        !t->ev_exit || !t->ev_timer || event_add(t->out[0].ev, NULL) < 0 ||
+        !t->ev_exit || !t->ev_timer || !t->ev_release || event_add(t->out[0].ev, NULL) < 0 ||
         event_add(t->out[1].ev, NULL) < 0 || event_add(t->ev_sync, NULL) < 0 ||
         event_add(t->ev_exit, NULL) < 0 || event_add(t->ev_timer, &tv) < 0 ||
         setup_stdin(t, err) < 0) {
@@ -378,7 +411,7 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
             sbx_err_set(err, ENOMEM, "task events");
         sbx_sandbox_kill(&t->sb);
         sbx_sandbox_release(&t->sb, NULL);
-        t->finished = true;
+        t->finished = t->released = true;
         sbx_task_free(t);
         return NULL;
     }
@@ -409,12 +442,14 @@ void sbx_task_free(struct sbx_task *t)
 {
     if (!t)
         return;
-    if (!t->finished) {
+    /* Off the normal path (the caller gives up on a live task, or on one whose
+     * release is still retrying): the bounded synchronous release. */
+    if (!t->finished)
         sbx_sandbox_kill(&t->sb);
+    if (!t->released)
         sbx_sandbox_release(&t->sb, NULL);
-    }
-    struct event *evs[] = {t->out[0].ev, t->out[1].ev,  t->ev_sync,   t->ev_exit,
-                           t->ev_timer,  t->ev_stdin_w, t->ev_stdin_r};
+    struct event *evs[] = {t->out[0].ev, t->out[1].ev,  t->ev_sync,    t->ev_exit,
+                           t->ev_timer,  t->ev_stdin_w, t->ev_stdin_r, t->ev_release};
     for (size_t i = 0; i < SBX_ARRAY_LEN(evs); i++)
         if (evs[i])
             event_free(evs[i]);

@@ -390,7 +390,15 @@ int sbx_cgroup_open_dir(const struct sbx_cgroup *cg, sbx_err *err)
 
 /* ---- freezing, killing ---- */
 
-int sbx_cgroup_freeze(const struct sbx_cgroup *cg, bool frozen, sbx_err *err)
+/* The kernel gives no event for "the freezer settled" or "the cgroup's last
+ * task is gone": v1 has none at all (notify_on_release runs a host-wide
+ * helper program, not ours to set), and on v2 rmdir can still say EBUSY for a
+ * moment after cgroup.events says unpopulated. So each of these is a step
+ * that tries once and says EBUSY when it is not there yet; a caller on an
+ * event loop asks again from a timer (exec/task.c), and only the bounded
+ * synchronous forms below, for error paths and recovery at start, poll. */
+
+int sbx_cgroup_freeze_start(const struct sbx_cgroup *cg, bool frozen, sbx_err *err)
 {
     if (!cg)
         return sbx_err_set(err, EINVAL, "cgroup freeze: missing argument");
@@ -399,6 +407,19 @@ int sbx_cgroup_freeze(const struct sbx_cgroup *cg, bool frozen, sbx_err *err)
     if (cg->mode == SBX_CG_V1 && cg->path[SBX_CGC_FREEZER][0])
         return cg_freeze_v1(cg->path[SBX_CGC_FREEZER], frozen, err);
     return 0;
+}
+
+int sbx_cgroup_freeze(const struct sbx_cgroup *cg, bool frozen, sbx_err *err)
+{
+    int64_t deadline = sbx_mono_ms() + CG_FREEZE_WAIT_MS;
+    for (;;) {
+        sbx_err e = {0};
+        if (sbx_cgroup_freeze_start(cg, frozen, &e) == 0)
+            return 0;
+        if (e.errnum != EBUSY || sbx_mono_ms() >= deadline)
+            return cg_pass_err(err, &e);
+        cg_sleep_ms(1);
+    }
 }
 
 /* SIGKILL every pid in dir/cgroup.procs; *n is the number signalled. */
@@ -420,61 +441,66 @@ static int kill_listed(const char *dir, int *signalled, sbx_err *err)
     return 0;
 }
 
-static bool wait_empty(const char *dir, long ms)
+static bool is_empty(const char *dir)
 {
-    int64_t deadline = sbx_mono_ms() + ms;
-    for (;;) {
-        cleanup_free char *procs = NULL;
-        if (cg_read(dir, "cgroup.procs", &procs, NULL) < 0)
-            return true;
-        if (strspn(procs, " \n") == strlen(procs))
-            return true;
-        if (sbx_mono_ms() >= deadline)
-            return false;
-        cg_sleep_ms(CG_POLL_MS);
-    }
+    cleanup_free char *procs = NULL;
+    if (cg_read(dir, "cgroup.procs", &procs, NULL) < 0)
+        return true;
+    return strspn(procs, " \n") == strlen(procs);
 }
 
 /* Without cgroup.kill: freeze so that no listed task can fork or exit (and its
- * pid be reused) while we go through the list, kill, thaw so the kills land. */
-static int kill_loop(const struct sbx_cgroup *cg, const char *dir, sbx_err *err)
+ * pid be reused) while we go through the list, kill, thaw so the kills land.
+ * The freeze is not waited for: what escaped this round is met by the next. */
+static int kill_round(const struct sbx_cgroup *cg, const char *dir, sbx_err *err)
 {
     /* The usual case after a sandbox's init exited: nothing to freeze for. */
-    if (wait_empty(dir, 0))
+    if (is_empty(dir))
         return 0;
-    for (int round = 0; round < CG_KILL_ROUNDS; round++) {
-        int n = 0;
-        sbx_err e = {0};
-        (void)sbx_cgroup_freeze(cg, true, NULL);
-        int rc = kill_listed(dir, &n, &e);
-        (void)sbx_cgroup_freeze(cg, false, NULL);
-        if (rc < 0)
-            return e.errnum == ENOENT ? 0 /* the cgroup is gone */ : cg_pass_err(err, &e);
-        if (n == 0 || wait_empty(dir, CG_KILL_WAIT_MS))
-            return 0;
-    }
+    int n = 0;
+    sbx_err e = {0};
+    (void)sbx_cgroup_freeze_start(cg, true, NULL);
+    int rc = kill_listed(dir, &n, &e);
+    (void)sbx_cgroup_freeze_start(cg, false, NULL);
+    if (rc < 0)
+        return e.errnum == ENOENT ? 0 /* the cgroup is gone */ : cg_pass_err(err, &e);
+    if (n == 0)
+        return 0;
     return sbx_err_set(err, EBUSY, "cgroup %s: processes left after SIGKILL", dir);
 }
 
-int sbx_cgroup_kill_all(const struct sbx_cgroup *cg, sbx_err *err)
+int sbx_cgroup_kill_step(const struct sbx_cgroup *cg, sbx_err *err)
 {
     if (!cg)
         return sbx_err_set(err, EINVAL, "cgroup kill: missing argument");
     if (cg->mode == SBX_CG_V2 && cg->v2_path[0]) {
         sbx_err e = {0};
         if (cg_write(cg->v2_path, "cgroup.kill", "1", CG_REQUIRED, &e) == 0)
-            return 0;
+            return 0; /* the kernel kills all, and whatever forks meanwhile */
         if (e.errnum != ENOENT)
             return cg_pass_err(err, &e);
-        return kill_loop(cg, cg->v2_path, err); /* kernel before 5.14 */
+        return kill_round(cg, cg->v2_path, err); /* kernel before 5.14 */
     }
     if (cg->mode != SBX_CG_V1)
         return 0;
     static const enum sbx_cg_ctrl order[] = {SBX_CGC_FREEZER, SBX_CGC_PIDS, SBX_CGC_MEMORY};
     for (size_t i = 0; i < SBX_ARRAY_LEN(order); i++)
         if (cg->path[order[i]][0])
-            return kill_loop(cg, cg->path[order[i]], err);
+            return kill_round(cg, cg->path[order[i]], err);
     return 0;
+}
+
+int sbx_cgroup_kill_all(const struct sbx_cgroup *cg, sbx_err *err)
+{
+    int64_t deadline = sbx_mono_ms() + CG_KILL_ROUNDS * CG_KILL_WAIT_MS;
+    for (;;) {
+        sbx_err e = {0};
+        if (sbx_cgroup_kill_step(cg, &e) == 0)
+            return 0;
+        if (e.errnum != EBUSY || sbx_mono_ms() >= deadline)
+            return cg_pass_err(err, &e);
+        cg_sleep_ms(CG_POLL_MS); /* the kills land asynchronously */
+    }
 }
 
 /* ---- accounting ---- */
@@ -492,18 +518,6 @@ int sbx_cgroup_stats(const struct sbx_cgroup *cg, struct sbx_cg_stats *st, sbx_e
 }
 
 /* ---- removal ---- */
-
-/* A cgroup whose last task just died can stay busy for a moment. */
-static int rmdir_retry(const char *path, int64_t deadline, sbx_err *err)
-{
-    for (;;) {
-        if (rmdir(path) == 0 || errno == ENOENT)
-            return 0;
-        if (errno != EBUSY || sbx_mono_ms() >= deadline)
-            return sbx_err_set(err, errno, "cgroup rmdir %s", path);
-        cg_sleep_ms(CG_RMDIR_POLL_MS);
-    }
-}
 
 int sbx_cgroup_adopt(const struct sbx_cg_host *host, const char *name, struct sbx_cgroup *cg,
                      sbx_err *err)
@@ -565,35 +579,23 @@ void sbx_cgroup_each(const struct sbx_cg_host *host, void (*fn)(const char *name
             each_in(host->v1_base[c], fn, ud);
 }
 
-int sbx_cgroup_remove_empty(struct sbx_cgroup *cg)
-{
-    int rc = 0;
-    if (cg->v2_path[0] && rmdir(cg->v2_path) < 0 && errno != ENOENT)
-        rc = -1;
-    for (int c = 0; c < SBX_CGC_COUNT; c++)
-        if (cg->path[c][0] && !cg_v1_earlier(cg, c, cg->path[c]) && rmdir(cg->path[c]) < 0 &&
-            errno != ENOENT)
-            rc = -1;
-    return rc;
-}
-
-int sbx_cgroup_destroy(struct sbx_cgroup *cg, sbx_err *err)
+int sbx_cgroup_remove(struct sbx_cgroup *cg, sbx_err *err)
 {
     if (!cg)
-        return sbx_err_set(err, EINVAL, "cgroup destroy: missing argument");
-    int64_t deadline = sbx_mono_ms() + CG_RMDIR_WAIT_MS;
+        return sbx_err_set(err, EINVAL, "cgroup remove: missing argument");
     int rc = 0;
     if (cg->v2_path[0]) {
-        if (rmdir_retry(cg->v2_path, deadline, err) < 0)
-            rc = -1;
-        else
+        if (rmdir(cg->v2_path) == 0 || errno == ENOENT)
             cg->v2_path[0] = '\0';
+        else
+            rc = sbx_err_set(err, errno, "cgroup rmdir %s", cg->v2_path);
     }
     for (int c = 0; c < SBX_CGC_COUNT; c++) {
         if (!cg->path[c][0])
             continue;
-        if (rmdir_retry(cg->path[c], deadline, rc < 0 ? NULL : err) < 0) {
-            rc = -1;
+        if (rmdir(cg->path[c]) < 0 && errno != ENOENT) {
+            /* The first failure is the one said. */
+            rc = rc < 0 ? rc : sbx_err_set(err, errno, "cgroup rmdir %s", cg->path[c]);
             continue;
         }
         for (int d = c + 1; d < SBX_CGC_COUNT; d++)
@@ -602,4 +604,18 @@ int sbx_cgroup_destroy(struct sbx_cgroup *cg, sbx_err *err)
         cg->path[c][0] = '\0';
     }
     return rc;
+}
+
+/* A cgroup whose last task just died can stay busy for a moment. */
+int sbx_cgroup_destroy(struct sbx_cgroup *cg, sbx_err *err)
+{
+    int64_t deadline = sbx_mono_ms() + CG_RMDIR_WAIT_MS;
+    for (;;) {
+        sbx_err e = {0};
+        if (sbx_cgroup_remove(cg, &e) == 0)
+            return 0;
+        if (e.errnum != EBUSY || sbx_mono_ms() >= deadline)
+            return cg_pass_err(err, &e);
+        cg_sleep_ms(CG_RMDIR_POLL_MS);
+    }
 }

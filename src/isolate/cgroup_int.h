@@ -64,6 +64,7 @@ int cg_create_v1(const struct sbx_cg_host *host, const char *name, const struct 
                  struct sbx_cgroup *cg, sbx_err *err);
 int cg_create_v2(const struct sbx_cg_host *host, const char *name, const struct sbx_cg_limits *lim,
                  struct sbx_cgroup *cg, sbx_err *err);
+/* Write the freezer's state once; freezing: EBUSY while not yet settled. */
 int cg_freeze_v1(const char *dir, bool frozen, sbx_err *err);
 int cg_freeze_v2(const char *dir, bool frozen, sbx_err *err);
 void cg_stats_v1(const struct sbx_cgroup *cg, struct sbx_cg_stats *st);

@@ -57,17 +57,12 @@ int cg_freeze_v1(const char *dir, bool frozen, sbx_err *err)
     if (!frozen)
         return 0;
     /* Tasks stop asynchronously: the state reads FREEZING until all have. */
-    int64_t deadline = sbx_mono_ms() + CG_FREEZE_WAIT_MS;
-    for (;;) {
-        cleanup_free char *state = NULL;
-        if (cg_read(dir, "freezer.state", &state, err) < 0)
-            return -1;
-        if (strncmp(state, "FROZEN", 6) == 0)
-            return 0;
-        if (sbx_mono_ms() >= deadline)
-            return sbx_err_set(err, EBUSY, "cgroup freezer.state in %s: not FROZEN in time", dir);
-        cg_sleep_ms(1);
-    }
+    cleanup_free char *state = NULL;
+    if (cg_read(dir, "freezer.state", &state, err) < 0)
+        return -1;
+    if (strncmp(state, "FROZEN", 6) == 0)
+        return 0;
+    return sbx_err_set(err, EBUSY, "cgroup freezer.state in %s: not FROZEN yet", dir);
 }
 
 void cg_stats_v1(const struct sbx_cgroup *cg, struct sbx_cg_stats *st)

@@ -590,10 +590,57 @@ void sbx_sandbox_kill(struct sbx_sandbox *sb)
         syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
         return;
     }
-    /* Frozen first, so nothing forks or double-forks while it dies. */
-    sbx_cgroup_freeze(&sb->cg, true, NULL);
+    /* Frozen first, so nothing forks or double-forks while it dies; not
+     * waited for (this runs on the caller's loop): init's death kills the
+     * whole pid namespace anyway, and the release kills what is left. */
+    sbx_cgroup_freeze_start(&sb->cg, true, NULL);
     syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
-    sbx_cgroup_freeze(&sb->cg, false, NULL);
+    sbx_cgroup_freeze_start(&sb->cg, false, NULL);
+}
+
+static void close_fds(struct sbx_sandbox *sb)
+{
+    int *fds[] = {&sb->pidfd, &sb->sync_fd, &sb->stdin_fd, &sb->stdout_fd, &sb->stderr_fd};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(fds); i++)
+        if (*fds[i] >= 0) {
+            close(*fds[i]);
+            *fds[i] = -1;
+        }
+}
+
+int sbx_sandbox_release_step(struct sbx_sandbox *sb, sbx_err *err)
+{
+    if (sb->pidfd >= 0) {
+        siginfo_t si = {0};
+        int rc;
+        while ((rc = waitid(P_PIDFD, (id_t)sb->pidfd, &si, WEXITED | WNOHANG)) < 0 &&
+               errno == EINTR)
+            ;
+        if (rc < 0 && errno != ECHILD)
+            return sbx_err_set(err, errno, "reap the sandbox's init");
+        if (rc == 0 && si.si_pid == 0)
+            return sbx_err_set(err, EBUSY, "the sandbox's init has not exited yet");
+        close(sb->pidfd);
+        sb->pidfd = -1;
+    }
+    if (sb->cg_made) {
+        sbx_err e = {0};
+        if (sbx_cgroup_kill_step(&sb->cg, &e) < 0 || sbx_cgroup_remove(&sb->cg, &e) < 0) {
+            if (e.errnum == EBUSY)
+                return sbx_err_set(err, EBUSY, "%s", e.msg);
+            sbx_sandbox_abandon(sb);
+            return err ? (*err = e, -1) : -1;
+        }
+        sb->cg_made = false;
+    }
+    close_fds(sb);
+    return 0;
+}
+
+void sbx_sandbox_abandon(struct sbx_sandbox *sb)
+{
+    sb->cg_made = false;
+    close_fds(sb);
 }
 
 int sbx_sandbox_release(struct sbx_sandbox *sb, sbx_err *err)
@@ -613,11 +660,6 @@ int sbx_sandbox_release(struct sbx_sandbox *sb, sbx_err *err)
             rc = -1;
         sb->cg_made = false;
     }
-    int *fds[] = {&sb->sync_fd, &sb->stdin_fd, &sb->stdout_fd, &sb->stderr_fd};
-    for (size_t i = 0; i < SBX_ARRAY_LEN(fds); i++)
-        if (*fds[i] >= 0) {
-            close(*fds[i]);
-            *fds[i] = -1;
-        }
+    close_fds(sb);
     return rc;
 }

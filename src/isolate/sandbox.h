@@ -143,11 +143,22 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
 /* Hand the child its init binary and seccomp programs; it execs init once it
  * has them. The fds stay the caller's. */
 int sbx_sandbox_send_fds(struct sbx_sandbox *sb, const struct sbx_sandbox_fds *fds, sbx_err *err);
-/* SIGKILL the whole sandbox: freeze where a freezer exists, kill init (and so
- * its pid namespace), thaw. Safe to call more than once. */
+/* SIGKILL the whole sandbox: freeze where a freezer exists (without waiting
+ * for it to settle), kill init (and so its pid namespace), thaw. Never waits;
+ * safe to call more than once. */
 void sbx_sandbox_kill(struct sbx_sandbox *sb);
-/* After init has exited (pidfd readable): reap it, kill anything the cgroup
- * still holds, remove the cgroup, close the fds. */
+/* After init has exited (pidfd readable), for a caller on an event loop: reap
+ * it, kill anything the cgroup still holds, remove the cgroup, close the fds,
+ * each tried once. 0 when all is gone; -1 with EBUSY when the cgroup is not
+ * empty or removable yet (ask again later: the kernel gives no event for
+ * it); -1 with another errno when the release failed (the fds are closed and
+ * the cgroup left). */
+int sbx_sandbox_release_step(struct sbx_sandbox *sb, sbx_err *err);
+/* Give up on what release_step could not remove: close the fds, leave the
+ * cgroup (a stale one is swept at the next start). */
+void sbx_sandbox_abandon(struct sbx_sandbox *sb);
+/* The bounded synchronous form (it waits for init and polls the cgroup's
+ * removal for up to about 1.5 s), for error paths and outside a loop. */
 int sbx_sandbox_release(struct sbx_sandbox *sb, sbx_err *err);
 
 /* argv[0] of every sandbox's init (src/isolate/init/). */

@@ -58,6 +58,8 @@ int sbx_err_wrap(sbx_err *err, const char *fmt, ...)
     return -1;
 }
 
+/* A table, not strerrorname_np(): init is built against musl, which lacks it.
+ * ENOTSUP is EOPNOTSUPP on Linux, EAGAIN EWOULDBLOCK: the first name wins. */
 const char *sbx_errno_name(int errnum)
 {
     static const struct {
@@ -94,6 +96,52 @@ const char *sbx_errno_name(int errnum)
         {EDQUOT, "EDQUOT"},
         {ENOTSUP, "ENOTSUP"},
         {ERANGE, "ERANGE"},
+        {ENXIO, "ENXIO"},
+        {ENODEV, "ENODEV"},
+        {ENFILE, "ENFILE"},
+        {ENOTTY, "ENOTTY"},
+        {ETXTBSY, "ETXTBSY"},
+        {ESPIPE, "ESPIPE"},
+        {EMLINK, "EMLINK"},
+        {EPIPE, "EPIPE"},
+        {EDOM, "EDOM"},
+        {EDEADLK, "EDEADLK"},
+        {ENOLCK, "ENOLCK"},
+        {ENOTEMPTY, "ENOTEMPTY"},
+        {ENODATA, "ENODATA"},
+        {ETIME, "ETIME"},
+        {EPROTO, "EPROTO"},
+        {EBADMSG, "EBADMSG"},
+        {EILSEQ, "EILSEQ"},
+        {ENOTSOCK, "ENOTSOCK"},
+        {EDESTADDRREQ, "EDESTADDRREQ"},
+        {EMSGSIZE, "EMSGSIZE"},
+        {EPROTOTYPE, "EPROTOTYPE"},
+        {ENOPROTOOPT, "ENOPROTOOPT"},
+        {EPROTONOSUPPORT, "EPROTONOSUPPORT"},
+        {ESOCKTNOSUPPORT, "ESOCKTNOSUPPORT"},
+        {EPFNOSUPPORT, "EPFNOSUPPORT"},
+        {EAFNOSUPPORT, "EAFNOSUPPORT"},
+        {EADDRINUSE, "EADDRINUSE"},
+        {EADDRNOTAVAIL, "EADDRNOTAVAIL"},
+        {ENETDOWN, "ENETDOWN"},
+        {ENETUNREACH, "ENETUNREACH"},
+        {ENETRESET, "ENETRESET"},
+        {ECONNABORTED, "ECONNABORTED"},
+        {ECONNRESET, "ECONNRESET"},
+        {ENOBUFS, "ENOBUFS"},
+        {EISCONN, "EISCONN"},
+        {ENOTCONN, "ENOTCONN"},
+        {ESHUTDOWN, "ESHUTDOWN"},
+        {ETOOMANYREFS, "ETOOMANYREFS"},
+        {ETIMEDOUT, "ETIMEDOUT"},
+        {ECONNREFUSED, "ECONNREFUSED"},
+        {EHOSTDOWN, "EHOSTDOWN"},
+        {EHOSTUNREACH, "EHOSTUNREACH"},
+        {EALREADY, "EALREADY"},
+        {EINPROGRESS, "EINPROGRESS"},
+        {ESTALE, "ESTALE"},
+        {ECANCELED, "ECANCELED"},
     };
     for (size_t i = 0; i < SBX_ARRAY_LEN(names); i++)
         if (names[i].num == errnum)

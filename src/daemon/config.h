@@ -131,6 +131,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "isolate/sandbox.h"
+#include "net/netpolicy.h"
 #include "net/policy.h"
 
 /* A NULL-terminated array of owned strings (v is NULL when n == 0). */

@@ -20,6 +20,7 @@
 #include "exec/env.h"
 #include "exec/task.h"
 #include "net/egress.h"
+#include "net/netpolicy.h"
 
 #define EXIT_SETUP 125
 #define MAX_TIMEOUT_S (24.0 * 3600)
@@ -55,6 +56,8 @@ struct run_state {
     struct sbx_sandbox_fds fds;
     struct event_base *base;
     struct sbx_task *task;
+    const struct sbx_egress_opts *egress_opts; /* proxy policy, else NULL */
+    struct sbx_egress *egress;
     bool done;
 };
 
@@ -309,9 +312,19 @@ static void record_flow(void *ud, const struct sbx_flow *f)
                              (json_int_t)f->bytes_in, "durationSeconds", f->duration_s));
 }
 
+/* Proxy policy: the egress in the sandbox's namespace, before its task runs. */
+static int start_egress(void *ud, pid_t init_pid, sbx_err *err)
+{
+    struct run_state *st = ud;
+    st->egress = sbx_egress_start_in(st->egress_opts, init_pid, err);
+    return st->egress ? 0 : -1;
+}
+
 static void task_done(void *ud, struct sbx_task *t)
 {
     struct run_state *st = ud;
+    /* Every relay closes now and reports its flow before the report is out. */
+    sbx_egress_free(sbx_steal_pointer(&st->egress));
     st->done = true;
     event_base_loopbreak(st->base);
 }
@@ -421,7 +434,7 @@ static void sweep_stale_run(const char *name, void *ud)
         if (cg.mode == SBX_CG_V2)
             break;
     }
-    (void)sbx_cgroup_remove_empty(&cg);
+    (void)sbx_cgroup_remove(&cg, NULL);
 }
 
 /* Before the flags: what a task of `serve` gets when it asks for nothing, and
@@ -527,6 +540,7 @@ int sbx_cmd_run(int argc, char **argv)
                                           .resolver = resolver,
                                           .on_flow = record_flow,
                                           .ud = &st};
+        st.egress_opts = &egress;
     }
     struct sbx_task_opts to = {
         .spec =
@@ -537,7 +551,7 @@ int sbx_cmd_run(int argc, char **argv)
                 .uid = (uid_t)o.uid,
                 .gid = (gid_t)o.gid,
                 .host_id_base = (uint32_t)o.host_id_base,
-                .net = o.net,
+                .host_net = o.net == SBX_NET_HOST,
                 .cg_host = &cg_host,
                 .cg_limits = o.lim,
                 .file_size_bytes = o.file_size,
@@ -551,7 +565,7 @@ int sbx_cmd_run(int argc, char **argv)
         .timeout_s = o.timeout_s,
         .output_limit = o.output_limit,
         .stdin_fd = STDIN_FILENO,
-        .egress = o.net == SBX_NET_PROXY ? &egress : NULL,
+        .on_spawn = o.net == SBX_NET_PROXY ? start_egress : NULL,
         .on_output = relay_output,
         .on_done = task_done,
         .ud = &st,
@@ -580,6 +594,7 @@ int sbx_cmd_run(int argc, char **argv)
 out:
     if (st.task)
         sbx_task_free(st.task);
+    sbx_egress_free(st.egress);
     for (int i = 0; i < 3; i++)
         if (sigs[i])
             event_free(sigs[i]);

@@ -38,6 +38,8 @@ void *sbx_report_json(const struct sbx_report *r)
                           (json_int_t)r->stderr_bytes, "stdoutTruncated", r->stdout_truncated,
                           "stderrTruncated", r->stderr_truncated, "limits", limits, "cgroupMode",
                           sbx_cg_mode_name(r->cgroup_mode), "message", r->message);
+    if (o && r->warning[0])
+        json_object_set_new(o, "warning", json_string(r->warning));
     return o;
 }
 

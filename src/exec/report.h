@@ -40,6 +40,9 @@ struct sbx_report {
     struct sbx_applied_limits limits;
     enum sbx_cg_mode cgroup_mode;
     char message[512];
+    /* What went wrong after the task, e.g. its cgroup could not be removed:
+     * "" when nothing did. In the JSON as "warning" only when set. */
+    char warning[300];
 };
 
 /* The documented JSON object (a jansson json_t *, owned by the caller), to

@@ -12,9 +12,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/time.h"
+
 #define READ_CHUNK 65536
 /* Relayed stdin kept in memory before we stop reading the caller's fd. */
 #define STDIN_HIGH_WATER (1 << 20)
+/* The sandbox's release after its task: the kernel gives no event for a
+ * cgroup that is empty and removable (v1 has none; see isolate/cgroup.c), so
+ * it is tried again from a timer every RELEASE_RETRY_MS, for at most
+ * RELEASE_BOUND_MS (as long as the synchronous removal used to poll); past
+ * that the cgroup is left and the report's warning says so. */
+#define RELEASE_RETRY_MS 10
+#define RELEASE_BOUND_MS 1000
 
 struct sbx_task;
 struct stream {
@@ -31,13 +40,14 @@ struct sbx_task {
     struct sbx_task_opts o;
     struct event_base *base;
     struct sbx_sandbox sb;
-    struct sbx_egress *egress;
     struct stream out[2]; /* stdout, stderr */
-    struct event *ev_sync, *ev_exit, *ev_timer, *ev_stdin_w, *ev_stdin_r;
+    struct event *ev_sync, *ev_exit, *ev_timer, *ev_stdin_w, *ev_stdin_r, *ev_release;
     struct evbuffer *stdin_buf;
     bool stdin_src_eof, stdin_pollable;
     bool init_gone, timed_out, canceled, finished;
-    bool draining; /* reading what a session's task left in its pipes */
+    bool released;            /* the sandbox is gone (or given up on) */
+    int64_t release_deadline; /* sbx_mono_ms() */
+    bool draining;            /* reading what a session's task left in its pipes */
     struct sbx_init_msg exited, setup_error, exec_error;
     bool have_exited, have_setup_error, have_exec_error;
     struct timespec t0;
@@ -58,13 +68,13 @@ static void set_nonblock(int fd)
         fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
+/* What init reported, in the words of sbx_err_format. */
 static void describe_msg(char *buf, size_t len, const struct sbx_init_msg *m)
 {
-    if (m->errnum)
-        snprintf(buf, len, "%s: %s: %s (%s)", m->stage, m->text, strerror(m->errnum),
-                 sbx_errno_name(m->errnum));
-    else
-        snprintf(buf, len, "%s: %s", m->stage, m->text);
+    sbx_err e = {.errnum = m->errnum};
+    snprintf(e.stage, sizeof(e.stage), "%s", m->stage);
+    snprintf(e.msg, sizeof(e.msg), "%s", m->text);
+    sbx_err_format(&e, buf, len);
 }
 
 static void build_report(struct sbx_task *t)
@@ -120,6 +130,7 @@ static void build_report(struct sbx_task *t)
 }
 
 static void on_stream(evutil_socket_t fd, short what, void *arg);
+static void release_try(struct sbx_task *t);
 
 /* Everything is over when init is gone and both output pipes reached EOF. A
  * session's task is over when its sub-init is: what it left running in the
@@ -154,12 +165,34 @@ static void maybe_finish(struct sbx_task *t)
         else if (m.kind == SBX_MSG_EXEC_ERROR)
             t->exec_error = m, t->have_exec_error = true;
     }
-    /* Every relay closes now and reports its flow before the report is out. */
-    sbx_egress_free(sbx_steal_pointer(&t->egress));
     build_report(t);
-    sbx_sandbox_release(&t->sb, NULL);
+    t->release_deadline = sbx_mono_ms() + RELEASE_BOUND_MS;
+    release_try(t);
+}
+
+/* One release step; on_done once the sandbox is gone or given up on. Never
+ * waits: a cgroup not removable yet is asked again from ev_release. */
+static void release_try(struct sbx_task *t)
+{
+    sbx_err e = {0};
+    if (sbx_sandbox_release_step(&t->sb, &e) < 0) {
+        if (e.errnum == EBUSY && sbx_mono_ms() < t->release_deadline) {
+            struct timeval tv = {.tv_usec = RELEASE_RETRY_MS * 1000};
+            if (event_add(t->ev_release, &tv) == 0)
+                return;
+        }
+        sbx_sandbox_abandon(&t->sb);
+        sbx_err_wrap(&e, "release");
+        sbx_err_format(&e, t->report.warning, sizeof(t->report.warning));
+    }
+    t->released = true;
     if (t->o.on_done)
         t->o.on_done(t->o.ud, t);
+}
+
+static void on_release(evutil_socket_t fd, short what, void *arg)
+{
+    release_try(arg);
 }
 
 static void on_sync(evutil_socket_t fd, short what, void *arg)
@@ -321,23 +354,6 @@ static int setup_stdin(struct sbx_task *t, sbx_err *err)
     return event_add(t->ev_stdin_r, NULL);
 }
 
-/* In proxy mode, the daemon's side of the sandbox's network: built while the
- * child builds its root, ready before the task starts. */
-static int start_egress(struct sbx_task *t, sbx_err *err)
-{
-    if (t->o.spec.net != SBX_NET_PROXY || t->sb.joined)
-        return 0; /* a session's task uses the session's egress */
-    if (!t->o.egress)
-        return sbx_err_stage(err, "egress", EINVAL, "proxy policy without egress settings");
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)t->sb.init_pid);
-    cleanup_fd int ns = open(path, O_RDONLY | O_CLOEXEC);
-    if (ns < 0)
-        return sbx_err_stage(err, "egress", errno, "open %s", path);
-    t->egress = sbx_egress_start(t->o.egress, ns, err);
-    return t->egress ? 0 : -1;
-}
-
 struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_opts *o,
                                 sbx_err *err)
 {
@@ -360,11 +376,12 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
         free(t);
         return NULL;
     }
-    if (start_egress(t, err) < 0 ||
+    /* The caller's work on the new sandbox (an egress) runs while the child
+     * builds its root, ready before the task starts. */
+    if ((o->on_spawn && o->on_spawn(o->ud, t->sb.init_pid, err) < 0) ||
         ((t->o.fds.init_exe < 0 || t->o.fds.seccomp < 0) &&
          (!o->prepare || o->prepare(o->ud, &t->o.fds, err) < 0)) ||
         sbx_sandbox_send_fds(&t->sb, &t->o.fds, err) < 0) {
-        sbx_egress_free(t->egress);
         sbx_sandbox_kill(&t->sb);
         sbx_sandbox_release(&t->sb, NULL);
         free(t);
@@ -381,11 +398,12 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
     t->ev_sync = event_new(base, t->sb.sync_fd, EV_READ | EV_PERSIST, on_sync, t);
     t->ev_exit = event_new(base, t->sb.pidfd, EV_READ, on_exit_ev, t);
     t->ev_timer = evtimer_new(base, on_timeout, t);
+    t->ev_release = evtimer_new(base, on_release, t);
     double secs = o->timeout_s > 0 ? o->timeout_s : 365.0 * 86400;
     struct timeval tv = {.tv_sec = (time_t)secs,
                          .tv_usec = (suseconds_t)((secs - floor(secs)) * 1e6)};
     if (!t->out[0].kept || !t->out[1].kept || !t->out[0].ev || !t->out[1].ev || !t->ev_sync ||
-        !t->ev_exit || !t->ev_timer || event_add(t->out[0].ev, NULL) < 0 ||
+        !t->ev_exit || !t->ev_timer || !t->ev_release || event_add(t->out[0].ev, NULL) < 0 ||
         event_add(t->out[1].ev, NULL) < 0 || event_add(t->ev_sync, NULL) < 0 ||
         event_add(t->ev_exit, NULL) < 0 || event_add(t->ev_timer, &tv) < 0 ||
         setup_stdin(t, err) < 0) {
@@ -393,7 +411,7 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
             sbx_err_set(err, ENOMEM, "task events");
         sbx_sandbox_kill(&t->sb);
         sbx_sandbox_release(&t->sb, NULL);
-        t->finished = true;
+        t->finished = t->released = true;
         sbx_task_free(t);
         return NULL;
     }
@@ -406,11 +424,6 @@ void sbx_task_cancel(struct sbx_task *t)
         return;
     t->canceled = true;
     sbx_sandbox_kill(&t->sb);
-}
-
-struct sbx_egress *sbx_task_egress(struct sbx_task *t)
-{
-    return t->egress;
 }
 
 const struct sbx_report *sbx_task_report(const struct sbx_task *t)
@@ -429,13 +442,14 @@ void sbx_task_free(struct sbx_task *t)
 {
     if (!t)
         return;
-    if (!t->finished) {
-        sbx_egress_free(sbx_steal_pointer(&t->egress));
+    /* Off the normal path (the caller gives up on a live task, or on one whose
+     * release is still retrying): the bounded synchronous release. */
+    if (!t->finished)
         sbx_sandbox_kill(&t->sb);
+    if (!t->released)
         sbx_sandbox_release(&t->sb, NULL);
-    }
-    struct event *evs[] = {t->out[0].ev, t->out[1].ev,  t->ev_sync,   t->ev_exit,
-                           t->ev_timer,  t->ev_stdin_w, t->ev_stdin_r};
+    struct event *evs[] = {t->out[0].ev, t->out[1].ev,  t->ev_sync,    t->ev_exit,
+                           t->ev_timer,  t->ev_stdin_w, t->ev_stdin_r, t->ev_release};
     for (size_t i = 0; i < SBX_ARRAY_LEN(evs); i++)
         if (evs[i])
             event_free(evs[i]);

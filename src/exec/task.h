@@ -8,7 +8,6 @@
 
 #include "exec/report.h"
 #include "isolate/sandbox.h"
-#include "net/egress.h"
 
 enum sbx_stream { SBX_STDOUT = 1, SBX_STDERR = 2 };
 
@@ -27,9 +26,10 @@ struct sbx_task_opts {
     const char *stdin_data;
     size_t stdin_len;
     int stdin_fd;
-    /* With spec.net == SBX_NET_PROXY: the egress to build in the sandbox's
-     * namespace (its flows are reported through egress->on_flow). */
-    const struct sbx_egress_opts *egress;
+    /* Called right after the clone, before the child gets its fds, with
+     * init's pid (e.g. to start an egress in its network namespace); a -1
+     * return kills the sandbox and fails sbx_task_start with that err. */
+    int (*on_spawn)(void *ud, pid_t init_pid, sbx_err *err);
     /* Called with each piece of output that is kept (within the cap). */
     void (*on_output)(void *ud, enum sbx_stream s, const char *buf, size_t n);
     /* Called once, when the task and everything of its sandbox are gone. */
@@ -45,8 +45,6 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
 /* Kill the whole tree now; on_done follows with outcome canceled. */
 void sbx_task_cancel(struct sbx_task *t);
 const struct sbx_report *sbx_task_report(const struct sbx_task *t);
-/* The task's egress (proxy policy), or NULL. */
-struct sbx_egress *sbx_task_egress(struct sbx_task *t);
 /* The kept output of a stream (not NUL-terminated). */
 const char *sbx_task_output(const struct sbx_task *t, enum sbx_stream s, size_t *len);
 void sbx_task_free(struct sbx_task *t);

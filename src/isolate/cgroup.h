@@ -98,16 +98,30 @@ int sbx_cgroup_attach(const struct sbx_cgroup *cg, pid_t pid, sbx_err *err);
  * cloned, single-threaded child that is the whole process. The fds are
  * O_CLOEXEC and checked against the opener's credentials. Not v1: all -1. */
 int sbx_cgroup_open_join(const struct sbx_cgroup *cg, int fds[SBX_CGC_COUNT], sbx_err *err);
-/* In the joining process: 0, or -errno of the first failed write. */
-int sbx_cgroup_join_self(const int fds[SBX_CGC_COUNT]);
+/* In the joining process: write "0" to each; stops at the first failure. */
+int sbx_cgroup_join_self(const int fds[SBX_CGC_COUNT], sbx_err *err);
 void sbx_cgroup_close_join(int fds[SBX_CGC_COUNT]);
 /* v2 only: an O_DIRECTORY fd of the cgroup for CLONE_INTO_CGROUP; -1 otherwise. */
 int sbx_cgroup_open_dir(const struct sbx_cgroup *cg, sbx_err *err);
-/* Freeze or thaw (v1 freezer.state FROZEN/THAWED, v2 cgroup.freeze). Returns 0
- * and does nothing when no freezer is available. */
+/* The kernel gives no event to wait on for a freezer to settle, a cgroup to
+ * empty or its directory to become removable (see cgroup.c). So freezing,
+ * killing and removing each come as a step that tries once and never waits
+ * (EBUSY: not there yet, ask again later), for a caller on an event loop,
+ * and as a bounded synchronous form, which polls with short sleeps, for error
+ * paths and recovery at start: never on a loop. */
+
+/* Freeze or thaw (v1 freezer.state FROZEN/THAWED, v2 cgroup.freeze), once:
+ * freezing is -1 with EBUSY while the kernel has not stopped every task yet.
+ * Returns 0 and does nothing when no freezer is available. */
+int sbx_cgroup_freeze_start(const struct sbx_cgroup *cg, bool frozen, sbx_err *err);
+/* The same, waiting (at most 100 ms) until frozen. */
 int sbx_cgroup_freeze(const struct sbx_cgroup *cg, bool frozen, sbx_err *err);
-/* SIGKILL every process in the cgroup (v2 cgroup.kill; v1 freeze, kill each
- * pid from cgroup.procs, thaw). */
+/* SIGKILL every process in the cgroup, one round: v2 cgroup.kill; v1 (and v2
+ * before 5.14) freeze, kill each pid from cgroup.procs, thaw. 0 when nothing
+ * is left to kill; -1 with EBUSY when processes were signalled and may not be
+ * gone yet. */
+int sbx_cgroup_kill_step(const struct sbx_cgroup *cg, sbx_err *err);
+/* Rounds of kill_step until the cgroup is empty (for at most 0.5 s). */
 int sbx_cgroup_kill_all(const struct sbx_cgroup *cg, sbx_err *err);
 
 struct sbx_cg_stats {
@@ -130,7 +144,8 @@ int sbx_cgroup_adopt(const struct sbx_cg_host *host, const char *name, struct sb
 void sbx_cgroup_each(const struct sbx_cg_host *host, void (*fn)(const char *name, void *ud),
                      void *ud);
 /* rmdir in every hierarchy once, without waiting: removes an empty cgroup,
- * leaves one with a process in it. 0 when nothing of it is left. */
-int sbx_cgroup_remove_empty(struct sbx_cgroup *cg);
-/* rmdir in every hierarchy, retrying briefly while the kernel releases it. */
+ * leaves one with a process in it (EBUSY) and keeps in cg what is left. 0
+ * when nothing of it is left. */
+int sbx_cgroup_remove(struct sbx_cgroup *cg, sbx_err *err);
+/* rmdir in every hierarchy, retrying (at most 1 s) while the kernel releases it. */
 int sbx_cgroup_destroy(struct sbx_cgroup *cg, sbx_err *err);

@@ -11,6 +11,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "isolate/stage.h"
+
 /* Where the new root is assembled: a tmpfs mounted over /tmp of our private
  * mount namespace (the host's /tmp is untouched). Sources under the host's /tmp
  * are reached through fds opened before, never through paths. */
@@ -57,17 +59,17 @@ static unsigned long locked_flags(const char *path)
 static int bind_mount(const char *src, const char *dst, unsigned long flags, sbx_err *err)
 {
     if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
-        return sbx_err_stage(err, "bind mount", errno, "%s on %s", src, dst);
+        return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, errno, "%s on %s", src, dst);
     flags |= MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | locked_flags(dst);
     if (mount(NULL, dst, NULL, flags, NULL) < 0)
-        return sbx_err_stage(err, "remount", errno, "%s", dst);
+        return sbx_err_at(err, SBX_STAGE_REMOUNT, errno, "%s", dst);
     return 0;
 }
 
 static int make_dir(const char *path, mode_t mode, sbx_err *err)
 {
     if (mkdir(path, mode) < 0 && errno != EEXIST)
-        return sbx_err_stage(err, "mkdir", errno, "%s", path);
+        return sbx_err_at(err, SBX_STAGE_MKDIR, errno, "%s", path);
     return 0;
 }
 
@@ -75,13 +77,13 @@ static int write_file(const char *path, const char *content, sbx_err *err)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0)
-        return sbx_err_stage(err, "write /etc", errno, "%s", path);
+        return sbx_err_at(err, SBX_STAGE_WRITE_ETC, errno, "%s", path);
     size_t len = strlen(content);
     ssize_t n = write(fd, content, len);
     int saved = errno;
     close(fd);
     if (n != (ssize_t)len)
-        return sbx_err_stage(err, "write /etc", n < 0 ? saved : EIO, "%s", path);
+        return sbx_err_at(err, SBX_STAGE_WRITE_ETC, n < 0 ? saved : EIO, "%s", path);
     return 0;
 }
 
@@ -91,14 +93,14 @@ static int copy_file(const char *host, const char *dst, off_t size, sbx_err *err
 {
     cleanup_fd int in = open(host, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (in < 0)
-        return sbx_err_stage(err, "copy /etc", errno, "%s", host);
+        return sbx_err_at(err, SBX_STAGE_COPY_ETC, errno, "%s", host);
     cleanup_fd int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (out < 0)
-        return sbx_err_stage(err, "copy /etc", errno, "%s", dst);
+        return sbx_err_at(err, SBX_STAGE_COPY_ETC, errno, "%s", dst);
     for (off_t done = 0; done < size;) {
         ssize_t n = sendfile(out, in, NULL, (size_t)(size - done));
         if (n < 0)
-            return sbx_err_stage(err, "copy /etc", errno, "%s", host);
+            return sbx_err_at(err, SBX_STAGE_COPY_ETC, errno, "%s", host);
         if (n == 0)
             break;
         done += n;
@@ -119,10 +121,10 @@ static int mirror_entry(const char *host, const char *dst, unsigned long extra, 
         char target[PATH_MAX];
         ssize_t n = readlink(host, target, sizeof(target) - 1);
         if (n < 0)
-            return sbx_err_stage(err, "readlink", errno, "%s", host);
+            return sbx_err_at(err, SBX_STAGE_READLINK, errno, "%s", host);
         target[n] = '\0';
         if (symlink(target, dst) < 0)
-            return sbx_err_stage(err, "symlink", errno, "%s", dst);
+            return sbx_err_at(err, SBX_STAGE_SYMLINK, errno, "%s", dst);
         return 0;
     }
     if (S_ISREG(st.st_mode) && copy_files)
@@ -133,7 +135,7 @@ static int mirror_entry(const char *host, const char *dst, unsigned long extra, 
     } else {
         int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
         if (fd < 0)
-            return sbx_err_stage(err, "create mount point", errno, "%s", dst);
+            return sbx_err_at(err, SBX_STAGE_CREATE_MOUNT_POINT, errno, "%s", dst);
         close(fd);
     }
     return bind_mount(host, dst, MS_RDONLY | extra, err);
@@ -142,7 +144,7 @@ static int mirror_entry(const char *host, const char *dst, unsigned long extra, 
 static int mount_tmpfs(const char *dst, const char *opts, unsigned long flags, sbx_err *err)
 {
     if (mount("tmpfs", dst, "tmpfs", flags, opts) < 0)
-        return sbx_err_stage(err, "mount tmpfs", errno, "%s", dst);
+        return sbx_err_at(err, SBX_STAGE_MOUNT_TMPFS, errno, "%s", dst);
     return 0;
 }
 
@@ -195,23 +197,23 @@ static int setup_dev(const struct sbx_rootfs_opts *o, sbx_err *err)
         snprintf(dst, sizeof(dst), NEWROOT "/dev/%s", dev_nodes[i]);
         int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd < 0)
-            return sbx_err_stage(err, "create device node", errno, "%s", dst);
+            return sbx_err_at(err, SBX_STAGE_CREATE_DEVICE_NODE, errno, "%s", dst);
         close(fd);
         /* Device binds keep their devices working; everything else is nodev. */
         if (mount(host, dst, NULL, MS_BIND, NULL) < 0)
-            return sbx_err_stage(err, "bind mount", errno, "%s", host);
+            return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, errno, "%s", host);
     }
     if (make_dir(NEWROOT "/dev/pts", 0755, err) < 0)
         return -1;
     if (mount("devpts", NEWROOT "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
               "newinstance,ptmxmode=0666,mode=620") < 0)
-        return sbx_err_stage(err, "mount devpts", errno, "/dev/pts");
+        return sbx_err_at(err, SBX_STAGE_MOUNT_DEVPTS, errno, "/dev/pts");
     if (symlink("pts/ptmx", NEWROOT "/dev/ptmx") < 0 ||
         symlink("/proc/self/fd", NEWROOT "/dev/fd") < 0 ||
         symlink("/proc/self/fd/0", NEWROOT "/dev/stdin") < 0 ||
         symlink("/proc/self/fd/1", NEWROOT "/dev/stdout") < 0 ||
         symlink("/proc/self/fd/2", NEWROOT "/dev/stderr") < 0)
-        return sbx_err_stage(err, "symlink", errno, "/dev");
+        return sbx_err_at(err, SBX_STAGE_SYMLINK, errno, "/dev");
     snprintf(opts, sizeof(opts), "mode=1777,size=%llu", (unsigned long long)o->tmp_size_bytes);
     if (make_dir(NEWROOT "/dev/shm", 01777, err) < 0 ||
         mount_tmpfs(NEWROOT "/dev/shm", opts, MS_NOSUID | MS_NODEV, err) < 0)
@@ -219,29 +221,47 @@ static int setup_dev(const struct sbx_rootfs_opts *o, sbx_err *err)
     return 0;
 }
 
-int sbx_rootfs_setup(const struct sbx_rootfs_opts *o, sbx_err *err)
+/* Cut propagation before anything is mounted: nothing leaks to the host. */
+static int make_private(const struct sbx_rootfs_opts *o, sbx_err *err)
 {
-    char host[PATH_MAX], dst[PATH_MAX], opts[128];
-
-    /* Cut propagation before anything is mounted: nothing leaks to the host. */
+    (void)o;
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-        return sbx_err_stage(err, "make / private", errno, "/");
-    if (mount_tmpfs(NEWROOT, "mode=0755,size=4m", MS_NOSUID | MS_NODEV, err) < 0)
-        return -1;
+        return sbx_err_at(err, SBX_STAGE_MAKE_PRIVATE, errno, "/");
+    return 0;
+}
+
+static int mount_root_tmpfs(const struct sbx_rootfs_opts *o, sbx_err *err)
+{
+    (void)o;
+    return mount_tmpfs(NEWROOT, "mode=0755,size=4m", MS_NOSUID | MS_NODEV, err);
+}
+
+static int bind_system_dirs(const struct sbx_rootfs_opts *o, sbx_err *err)
+{
+    (void)o;
+    char host[PATH_MAX], dst[PATH_MAX];
     for (size_t i = 0; i < SBX_ARRAY_LEN(system_dirs); i++) {
         snprintf(host, sizeof(host), "/%s", system_dirs[i]);
         snprintf(dst, sizeof(dst), NEWROOT "/%s", system_dirs[i]);
         if (mirror_entry(host, dst, 0, false, err) < 0)
             return -1;
     }
-    if (setup_etc(o, err) < 0 || setup_dev(o, err) < 0)
-        return -1;
+    return 0;
+}
 
+static int mount_proc(const struct sbx_rootfs_opts *o, sbx_err *err)
+{
+    (void)o;
     if (make_dir(NEWROOT "/proc", 0555, err) < 0)
         return -1;
     if (mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-        return sbx_err_stage(err, "mount /proc", errno, "proc");
+        return sbx_err_at(err, SBX_STAGE_MOUNT_PROC, errno, "proc");
+    return 0;
+}
 
+static int mount_tmp_and_home(const struct sbx_rootfs_opts *o, sbx_err *err)
+{
+    char opts[128];
     snprintf(opts, sizeof(opts), "mode=1777,size=%llu", (unsigned long long)o->tmp_size_bytes);
     if (make_dir(NEWROOT "/tmp", 01777, err) < 0 ||
         mount_tmpfs(NEWROOT "/tmp", opts, MS_NOSUID | MS_NODEV, err) < 0)
@@ -252,50 +272,87 @@ int sbx_rootfs_setup(const struct sbx_rootfs_opts *o, sbx_err *err)
         make_dir(NEWROOT "/home/runner", 0700, err) < 0 ||
         mount_tmpfs(NEWROOT "/home/runner", opts, MS_NOSUID | MS_NODEV, err) < 0)
         return -1;
+    return 0;
+}
 
-    /* Without the mount sandbox (the operator's choice): a wider, read-only
-     * view of the host's data directories under /host, each without its
-     * submounts (a user namespace may not bind a mount that hides locked ones:
-     * such a directory is left out). Readable only as the file modes allow
-     * the sandbox's host ids, which no other clone and not the daemon share. */
-    if (o->host_view) {
-        static const char *const wide[] = {"opt", "srv", "home", "var", "mnt"};
-        if (make_dir(NEWROOT "/host", 0755, err) < 0)
+/* Without the mount sandbox (the operator's choice): a wider, read-only view
+ * of the host's data directories under /host, each without its submounts (a
+ * user namespace may not bind a mount that hides locked ones: such a
+ * directory is left out). Readable only as the file modes allow the sandbox's
+ * host ids, which no other clone and not the daemon share. */
+static int bind_host_view(const struct sbx_rootfs_opts *o, sbx_err *err)
+{
+    static const char *const wide[] = {"opt", "srv", "home", "var", "mnt"};
+    char host[PATH_MAX], dst[PATH_MAX];
+    if (!o->host_view)
+        return 0;
+    if (make_dir(NEWROOT "/host", 0755, err) < 0)
+        return -1;
+    for (size_t i = 0; i < SBX_ARRAY_LEN(wide); i++) {
+        snprintf(host, sizeof(host), "/%s", wide[i]);
+        snprintf(dst, sizeof(dst), NEWROOT "/host/%s", wide[i]);
+        struct stat st;
+        if (lstat(host, &st) < 0 || !S_ISDIR(st.st_mode))
+            continue;
+        sbx_err e = {0};
+        if (make_dir(dst, 0755, err) < 0)
             return -1;
-        for (size_t i = 0; i < SBX_ARRAY_LEN(wide); i++) {
-            snprintf(host, sizeof(host), "/%s", wide[i]);
-            snprintf(dst, sizeof(dst), NEWROOT "/host/%s", wide[i]);
-            struct stat st;
-            if (lstat(host, &st) < 0 || !S_ISDIR(st.st_mode))
-                continue;
-            sbx_err e = {0};
-            if (make_dir(dst, 0755, err) < 0)
-                return -1;
-            if (bind_mount(host, dst, MS_RDONLY, &e) < 0 && e.errnum != EINVAL) {
-                *err = e;
-                return -1;
-            }
+        if (bind_mount(host, dst, MS_RDONLY, &e) < 0 && e.errnum != EINVAL) {
+            *err = e;
+            return -1;
         }
     }
+    return 0;
+}
 
-    /* The workspace through its fd: the path may lie under the host's /tmp. */
+/* The workspace through its fd: the path may lie under the host's /tmp. */
+static int bind_workspace(const struct sbx_rootfs_opts *o, sbx_err *err)
+{
+    char host[64];
     snprintf(host, sizeof(host), "/proc/self/fd/%d", o->workspace_fd);
     if (make_dir(NEWROOT "/workspace", 0755, err) < 0 ||
         bind_mount(host, NEWROOT "/workspace", 0, err) < 0)
         return -1;
+    return 0;
+}
 
+/* Into the new root: the old one stacked under it, then detached; / read-only. */
+static int pivot(const struct sbx_rootfs_opts *o, sbx_err *err)
+{
+    (void)o;
     if (chdir(NEWROOT) < 0)
-        return sbx_err_stage(err, "pivot_root", errno, "chdir %s", NEWROOT);
-    /* Stack the old root under the new one, then detach it. */
+        return sbx_err_at(err, SBX_STAGE_PIVOT_ROOT, errno, "chdir %s", NEWROOT);
     if (syscall(SYS_pivot_root, ".", ".") < 0)
-        return sbx_err_stage(err, "pivot_root", errno, "%s", NEWROOT);
+        return sbx_err_at(err, SBX_STAGE_PIVOT_ROOT, errno, "%s", NEWROOT);
     if (umount2(".", MNT_DETACH) < 0)
-        return sbx_err_stage(err, "detach old root", errno, "/");
+        return sbx_err_at(err, SBX_STAGE_DETACH_OLD_ROOT, errno, "/");
     if (chdir("/") < 0)
-        return sbx_err_stage(err, "pivot_root", errno, "chdir /");
+        return sbx_err_at(err, SBX_STAGE_PIVOT_ROOT, errno, "chdir /");
     if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
-        return sbx_err_stage(err, "remount / read-only", errno, "/");
+        return sbx_err_at(err, SBX_STAGE_REMOUNT_RO, errno, "/");
     if (chdir("/workspace") < 0)
-        return sbx_err_stage(err, "chdir /workspace", errno, "/workspace");
+        return sbx_err_at(err, SBX_STAGE_CHDIR_WORKSPACE, errno, "/workspace");
+    return 0;
+}
+
+/* The root's steps, in the order of sandbox.h; each error names its stage. */
+static int (*const steps[])(const struct sbx_rootfs_opts *o, sbx_err *err) = {
+    make_private,       /* before anything is mounted */
+    mount_root_tmpfs,   /* the new root, over /tmp of our mount namespace */
+    bind_system_dirs,   /* /usr, /bin, /lib*, /sbin read-only */
+    setup_etc,          /* a generated /etc and a few host files */
+    setup_dev,          /* a minimal /dev */
+    mount_proc,         /* a fresh /proc */
+    mount_tmp_and_home, /* size-capped tmpfs /tmp and /home/runner */
+    bind_host_view,     /* /host, only without the mount sandbox */
+    bind_workspace,     /* /workspace read-write */
+    pivot,              /* into it; / read-only; cwd /workspace */
+};
+
+int sbx_rootfs_setup(const struct sbx_rootfs_opts *o, sbx_err *err)
+{
+    for (size_t i = 0; i < SBX_ARRAY_LEN(steps); i++)
+        if (steps[i](o, err) < 0)
+            return -1;
     return 0;
 }

@@ -20,25 +20,7 @@
 #include <unistd.h>
 
 #include "isolate/rootfs.h"
-
-int sbx_net_policy_parse(const char *s, enum sbx_net_policy *out, sbx_err *err)
-{
-    if (s && strcmp(s, "none") == 0)
-        *out = SBX_NET_NONE;
-    else if (s && strcmp(s, "proxy") == 0)
-        *out = SBX_NET_PROXY;
-    else if (s && strcmp(s, "host") == 0)
-        *out = SBX_NET_HOST;
-    else
-        return sbx_err_set(err, EINVAL, "unknown network policy '%s' (none, proxy, host)",
-                           s ? s : "");
-    return 0;
-}
-
-const char *sbx_net_policy_name(enum sbx_net_policy p)
-{
-    return p == SBX_NET_HOST ? "host" : p == SBX_NET_PROXY ? "proxy" : "none";
-}
+#include "isolate/stage.h"
 
 /* The init program, linked in by init_blob.S. */
 extern const unsigned char sbx_init_blob[], sbx_init_blob_end[];
@@ -47,16 +29,16 @@ int sbx_init_exe_open(sbx_err *err)
 {
     cleanup_fd int fd = memfd_create("sandbox-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
-        return sbx_err_stage(err, "init binary", errno, "memfd_create");
+        return sbx_err_at(err, SBX_STAGE_INIT_BINARY, errno, "memfd_create");
     size_t len = (size_t)(sbx_init_blob_end - sbx_init_blob);
     for (size_t done = 0; done < len;) {
         ssize_t n = write(fd, sbx_init_blob + done, len - done);
         if (n <= 0)
-            return sbx_err_stage(err, "init binary", n < 0 ? errno : EIO, "write memfd");
+            return sbx_err_at(err, SBX_STAGE_INIT_BINARY, n < 0 ? errno : EIO, "write memfd");
         done += (size_t)n;
     }
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
-        return sbx_err_stage(err, "init binary", errno, "seal memfd");
+        return sbx_err_at(err, SBX_STAGE_INIT_BINARY, errno, "seal memfd");
     return sbx_steal_fd(&fd);
 }
 
@@ -74,41 +56,126 @@ struct child_ctx {
 static __attribute__((noreturn)) void child_fail(int sync_fd, const sbx_err *e)
 {
     struct sbx_init_msg m = {.kind = SBX_MSG_SETUP_ERROR, .errnum = e->errnum};
-    snprintf(m.stage, sizeof(m.stage), "%s", e->stage[0] ? e->stage : "setup");
+    snprintf(m.stage, sizeof(m.stage), "%s",
+             e->stage[0] ? e->stage : sbx_stage_name(SBX_STAGE_SETUP));
     snprintf(m.text, sizeof(m.text), "%s", e->msg);
     (void)!send(sync_fd, &m, sizeof(m), MSG_NOSIGNAL);
     _exit(125);
+}
+
+/* One setup step of the child: on failure it reports e (its stage, errno and
+ * message) to the creator and exits 125. Uses the caller's c and e. */
+#define STEP(call)                                                                                 \
+    do {                                                                                           \
+        if ((call) < 0)                                                                            \
+            child_fail(c->sync_fd, &e);                                                            \
+    } while (0)
+
+/* ---- the child's steps, in the order of sandbox.h ---- */
+
+/* A syscall's result as a step's: -1 with errno and the stage when rc < 0. */
+static int checked(long rc, enum sbx_stage stage, const char *what, sbx_err *err)
+{
+    return rc < 0 ? sbx_err_at(err, stage, errno, "%s", what) : 0;
+}
+
+/* The sandbox never outlives its creator: a signal if it dies (set again after
+ * every id change, which clears it; it survives the exec of init). */
+static int set_pdeathsig(sbx_err *err)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+        return sbx_err_at(err, SBX_STAGE_PDEATHSIG, errno, "prctl");
+    return 0;
+}
+
+/* ... and EOF on the sync socket, which only the creator holds the other end of. */
+static int tie_to_creator(const struct child_ctx *c, sbx_err *err)
+{
+    if (set_pdeathsig(err) < 0)
+        return -1;
+    close(c->parent_end);
+    return 0;
+}
+
+/* Into the sandbox's cgroup before anything is allocated on its behalf. */
+static int join_cgroup(const struct child_ctx *c, const char *what, sbx_err *err)
+{
+    sbx_err e = {0};
+    if (sbx_cgroup_join_self(c->cg_join, &e) < 0)
+        return sbx_err_at(err, SBX_STAGE_CGROUP, e.errnum, "%s", what);
+    return 0;
+}
+
+/* Open the workspace while our ids are still the creator's (so a root-owned
+ * path is traversable) and from inside our own mount namespace (a bind
+ * source must belong to it). */
+static int open_workspace(const struct sbx_spec *spec, int *ws, sbx_err *err)
+{
+    if ((*ws = open(spec->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+        return sbx_err_at(err, SBX_STAGE_WORKSPACE, errno, "open");
+    return 0;
+}
+
+/* Until the parent has written our id maps, nothing can be created. */
+static void wait_for_id_maps(const struct child_ctx *c)
+{
+    char go;
+    if (read(c->sync_fd, &go, 1) != 1)
+        _exit(125); /* our creator is gone */
+}
+
+/* Become the namespace's own root (host id base): until now our ids were the
+ * creator's, unmapped here. */
+static int become_root(sbx_err *err)
+{
+    if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0 || setgroups(0, NULL) < 0)
+        return sbx_err_at(err, SBX_STAGE_USER_NS, errno, "become root inside");
+    return 0;
+}
+
+static int set_hostname(sbx_err *err)
+{
+    if (sethostname("sandbox", 7) < 0)
+        return sbx_err_at(err, SBX_STAGE_HOSTNAME, errno, "sethostname");
+    return 0;
 }
 
 static int loopback_up(sbx_err *err)
 {
     cleanup_fd int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s < 0)
-        return sbx_err_stage(err, "loopback", errno, "socket");
+        return sbx_err_at(err, SBX_STAGE_LOOPBACK, errno, "socket");
     struct ifreq ifr = {0};
     snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
     if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
-        return sbx_err_stage(err, "loopback", errno, "SIOCGIFFLAGS lo");
+        return sbx_err_at(err, SBX_STAGE_LOOPBACK, errno, "SIOCGIFFLAGS lo");
     ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
     if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
-        return sbx_err_stage(err, "loopback", errno, "SIOCSIFFLAGS lo");
+        return sbx_err_at(err, SBX_STAGE_LOOPBACK, errno, "SIOCSIFFLAGS lo");
     return 0;
 }
 
-/* Put the fds init inherits at 0..n-1: each is first copied above n, so no
- * dup2 can clobber a source that happens to sit at a target number. */
-static int place_fds(const int *src, int n, sbx_err *err)
+static int build_root(const struct sbx_spec *spec, int ws, sbx_err *err)
 {
-    int moved[8];
-    for (int i = 0; i < n; i++)
-        if ((moved[i] = fcntl(src[i], F_DUPFD_CLOEXEC, n)) < 0)
-            return sbx_err_stage(err, "fds", errno, "copy fd %d", src[i]);
-    for (int i = 0; i < n; i++)
-        if (dup2(moved[i], i) < 0)
-            return sbx_err_stage(err, "fds", errno, "dup2 %d to %d", moved[i], i);
+    struct sbx_rootfs_opts ro = {
+        .workspace_fd = ws,
+        .tmp_size_bytes = spec->tmp_size_bytes,
+        .host_resolv = spec->host_net,
+        .host_view = spec->host_view,
+        .runner_id = spec->uid,
+    };
+    return sbx_rootfs_setup(&ro, err);
+}
+
+/* A cgroup namespace rooted at our own cgroup hides the host's hierarchy. */
+static int unshare_cgroup_ns(sbx_err *err)
+{
+    if (unshare(CLONE_NEWCGROUP) < 0)
+        return sbx_err_at(err, SBX_STAGE_CGROUP_NS, errno, "unshare");
     return 0;
 }
 
+/* Our creator sends the init binary and the seccomp programs meanwhile. */
 static int recv_fds(int sock, int fds[2], sbx_err *err)
 {
     char byte;
@@ -126,77 +193,80 @@ static int recv_fds(int sock, int fds[2], sbx_err *err)
         _exit(125); /* our creator is gone */
     struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
     if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(2 * sizeof(int)))
-        return sbx_err_stage(err, "fds", EPROTO, "expected the init and seccomp fds");
+        return sbx_err_at(err, SBX_STAGE_FDS, EPROTO, "expected the init and seccomp fds");
     memcpy(fds, CMSG_DATA(cm), 2 * sizeof(int));
     return 0;
 }
 
-/* The whole in-sandbox setup, one step a line; the task's own steps (ids,
- * capabilities, rlimits, seccomp) are init's, just before its execve. */
+/* Put the fds init inherits at 0..n-1: each is first copied above n, so no
+ * dup2 can clobber a source that happens to sit at a target number. */
+static int place_fds(const int *src, int n, sbx_err *err)
+{
+    int moved[8];
+    for (int i = 0; i < n; i++)
+        if ((moved[i] = fcntl(src[i], F_DUPFD_CLOEXEC, n)) < 0)
+            return sbx_err_at(err, SBX_STAGE_FDS, errno, "copy fd %d", src[i]);
+    for (int i = 0; i < n; i++)
+        if (dup2(moved[i], i) < 0)
+            return sbx_err_at(err, SBX_STAGE_FDS, errno, "dup2 %d to %d", moved[i], i);
+    return 0;
+}
+
+/* The last step of both kinds of child: stdio on our pipes, the sync socket
+ * as fd 3, the task's seccomp programs as fd 4; nothing else crosses the exec
+ * of init (which exits with _exit() only, so a sanitizer build runs no leak
+ * check there). */
+static __attribute__((noreturn)) void exec_init(const struct child_ctx *c, const int got[2])
+{
+    sbx_err e = {0};
+    const int inherit[] = {c->stdio[0], c->stdio[1], c->stdio[2], c->sync_fd, got[1]};
+    int exe = fcntl(got[0], F_DUPFD_CLOEXEC, 5);
+    STEP(checked(exe, SBX_STAGE_FDS, "copy init binary fd", &e));
+    STEP(place_fds(inherit, 5, &e));
+    /* From here on the sync socket is fd 3. */
+    if (syscall(SYS_close_range, 5, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+        sbx_err_at(&e, SBX_STAGE_FDS, errno, "close_range");
+    else if (syscall(SYS_execveat, exe, "", c->init_argv, c->spec->envp, AT_EMPTY_PATH) < 0)
+        sbx_err_at(&e, SBX_STAGE_EXEC_INIT, errno, "execveat");
+    child_fail(3, &e);
+}
+
+/* A new sandbox: the in-sandbox setup, one step a line; the task's own steps
+ * (ids, capabilities, rlimits, seccomp) are init's, just before its execve. */
 static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
 {
     const struct sbx_spec *spec = c->spec;
     sbx_err e = {0};
-    char go;
+    int ws = -1, got[2];
 
-    /* The sandbox never outlives its creator: a signal if it dies, and EOF on
-     * the sync socket, which only the creator holds the other end of. */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-        child_fail(c->sync_fd, &(sbx_err){errno, "pdeathsig", "prctl"});
-    close(c->parent_end);
-    /* Into the sandbox's cgroup before anything is allocated on its behalf. */
-    int rc = sbx_cgroup_join_self(c->cg_join);
-    if (rc < 0)
-        child_fail(c->sync_fd, &(sbx_err){-rc, "cgroup", "join"});
-    /* Open the workspace while our ids are still the creator's (so a root-owned
-     * path is traversable) and from inside our own mount namespace (a bind
-     * source must belong to it). */
-    int ws = open(spec->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (ws < 0)
-        child_fail(c->sync_fd, &(sbx_err){errno, "workspace", "open"});
-    /* Wait until the parent has written our id maps. */
-    if (read(c->sync_fd, &go, 1) != 1)
-        _exit(125);
-    /* Become the namespace's own root (host id base): until now our ids were
-     * the creator's, unmapped here, and files could not be created. */
-    if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0 || setgroups(0, NULL) < 0)
-        child_fail(c->sync_fd, &(sbx_err){errno, "user namespace", "become root inside"});
-    /* Changing ids cleared the parent-death signal: set it again; it then
-     * survives the exec of init. */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-        child_fail(c->sync_fd, &(sbx_err){errno, "pdeathsig", "prctl"});
-    if (sethostname("sandbox", 7) < 0)
-        child_fail(c->sync_fd, &(sbx_err){errno, "hostname", "sethostname"});
-    if (spec->net != SBX_NET_HOST && loopback_up(&e) < 0)
-        child_fail(c->sync_fd, &e);
-    struct sbx_rootfs_opts ro = {
-        .workspace_fd = ws,
-        .tmp_size_bytes = spec->tmp_size_bytes,
-        .host_resolv = spec->net == SBX_NET_HOST,
-        .host_view = spec->host_view,
-        .runner_id = spec->uid,
-    };
-    if (sbx_rootfs_setup(&ro, &e) < 0)
-        child_fail(c->sync_fd, &e);
-    /* A cgroup namespace rooted at our own cgroup hides the host's hierarchy. */
-    if (unshare(CLONE_NEWCGROUP) < 0)
-        child_fail(c->sync_fd, &(sbx_err){errno, "cgroup namespace", "unshare"});
-    /* stdio on our pipes, the sync socket as fd 3, the task's seccomp
-     * programs as fd 4; nothing else crosses exec. */
-    /* Our creator sends the init binary and the seccomp programs meanwhile. */
-    int got[2];
-    if (recv_fds(c->sync_fd, got, &e) < 0)
-        child_fail(c->sync_fd, &e);
-    const int inherit[] = {c->stdio[0], c->stdio[1], c->stdio[2], c->sync_fd, got[1]};
-    int exe = fcntl(got[0], F_DUPFD_CLOEXEC, 5);
-    if (exe < 0)
-        child_fail(c->sync_fd, &(sbx_err){errno, "fds", "copy init binary fd"});
-    if (place_fds(inherit, 5, &e) < 0)
-        child_fail(c->sync_fd, &e);
-    syscall(SYS_close_range, 5, ~0U, CLOSE_RANGE_CLOEXEC);
-    /* init exits with _exit() only, so a sanitizer build runs no leak check there. */
-    syscall(SYS_execveat, exe, "", c->init_argv, spec->envp, AT_EMPTY_PATH);
-    child_fail(3, &(sbx_err){errno, "exec init", "execveat"});
+    STEP(tie_to_creator(c, &e));
+    STEP(join_cgroup(c, "join", &e));
+    STEP(open_workspace(spec, &ws, &e));
+    wait_for_id_maps(c);
+    STEP(become_root(&e));
+    STEP(set_pdeathsig(&e));
+    STEP(set_hostname(&e));
+    if (!spec->host_net)
+        STEP(loopback_up(&e));
+    STEP(build_root(spec, ws, &e));
+    STEP(unshare_cgroup_ns(&e));
+    STEP(recv_fds(c->sync_fd, got, &e));
+    exec_init(c, got);
+}
+
+static int enter_session(const struct sbx_spec *spec, sbx_err *err)
+{
+    if (setns(spec->join_pidfd, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
+                                    CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWPID) < 0)
+        return sbx_err_at(err, SBX_STAGE_SESSION, errno, "enter the session's namespaces");
+    return 0;
+}
+
+static int chdir_workspace(sbx_err *err)
+{
+    if (chdir("/workspace") < 0)
+        return sbx_err_at(err, SBX_STAGE_SESSION, errno, "chdir /workspace");
+    return 0;
 }
 
 /* A task of a session: into its namespaces and cgroup, then a child of ours
@@ -206,38 +276,24 @@ static __attribute__((noreturn)) void join_main(const struct child_ctx *c)
 {
     const struct sbx_spec *spec = c->spec;
     sbx_err e = {0};
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-        child_fail(c->sync_fd, &(sbx_err){errno, "pdeathsig", "prctl"});
-    close(c->parent_end);
-    int rc = sbx_cgroup_join_self(c->cg_join);
-    if (rc < 0)
-        child_fail(c->sync_fd, &(sbx_err){-rc, "cgroup", "join the session"});
-    if (setns(spec->join_pidfd, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
-                                    CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWPID) < 0)
-        child_fail(c->sync_fd, &(sbx_err){errno, "session", "enter the session's namespaces"});
-    if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0 || setgroups(0, NULL) < 0)
-        child_fail(c->sync_fd, &(sbx_err){errno, "user namespace", "become root inside"});
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || chdir("/workspace") < 0)
-        child_fail(c->sync_fd, &(sbx_err){errno, "session", "chdir /workspace"});
     int got[2];
-    if (recv_fds(c->sync_fd, got, &e) < 0)
-        child_fail(c->sync_fd, &e);
+
+    STEP(tie_to_creator(c, &e));
+    STEP(join_cgroup(c, "join the session", &e));
+    STEP(enter_session(spec, &e));
+    STEP(become_root(&e));
+    STEP(set_pdeathsig(&e));
+    STEP(chdir_workspace(&e));
+    STEP(recv_fds(c->sync_fd, got, &e));
     pid_t pid = fork();
-    if (pid < 0)
-        child_fail(c->sync_fd, &(sbx_err){errno, "session", "fork"});
+    STEP(checked(pid, SBX_STAGE_SESSION, "fork", &e));
     if (pid == 0) {
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-            child_fail(c->sync_fd, &(sbx_err){errno, "pdeathsig", "prctl"});
-        const int inherit[] = {c->stdio[0], c->stdio[1], c->stdio[2], c->sync_fd, got[1]};
-        int exe = fcntl(got[0], F_DUPFD_CLOEXEC, 5);
-        if (exe < 0 || place_fds(inherit, 5, &e) < 0)
-            child_fail(c->sync_fd, e.msg[0] ? &e : &(sbx_err){errno, "fds", "copy"});
-        syscall(SYS_close_range, 5, ~0U, CLOSE_RANGE_CLOEXEC);
-        syscall(SYS_execveat, exe, "", c->init_argv, spec->envp, AT_EMPTY_PATH);
-        child_fail(3, &(sbx_err){errno, "exec init", "execveat"});
+        STEP(set_pdeathsig(&e));
+        exec_init(c, got);
     }
-    /* Nothing of ours may keep the task's pipes or socket open. */
-    syscall(SYS_close_range, 0, ~0U, 0);
+    /* Nothing of ours may keep the task's pipes or socket open (the sub-init
+     * dies with us when we cannot make sure). */
+    STEP(checked(syscall(SYS_close_range, 0, ~0U, 0), SBX_STAGE_FDS, "close_range", &e));
     int status;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
@@ -251,7 +307,7 @@ static int write_map(pid_t pid, const char *file, uint32_t base, sbx_err *err)
     int n = snprintf(line, sizeof(line), "0 %u %u\n", base, SBX_ID_RANGE);
     cleanup_fd int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0 || write(fd, line, (size_t)n) != n)
-        return sbx_err_stage(err, "user namespace", errno, "write %s", path);
+        return sbx_err_at(err, SBX_STAGE_USER_NS, errno, "write %s", path);
     return 0;
 }
 
@@ -317,6 +373,162 @@ static void close_pair(int p[2])
             close(p[i]);
 }
 
+/* What the parent's steps build before the clone; undone on failure. */
+struct spawn {
+    const struct sbx_spec *spec;
+    struct sbx_sandbox *sb;
+    int sv[2], in[2], out[2], errp[2];
+    int cgfd;                   /* v2: the cgroup to clone into */
+    int cg_join[SBX_CGC_COUNT]; /* v1: its `tasks` files */
+    char **init_argv;
+};
+
+/* ---- the parent's steps, in the order of sandbox.h ---- */
+
+/* Checked and chowned here, opened again by the child for its bind: the
+ * workspace root belongs to the sandbox's runner on the host. */
+static int own_workspace(struct spawn *s, sbx_err *err)
+{
+    const struct sbx_spec *spec = s->spec;
+    uint32_t host_uid = spec->host_id_base + spec->uid, host_gid = spec->host_id_base + spec->gid;
+    cleanup_fd int ws = open(spec->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (ws < 0)
+        return sbx_err_at(err, SBX_STAGE_WORKSPACE, errno, "open %s", spec->workspace);
+    struct stat st;
+    if (fstat(ws, &st) < 0 || ((st.st_uid != host_uid || st.st_gid != host_gid) &&
+                               fchownat(ws, "", host_uid, host_gid, AT_EMPTY_PATH) < 0))
+        return sbx_err_at(err, SBX_STAGE_WORKSPACE, errno, "chown %s to %u", spec->workspace,
+                          host_uid);
+    return 0;
+}
+
+static int make_cgroup(struct spawn *s, sbx_err *err)
+{
+    const struct sbx_spec *spec = s->spec;
+    struct sbx_sandbox *sb = s->sb;
+    if (spec->join_pidfd >= 0) {
+        /* A task of a session lives in the session's cgroup, which is not ours
+         * to freeze or remove; its namespaces and root are the session's. */
+        sb->joined = true;
+        sb->cg.mode = spec->join_cg->mode;
+        return 0;
+    }
+    /* init is one more process in the cgroup than the task's own budget. */
+    struct sbx_cg_limits lim = spec->cg_limits;
+    if (lim.pids)
+        lim.pids += 1;
+    if (sbx_cgroup_create(spec->cg_host, spec->name, &lim, &sb->cg, err) < 0)
+        return -1;
+    sb->cg_made = true;
+    return 0;
+}
+
+static int open_cgroup_fds(struct spawn *s, sbx_err *err)
+{
+    const struct sbx_cgroup *into = s->sb->joined ? s->spec->join_cg : &s->sb->cg;
+    if (into->mode == SBX_CG_V2 && (s->cgfd = sbx_cgroup_open_dir(into, err)) < 0)
+        return -1;
+    return sbx_cgroup_open_join(into, s->cg_join, err);
+}
+
+static int make_channels(struct spawn *s, sbx_err *err)
+{
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, s->sv) < 0 ||
+        pipe2(s->in, O_CLOEXEC) < 0 || pipe2(s->out, O_CLOEXEC) < 0 ||
+        pipe2(s->errp, O_CLOEXEC) < 0)
+        return sbx_err_at(err, SBX_STAGE_SPAWN, errno, "socketpair/pipe");
+    return 0;
+}
+
+static int make_init_argv(struct spawn *s, sbx_err *err)
+{
+    if (!(s->init_argv = build_init_argv(s->spec, &s->sb->cg)))
+        return sbx_err_at(err, SBX_STAGE_SPAWN, ENOMEM, "init argv");
+    return 0;
+}
+
+/* The child runs child_main (or join_main) and never returns here. */
+static int clone_child(struct spawn *s, sbx_err *err)
+{
+    const struct sbx_spec *spec = s->spec;
+    struct sbx_sandbox *sb = s->sb;
+    struct clone_args ca = {
+        .flags = sb->joined ? CLONE_PIDFD
+                            : CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
+                                  CLONE_NEWUTS | CLONE_PIDFD | (spec->host_net ? 0 : CLONE_NEWNET),
+        .pidfd = (uint64_t)(uintptr_t)&sb->pidfd,
+        .exit_signal = SIGCHLD,
+    };
+    if (s->cgfd >= 0) {
+        ca.flags |= CLONE_INTO_CGROUP;
+        ca.cgroup = (uint64_t)s->cgfd;
+    }
+    struct child_ctx c = {.spec = spec,
+                          .sync_fd = s->sv[1],
+                          .parent_end = s->sv[0],
+                          .stdio = {s->in[0], s->out[1], s->errp[1]},
+                          .init_argv = s->init_argv,
+                          .cg_join = s->cg_join};
+    pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+    if (pid < 0)
+        return sbx_err_at(err, SBX_STAGE_CLONE, errno, "clone3 with new namespaces");
+    if (pid == 0) {
+        if (sb->joined)
+            join_main(&c);
+        child_main(&c);
+    }
+    sb->init_pid = pid;
+    return 0;
+}
+
+/* What the child has now is not ours to keep; the rest is the sandbox's. */
+static void hand_over(struct spawn *s)
+{
+    struct sbx_sandbox *sb = s->sb;
+    sbx_cgroup_close_join(s->cg_join);
+    free_argv(sbx_steal_pointer(&s->init_argv));
+    close(s->sv[1]), close(s->in[0]), close(s->out[1]), close(s->errp[1]);
+    sb->sync_fd = s->sv[0], sb->stdin_fd = s->in[1], sb->stdout_fd = s->out[0];
+    sb->stderr_fd = s->errp[0];
+    if (s->cgfd >= 0)
+        close(s->cgfd);
+}
+
+/* A fresh user namespace's id maps, then the child may go on. A session's
+ * task finds them set already. */
+static int map_ids(struct sbx_sandbox *sb, const struct sbx_spec *spec, sbx_err *err)
+{
+    if (sb->joined)
+        return 0;
+    if (write_map(sb->init_pid, "uid_map", spec->host_id_base, err) < 0 ||
+        write_map(sb->init_pid, "gid_map", spec->host_id_base, err) < 0)
+        return -1;
+    if (write(sb->sync_fd, "u", 1) != 1)
+        return sbx_err_at(err, SBX_STAGE_SPAWN, errno, "release child");
+    return 0;
+}
+
+static void spawn_undo(struct spawn *s)
+{
+    sbx_cgroup_close_join(s->cg_join);
+    free_argv(s->init_argv);
+    close_pair(s->sv), close_pair(s->in), close_pair(s->out), close_pair(s->errp);
+    if (s->cgfd >= 0)
+        close(s->cgfd);
+    if (s->sb->cg_made)
+        sbx_cgroup_destroy(&s->sb->cg, NULL);
+    s->sb->cg_made = false;
+}
+
+static int (*const parent_steps[])(struct spawn *s, sbx_err *err) = {
+    own_workspace,   /* workspace: open, chown to the runner's host ids */
+    make_cgroup,     /* cgroup: create with the limits (a session's task: none) */
+    open_cgroup_fds, /* cgroup: v2 dir to clone into, v1 `tasks` files to join */
+    make_channels,   /* spawn: the sync socket and the stdio pipes */
+    make_init_argv,  /* spawn: init's settings, then the command */
+    clone_child,     /* clone: new namespaces; the child goes on in child_main */
+};
+
 int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_err *err)
 {
     *sb = (struct sbx_sandbox){.init_pid = -1,
@@ -325,115 +537,27 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
                                .stdin_fd = -1,
                                .stdout_fd = -1,
                                .stderr_fd = -1};
-    int sv[2] = {-1, -1}, in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
-    cleanup_fd int ws = -1;
-    cleanup_fd int cgfd = -1;
-    int cg_join[SBX_CGC_COUNT];
+    struct spawn s = {.spec = spec,
+                      .sb = sb,
+                      .sv = {-1, -1},
+                      .in = {-1, -1},
+                      .out = {-1, -1},
+                      .errp = {-1, -1},
+                      .cgfd = -1};
     for (int i = 0; i < SBX_CGC_COUNT; i++)
-        cg_join[i] = -1;
-    char **init_argv = NULL;
-    uint32_t host_uid = spec->host_id_base + spec->uid, host_gid = spec->host_id_base + spec->gid;
-
-    /* Checked and chowned here, opened again by the child for its bind. */
-    ws = open(spec->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (ws < 0) {
-        sbx_err_stage(err, "workspace", errno, "open %s", spec->workspace);
-        goto fail;
-    }
-    struct stat st;
-    /* The workspace root belongs to the sandbox's runner on the host. */
-    if (fstat(ws, &st) < 0 || ((st.st_uid != host_uid || st.st_gid != host_gid) &&
-                               fchownat(ws, "", host_uid, host_gid, AT_EMPTY_PATH) < 0)) {
-        sbx_err_stage(err, "workspace", errno, "chown %s to %u", spec->workspace, host_uid);
-        goto fail;
-    }
-    /* init is one more process in the cgroup than the task's own budget. */
-    struct sbx_cg_limits lim = spec->cg_limits;
-    if (lim.pids)
-        lim.pids += 1;
-    if (spec->join_pidfd >= 0) {
-        /* A task of a session lives in the session's cgroup, which is not ours
-         * to freeze or remove; its namespaces and root are the session's. */
-        sb->joined = true;
-        sb->cg.mode = spec->join_cg->mode;
-    } else {
-        if (sbx_cgroup_create(spec->cg_host, spec->name, &lim, &sb->cg, err) < 0)
-            goto fail;
-        sb->cg_made = true;
-    }
-    const struct sbx_cgroup *into = sb->joined ? spec->join_cg : &sb->cg;
-    if (into->mode == SBX_CG_V2 && (cgfd = sbx_cgroup_open_dir(into, err)) < 0)
-        goto fail;
-    if (sbx_cgroup_open_join(into, cg_join, err) < 0)
-        goto fail;
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 || pipe2(in, O_CLOEXEC) < 0 ||
-        pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
-        sbx_err_stage(err, "spawn", errno, "socketpair/pipe");
-        goto fail;
-    }
-    init_argv = build_init_argv(spec, &sb->cg);
-    if (!init_argv) {
-        sbx_err_stage(err, "spawn", ENOMEM, "init argv");
-        goto fail;
-    }
-
-    struct clone_args ca = {
-        .flags = sb->joined
-                     ? CLONE_PIDFD
-                     : CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
-                           CLONE_PIDFD | (spec->net != SBX_NET_HOST ? CLONE_NEWNET : 0),
-        .pidfd = (uint64_t)(uintptr_t)&sb->pidfd,
-        .exit_signal = SIGCHLD,
-    };
-    if (cgfd >= 0) {
-        ca.flags |= CLONE_INTO_CGROUP;
-        ca.cgroup = (uint64_t)cgfd;
-    }
-    struct child_ctx c = {.spec = spec,
-                          .sync_fd = sv[1],
-                          .parent_end = sv[0],
-                          .stdio = {in[0], out[1], errp[1]},
-                          .init_argv = init_argv,
-                          .cg_join = cg_join};
-    pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-    if (pid < 0) {
-        sbx_err_stage(err, "clone", errno, "clone3 with new namespaces");
-        goto fail;
-    }
-    if (pid == 0) {
-        if (sb->joined)
-            join_main(&c);
-        child_main(&c);
-    }
-    sb->init_pid = pid;
-    sbx_cgroup_close_join(cg_join);
-    free_argv(sbx_steal_pointer(&init_argv));
-    close(sv[1]), close(in[0]), close(out[1]), close(errp[1]);
-    sv[1] = in[0] = out[1] = errp[1] = -1;
-    sb->sync_fd = sv[0], sb->stdin_fd = in[1], sb->stdout_fd = out[0], sb->stderr_fd = errp[0];
-    if (sb->joined)
-        return 0; /* the session's id maps are set already */
-    if (write_map(pid, "uid_map", spec->host_id_base, err) < 0 ||
-        write_map(pid, "gid_map", spec->host_id_base, err) < 0)
-        goto fail_child;
-    if (write(sb->sync_fd, "u", 1) != 1) {
-        sbx_err_stage(err, "spawn", errno, "release child");
-        goto fail_child;
+        s.cg_join[i] = -1;
+    for (size_t i = 0; i < SBX_ARRAY_LEN(parent_steps); i++)
+        if (parent_steps[i](&s, err) < 0) {
+            spawn_undo(&s);
+            return -1;
+        }
+    hand_over(&s);
+    if (map_ids(sb, spec, err) < 0) { /* user namespace */
+        sbx_sandbox_kill(sb);
+        sbx_sandbox_release(sb, NULL);
+        return -1;
     }
     return 0;
-
-fail_child:
-    sbx_sandbox_kill(sb);
-    sbx_sandbox_release(sb, NULL);
-    return -1;
-fail:
-    sbx_cgroup_close_join(cg_join);
-    free_argv(init_argv);
-    close_pair(sv), close_pair(in), close_pair(out), close_pair(errp);
-    if (sb->cg_made)
-        sbx_cgroup_destroy(&sb->cg, NULL);
-    sb->cg_made = false;
-    return -1;
 }
 
 int sbx_sandbox_send_fds(struct sbx_sandbox *sb, const struct sbx_sandbox_fds *fds, sbx_err *err)
@@ -452,7 +576,7 @@ int sbx_sandbox_send_fds(struct sbx_sandbox *sb, const struct sbx_sandbox_fds *f
     cm->cmsg_len = CMSG_LEN(sizeof(pass));
     memcpy(CMSG_DATA(cm), pass, sizeof(pass));
     if (sendmsg(sb->sync_fd, &mh, MSG_NOSIGNAL) != 1)
-        return sbx_err_stage(err, "spawn", errno, "send init and seccomp fds");
+        return sbx_err_at(err, SBX_STAGE_SPAWN, errno, "send init and seccomp fds");
     return 0;
 }
 
@@ -466,10 +590,57 @@ void sbx_sandbox_kill(struct sbx_sandbox *sb)
         syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
         return;
     }
-    /* Frozen first, so nothing forks or double-forks while it dies. */
-    sbx_cgroup_freeze(&sb->cg, true, NULL);
+    /* Frozen first, so nothing forks or double-forks while it dies; not
+     * waited for (this runs on the caller's loop): init's death kills the
+     * whole pid namespace anyway, and the release kills what is left. */
+    sbx_cgroup_freeze_start(&sb->cg, true, NULL);
     syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
-    sbx_cgroup_freeze(&sb->cg, false, NULL);
+    sbx_cgroup_freeze_start(&sb->cg, false, NULL);
+}
+
+static void close_fds(struct sbx_sandbox *sb)
+{
+    int *fds[] = {&sb->pidfd, &sb->sync_fd, &sb->stdin_fd, &sb->stdout_fd, &sb->stderr_fd};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(fds); i++)
+        if (*fds[i] >= 0) {
+            close(*fds[i]);
+            *fds[i] = -1;
+        }
+}
+
+int sbx_sandbox_release_step(struct sbx_sandbox *sb, sbx_err *err)
+{
+    if (sb->pidfd >= 0) {
+        siginfo_t si = {0};
+        int rc;
+        while ((rc = waitid(P_PIDFD, (id_t)sb->pidfd, &si, WEXITED | WNOHANG)) < 0 &&
+               errno == EINTR)
+            ;
+        if (rc < 0 && errno != ECHILD)
+            return sbx_err_set(err, errno, "reap the sandbox's init");
+        if (rc == 0 && si.si_pid == 0)
+            return sbx_err_set(err, EBUSY, "the sandbox's init has not exited yet");
+        close(sb->pidfd);
+        sb->pidfd = -1;
+    }
+    if (sb->cg_made) {
+        sbx_err e = {0};
+        if (sbx_cgroup_kill_step(&sb->cg, &e) < 0 || sbx_cgroup_remove(&sb->cg, &e) < 0) {
+            if (e.errnum == EBUSY)
+                return sbx_err_set(err, EBUSY, "%s", e.msg);
+            sbx_sandbox_abandon(sb);
+            return err ? (*err = e, -1) : -1;
+        }
+        sb->cg_made = false;
+    }
+    close_fds(sb);
+    return 0;
+}
+
+void sbx_sandbox_abandon(struct sbx_sandbox *sb)
+{
+    sb->cg_made = false;
+    close_fds(sb);
 }
 
 int sbx_sandbox_release(struct sbx_sandbox *sb, sbx_err *err)
@@ -489,11 +660,6 @@ int sbx_sandbox_release(struct sbx_sandbox *sb, sbx_err *err)
             rc = -1;
         sb->cg_made = false;
     }
-    int *fds[] = {&sb->sync_fd, &sb->stdin_fd, &sb->stdout_fd, &sb->stderr_fd};
-    for (size_t i = 0; i < SBX_ARRAY_LEN(fds); i++)
-        if (*fds[i] >= 0) {
-            close(*fds[i]);
-            *fds[i] = -1;
-        }
+    close_fds(sb);
     return rc;
 }

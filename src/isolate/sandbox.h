@@ -1,5 +1,5 @@
 /* One sandbox: a process tree in new user, pid, mount, ipc, uts, cgroup and
- * (unless the policy is `host`) net namespaces, on a fresh tmpfs root, with our
+ * (unless it shares the host's network) net namespaces, on a fresh tmpfs root, with our
  * own init as pid 1 and one task under it. This layer only builds and tears down;
  * supervision (timeouts, output, outcome) is exec/'s. */
 #pragma once
@@ -12,14 +12,54 @@
 #include "base/err.h"
 #include "isolate/cgroup.h"
 #include "isolate/seccomp.h"
+#include "isolate/stage.h"
 
-enum sbx_net_policy {
-    SBX_NET_NONE = 0,  /* loopback only */
-    SBX_NET_HOST = 1,  /* the host's network namespace (explicit opt-in) */
-    SBX_NET_PROXY = 2, /* loopback only, plus the daemon's egress inside (net/) */
-};
-int sbx_net_policy_parse(const char *s, enum sbx_net_policy *out, sbx_err *err);
-const char *sbx_net_policy_name(enum sbx_net_policy p);
+/* The setup order, written once. Each step is one line of its process's step
+ * list and names its stage (isolate/stage.h) in the error it reports; a child
+ * or init sends that error to the parent over the sync socket.
+ *
+ * parent (sbx_sandbox_spawn, parent_steps[] in sandbox.c):
+ *   workspace         open it, chown its root to the runner's host ids
+ *   cgroup            create it with the limits (a session's task: join the session's)
+ *   cgroup            open the v2 directory to clone into / the v1 `tasks` files
+ *   spawn             the sync socket, the stdio pipes, init's argv
+ *   clone             clone3 into new user, pid, mount, ipc, uts (and net) namespaces
+ *   user namespace    write uid_map and gid_map, then release the child
+ *   (exec/task.c: the caller's on_spawn, e.g. its egress in the child's network
+ *    namespace; then the init binary and seccomp fds: sbx_sandbox_send_fds)
+ * child (child_main in sandbox.c, in the new namespaces):
+ *   pdeathsig         die with the parent; close the parent's socket end
+ *   cgroup            join the sandbox's cgroup (v1), before any allocation
+ *   workspace         open it with the parent's ids, for the bind
+ *                     (wait for the id maps)
+ *   user namespace    become root inside
+ *   pdeathsig         again: the id change cleared it
+ *   hostname          "sandbox"
+ *   loopback          up (unless the host's network is shared)
+ *   rootfs (sbx_rootfs_setup, steps[] in rootfs.c): make / private, mount
+ *                     tmpfs (the new root), bind mount the system dirs, write
+ *                     /etc, /dev, mount /proc, /tmp and home, /host (without the
+ *                     mount sandbox), /workspace, pivot_root, detach old root,
+ *                     remount / read-only, chdir /workspace
+ *   cgroup namespace  unshare, rooted at the sandbox's cgroup
+ *   fds               receive init and seccomp fds; stdio, sync, seccomp at 0-4
+ *   exec init         execveat of the sealed init memfd (exec_init)
+ * init (isolate/init/main.c, pid 1):
+ *   init              parse its argv
+ *   seccomp           read the compiled programs; block all signals
+ *   fork task         then reap, forward signals, report the task's end
+ * task (run_task in init/main.c):
+ *   session           setsid, signals back to default
+ *   rlimit            FSIZE, NOFILE, DATA and NPROC (without cgroups), CORE 0
+ *   credentials, capabilities, no_new_privs   drop to the runner, no capability
+ *   pdeathsig         (a session's task: die with its sub-init)
+ *   fds               only stdio crosses exec
+ *   seccomp           install the programs, last
+ *   exec              the command
+ * A task of a session (join_main in sandbox.c) instead: pdeathsig, cgroup
+ * (join the session's), session (setns into its namespaces), user namespace,
+ * pdeathsig, session (chdir /workspace), fds, session (fork the sub-init),
+ * exec init (as `init --sub`, then the task's steps above). */
 
 #define SBX_RUNNER_ID 10001
 #define SBX_DEFAULT_HOST_ID_BASE 100000u
@@ -33,7 +73,7 @@ struct sbx_spec {
     uid_t uid;             /* inside (10001) */
     gid_t gid;
     uint32_t host_id_base; /* inside 0..65535 -> host base..base+65535 */
-    enum sbx_net_policy net;
+    bool host_net;         /* share the host's network namespace (policy host) */
     const struct sbx_cg_host *cg_host;
     struct sbx_cg_limits cg_limits;
     uint64_t file_size_bytes; /* RLIMIT_FSIZE; 0 = unlimited */
@@ -103,11 +143,22 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
 /* Hand the child its init binary and seccomp programs; it execs init once it
  * has them. The fds stay the caller's. */
 int sbx_sandbox_send_fds(struct sbx_sandbox *sb, const struct sbx_sandbox_fds *fds, sbx_err *err);
-/* SIGKILL the whole sandbox: freeze where a freezer exists, kill init (and so
- * its pid namespace), thaw. Safe to call more than once. */
+/* SIGKILL the whole sandbox: freeze where a freezer exists (without waiting
+ * for it to settle), kill init (and so its pid namespace), thaw. Never waits;
+ * safe to call more than once. */
 void sbx_sandbox_kill(struct sbx_sandbox *sb);
-/* After init has exited (pidfd readable): reap it, kill anything the cgroup
- * still holds, remove the cgroup, close the fds. */
+/* After init has exited (pidfd readable), for a caller on an event loop: reap
+ * it, kill anything the cgroup still holds, remove the cgroup, close the fds,
+ * each tried once. 0 when all is gone; -1 with EBUSY when the cgroup is not
+ * empty or removable yet (ask again later: the kernel gives no event for
+ * it); -1 with another errno when the release failed (the fds are closed and
+ * the cgroup left). */
+int sbx_sandbox_release_step(struct sbx_sandbox *sb, sbx_err *err);
+/* Give up on what release_step could not remove: close the fds, leave the
+ * cgroup (a stale one is swept at the next start). */
+void sbx_sandbox_abandon(struct sbx_sandbox *sb);
+/* The bounded synchronous form (it waits for init and polls the cgroup's
+ * removal for up to about 1.5 s), for error paths and outside a loop. */
 int sbx_sandbox_release(struct sbx_sandbox *sb, sbx_err *err);
 
 /* argv[0] of every sandbox's init (src/isolate/init/). */

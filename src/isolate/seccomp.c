@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "isolate/stage.h"
+
 /* How the profiles are built.
  *
  * The kernel runs every filter a task has stacked and keeps the strictest
@@ -36,8 +38,6 @@
  * the bad-arch action, KILL_PROCESS. On x86_64 libseccomp also sends x32
  * numbers (bit 30 set) to the bad-arch action when x32 is not in the filter, so
  * no explicit guard is needed: tests/unit/isolate/test_seccomp.c proves it. */
-
-#define STAGE "seccomp"
 
 /* clone(2) takes its flags in the second argument on s390, the first elsewhere. */
 #if defined(__s390__) || defined(__s390x__)
@@ -228,7 +228,7 @@ static int rule_add(scmp_filter_ctx ctx, uint32_t action, int nr, const char *wh
 {
     int rc = seccomp_rule_add_array(ctx, action, nr, ncmp, cmp);
     if (rc < 0)
-        return sbx_err_stage(err, STAGE, -rc, "rule for %s", what);
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, -rc, "rule for %s", what);
     return 0;
 }
 
@@ -404,7 +404,7 @@ static int attr_set(scmp_filter_ctx ctx, enum scmp_filter_attr attr, uint32_t va
 {
     int rc = seccomp_attr_set(ctx, attr, value);
     if (rc < 0)
-        return sbx_err_stage(err, STAGE, -rc, "filter attribute %s", what);
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, -rc, "filter attribute %s", what);
     return 0;
 }
 
@@ -413,7 +413,7 @@ static int filter_build(const struct filter_spec *spec, scmp_filter_ctx *out, sb
 {
     cleanup_scmp scmp_filter_ctx ctx = seccomp_init(spec->default_action);
     if (!ctx)
-        return sbx_err_stage(err, STAGE, ENOMEM, "seccomp_init");
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, ENOMEM, "seccomp_init");
     /* Binary-tree dispatch: a syscall costs a few comparisons, not a walk of
      * the whole list. Raw return codes: errors carry the kernel's errno. */
     if (attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS, "bad-arch action", err) < 0 ||
@@ -429,49 +429,23 @@ static int filter_build(const struct filter_spec *spec, scmp_filter_ctx *out, sb
 static const struct filter_spec *const *filters_of(enum sbx_seccomp_profile p, sbx_err *err)
 {
     if ((unsigned)p >= SBX_ARRAY_LEN(profile_filters)) {
-        sbx_err_stage(err, STAGE, EINVAL, "unknown seccomp profile %d", (int)p);
+        sbx_err_at(err, SBX_STAGE_SECCOMP, EINVAL, "unknown seccomp profile %d", (int)p);
         return NULL;
     }
     return profile_filters[p];
-}
-
-static void filters_release(scmp_filter_ctx (*ctxs)[MAX_FILTERS])
-{
-    for (size_t i = 0; i < MAX_FILTERS; i++)
-        scmp_releasep(&(*ctxs)[i]);
-}
-
-/* Build every filter of the profile before loading any, so that a build error
- * loads nothing. After any error the caller must not exec the task. */
-int sbx_seccomp_load(enum sbx_seccomp_profile p, sbx_err *err)
-{
-    const struct filter_spec *const *specs = filters_of(p, err);
-    if (!specs)
-        return -1;
-    __attribute__((cleanup(filters_release))) scmp_filter_ctx ctxs[MAX_FILTERS] = {0};
-    for (size_t i = 0; i < MAX_FILTERS && specs[i]; i++)
-        if (filter_build(specs[i], &ctxs[i], err) < 0)
-            return -1;
-    for (size_t i = 0; i < MAX_FILTERS && ctxs[i]; i++) {
-        int rc = seccomp_load(ctxs[i]);
-        if (rc < 0)
-            return sbx_err_stage(err, STAGE, -rc, "load the %s profile",
-                                 sbx_seccomp_profile_name(p));
-    }
-    return 0;
 }
 
 static int filter_bpf_len(scmp_filter_ctx ctx, sbx_err *err)
 {
     cleanup_fd int fd = memfd_create("sbx-seccomp-bpf", MFD_CLOEXEC);
     if (fd < 0)
-        return sbx_err_stage(err, STAGE, errno, "memfd for the BPF export");
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, errno, "memfd for the BPF export");
     int rc = seccomp_export_bpf(ctx, fd);
     if (rc < 0)
-        return sbx_err_stage(err, STAGE, -rc, "export the BPF program");
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, -rc, "export the BPF program");
     off_t size = lseek(fd, 0, SEEK_END);
     if (size < 0)
-        return sbx_err_stage(err, STAGE, errno, "size of the BPF export");
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, errno, "size of the BPF export");
     return (int)(size / (off_t)sizeof(struct sock_filter));
 }
 
@@ -498,20 +472,20 @@ static int export_filter(scmp_filter_ctx ctx, int out, sbx_err *err)
 {
     cleanup_fd int tmp = memfd_create("seccomp-export", MFD_CLOEXEC);
     if (tmp < 0)
-        return sbx_err_stage(err, STAGE, errno, "memfd_create");
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, errno, "memfd_create");
     int rc = seccomp_export_bpf(ctx, tmp);
     if (rc < 0)
-        return sbx_err_stage(err, STAGE, -rc, "export BPF");
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, -rc, "export BPF");
     off_t size = lseek(tmp, 0, SEEK_END);
     if (size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0)
-        return sbx_err_stage(err, STAGE, EINVAL, "exported BPF has a bad size");
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, EINVAL, "exported BPF has a bad size");
     uint32_t count = (uint32_t)(size / (off_t)sizeof(struct sock_filter));
     if (write(out, &count, sizeof(count)) != (ssize_t)sizeof(count))
-        return sbx_err_stage(err, STAGE, errno, "write BPF");
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, errno, "write BPF");
     for (off_t off = 0; off < size;) {
         ssize_t n = sendfile(out, tmp, &off, (size_t)(size - off));
         if (n <= 0)
-            return sbx_err_stage(err, STAGE, n < 0 ? errno : EIO, "copy BPF");
+            return sbx_err_at(err, SBX_STAGE_SECCOMP, n < 0 ? errno : EIO, "copy BPF");
     }
     return 0;
 }
@@ -523,13 +497,13 @@ int sbx_seccomp_compile_fd(enum sbx_seccomp_profile p, sbx_err *err)
         return -1;
     cleanup_fd int fd = memfd_create("seccomp-bpf", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
-        return sbx_err_stage(err, STAGE, errno, "memfd_create");
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, errno, "memfd_create");
     for (size_t i = 0; i < MAX_FILTERS && specs[i]; i++) {
         cleanup_scmp scmp_filter_ctx ctx = NULL;
         if (filter_build(specs[i], &ctx, err) < 0 || export_filter(ctx, fd, err) < 0)
             return -1;
     }
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
-        return sbx_err_stage(err, STAGE, errno, "seal BPF memfd");
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, errno, "seal BPF memfd");
     return sbx_steal_fd(&fd);
 }

@@ -39,9 +39,6 @@ extern const size_t sbx_seccomp_strict_allowed_len;
 /* Namespace flags whose presence makes clone()/unshare() fail with EPERM. */
 extern const unsigned long sbx_seccomp_ns_flags;
 
-/* Build the profile's filter and load it into the calling thread. Requires
- * NO_NEW_PRIVS already set (or CAP_SYS_ADMIN). Call last before execve. */
-int sbx_seccomp_load(enum sbx_seccomp_profile p, sbx_err *err);
 /* Export the profile's BPF program (for tests and `doctor`): returns the
  * number of instructions (summed over the profile's filters), or -1. */
 int sbx_seccomp_bpf_len(enum sbx_seccomp_profile p, sbx_err *err);

@@ -11,26 +11,25 @@
 #include <unistd.h>
 
 #include "isolate/seccomp.h"
-
-#define STAGE "seccomp"
+#include "isolate/stage.h"
 
 int sbx_seccomp_progs_read(int fd, struct sbx_seccomp_progs *out, sbx_err *err)
 {
     struct stat st;
     *out = (struct sbx_seccomp_progs){0};
     if (fstat(fd, &st) < 0)
-        return sbx_err_stage(err, STAGE, errno, "stat BPF fd");
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, errno, "stat BPF fd");
     if (st.st_size <= 0 || st.st_size > (1 << 20))
-        return sbx_err_stage(err, STAGE, EINVAL, "BPF fd has a bad size");
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, EINVAL, "BPF fd has a bad size");
     out->buf = malloc((size_t)st.st_size);
     if (!out->buf)
-        return sbx_err_stage(err, STAGE, ENOMEM, "BPF buffer");
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, ENOMEM, "BPF buffer");
     out->len = (size_t)st.st_size;
     for (size_t done = 0; done < out->len;) {
         ssize_t n = pread(fd, (char *)out->buf + done, out->len - done, (off_t)done);
         if (n <= 0) {
             sbx_seccomp_progs_free(out);
-            return sbx_err_stage(err, STAGE, n < 0 ? errno : EIO, "read BPF fd");
+            return sbx_err_at(err, SBX_STAGE_SECCOMP, n < 0 ? errno : EIO, "read BPF fd");
         }
         done += (size_t)n;
     }
@@ -41,20 +40,20 @@ int sbx_seccomp_progs_load(const struct sbx_seccomp_progs *p, sbx_err *err)
 {
     const char *at = p->buf, *end = at + p->len;
     if (!p->buf || p->len == 0)
-        return sbx_err_stage(err, STAGE, EINVAL, "no BPF program");
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, EINVAL, "no BPF program");
     while (at < end) {
         uint32_t count;
         if ((size_t)(end - at) < sizeof(count))
-            return sbx_err_stage(err, STAGE, EINVAL, "truncated BPF header");
+            return sbx_err_at(err, SBX_STAGE_SECCOMP, EINVAL, "truncated BPF header");
         memcpy(&count, at, sizeof(count));
         at += sizeof(count);
         size_t bytes = (size_t)count * sizeof(struct sock_filter);
         if (count == 0 || count > BPF_MAXINSNS || (size_t)(end - at) < bytes)
-            return sbx_err_stage(err, STAGE, EINVAL, "truncated BPF program");
+            return sbx_err_at(err, SBX_STAGE_SECCOMP, EINVAL, "truncated BPF program");
         struct sock_fprog prog = {.len = (unsigned short)count,
                                   .filter = (struct sock_filter *)(uintptr_t)at};
         if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
-            return sbx_err_stage(err, STAGE, errno, "install BPF program");
+            return sbx_err_at(err, SBX_STAGE_SECCOMP, errno, "install BPF program");
         at += bytes;
     }
     return 0;

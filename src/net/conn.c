@@ -117,12 +117,6 @@ static struct timeval tv_of(double s)
     return tv;
 }
 
-const char *sbx_net_errname(int errnum)
-{
-    const char *n = strerrorname_np(errnum);
-    return n ? n : "E?";
-}
-
 static unsigned max_conns(const struct sbx_conn_ctx *ctx)
 {
     return ctx->limits.max_conns ? ctx->limits.max_conns : DEFAULT_MAX_CONNS;
@@ -223,7 +217,8 @@ static void conn_end(struct sbx_conn *c)
         c->free_state(c->state);
     free(c->in);
 
-    c->flow.duration_s = c->flow.verdict == SBX_VERDICT_ALLOW ? clock_now(CLOCK_MONOTONIC) - c->t0 : 0;
+    c->flow.duration_s =
+        c->flow.verdict == SBX_VERDICT_ALLOW ? clock_now(CLOCK_MONOTONIC) - c->t0 : 0;
     report(ctx, &c->flow);
     free(c);
 }
@@ -241,7 +236,7 @@ static void end_deny(struct sbx_conn *c, const char *rule)
 static void end_failed(struct sbx_conn *c, int errnum, const char *what)
 {
     c->flow.verdict = SBX_VERDICT_ALLOW;
-    set_rule(c, "%s: %s", what, sbx_net_errname(errnum));
+    set_rule(c, "%s: %s", what, sbx_errno_name(errnum));
     if (c->ops->on_failed)
         c->ops->on_failed(c, errnum, what);
     c->reset = c->ops->reset_on_refusal;
@@ -837,7 +832,7 @@ bool sbx_conn_fill(struct sbx_conn *c, const char *during)
         return false;
     }
     if (errno != EAGAIN && errno != EINTR) {
-        sbx_conn_fail(c, "read: %s", sbx_net_errname(errno));
+        sbx_conn_fail(c, "read: %s", sbx_errno_name(errno));
         return false;
     }
     return true;

@@ -15,6 +15,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "isolate/stage.h"
+
 void sbx_egress_env_make(struct sbx_egress_env *e, uint16_t socks_port)
 {
     unsigned socks = socks_port ? socks_port : SBX_EGRESS_SOCKS_PORT;
@@ -85,10 +87,10 @@ static int loopback_up(sbx_err *err)
     struct ifreq ifr = {0};
     snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
     if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
-        return sbx_err_stage(err, "egress", errno, "loopback flags");
+        return sbx_err_at(err, SBX_STAGE_EGRESS, errno, "loopback flags");
     ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
     if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
-        return sbx_err_stage(err, "egress", errno, "loopback up");
+        return sbx_err_at(err, SBX_STAGE_EGRESS, errno, "loopback up");
     return 0;
 }
 
@@ -98,11 +100,11 @@ static int nl_ask(struct mnl_socket *nl, struct nlmsghdr *nlh, char *buf, size_t
                   const char *what, sbx_err *err)
 {
     if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
-        return sbx_err_stage(err, "egress", errno, "send: %s", what);
+        return sbx_err_at(err, SBX_STAGE_EGRESS, errno, "send: %s", what);
     uint32_t seq = nlh->nlmsg_seq;
     ssize_t n = mnl_socket_recvfrom(nl, buf, len);
     if (n < 0 || mnl_cb_run(buf, (size_t)n, seq, mnl_socket_get_portid(nl), NULL, NULL) < 0)
-        return sbx_err_stage(err, "egress", errno, "%s", what);
+        return sbx_err_at(err, SBX_STAGE_EGRESS, errno, "%s", what);
     return 0;
 }
 
@@ -161,7 +163,7 @@ static int routes(sbx_err *err)
     if (!nl || mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
         if (nl)
             mnl_socket_close(nl);
-        return sbx_err_stage(err, "egress", errno, "rtnetlink");
+        return sbx_err_at(err, SBX_STAGE_EGRESS, errno, "rtnetlink");
     }
     int rc = second_address(nl, err) < 0 ? -1 : default_route(nl, AF_INET, err);
     /* IPv6 may be disabled on the host: then there is simply no IPv6 path, and
@@ -185,14 +187,14 @@ static int nft_load(struct nft_api *api, sbx_err *err)
 {
     void *h = dlopen("libnftables.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h)
-        return sbx_err_stage(err, "egress", ENOENT, "dlopen libnftables.so.1: %s", dlerror());
+        return sbx_err_at(err, SBX_STAGE_EGRESS, ENOENT, "dlopen libnftables.so.1: %s", dlerror());
     *(void **)&api->ctx_new = dlsym(h, "nft_ctx_new");
     *(void **)&api->ctx_free = dlsym(h, "nft_ctx_free");
     *(void **)&api->buffer_error = dlsym(h, "nft_ctx_buffer_error");
     *(void **)&api->get_error = dlsym(h, "nft_ctx_get_error_buffer");
     *(void **)&api->run = dlsym(h, "nft_run_cmd_from_buffer");
     if (!api->ctx_new || !api->ctx_free || !api->buffer_error || !api->get_error || !api->run)
-        return sbx_err_stage(err, "egress", ENOSYS, "libnftables lacks a symbol");
+        return sbx_err_at(err, SBX_STAGE_EGRESS, ENOSYS, "libnftables lacks a symbol");
     return 0; /* the handle stays loaded for the life of the process */
 }
 
@@ -216,11 +218,11 @@ static int nft_rules(sbx_err *err)
         return -1;
     void *ctx = api.ctx_new(0);
     if (!ctx)
-        return sbx_err_stage(err, "egress", ENOMEM, "nft context");
+        return sbx_err_at(err, SBX_STAGE_EGRESS, ENOMEM, "nft context");
     api.buffer_error(ctx);
     int rc = api.run(ctx, rules);
     if (rc != 0)
-        sbx_err_stage(err, "egress", EPERM, "nftables rules: %s", api.get_error(ctx));
+        sbx_err_at(err, SBX_STAGE_EGRESS, EPERM, "nftables rules: %s", api.get_error(ctx));
     api.ctx_free(ctx);
     return rc != 0 ? -1 : 0;
 }
@@ -229,7 +231,7 @@ static int bound_socket(int family, int type, uint16_t port, sbx_err *err)
 {
     cleanup_fd int fd = socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return sbx_err_stage(err, "egress", errno, "socket");
+        return sbx_err_at(err, SBX_STAGE_EGRESS, errno, "socket");
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     int rc;
@@ -244,8 +246,8 @@ static int bound_socket(int family, int type, uint16_t port, sbx_err *err)
         rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
     }
     if (rc < 0 || (type == SOCK_STREAM && listen(fd, 128) < 0))
-        return sbx_err_stage(err, "egress", errno, "bind %s port %u",
-                             family == AF_INET ? "127.0.0.1" : "[::1]", port);
+        return sbx_err_at(err, SBX_STAGE_EGRESS, errno, "bind %s port %u",
+                          family == AF_INET ? "127.0.0.1" : "[::1]", port);
     return sbx_steal_fd(&fd);
 }
 
@@ -284,9 +286,9 @@ static int in_namespace(int netns_fd, struct ns_sockets *s, uint16_t socks_port,
 {
     cleanup_fd int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
     if (self < 0)
-        return sbx_err_stage(err, "egress", errno, "open own network namespace");
+        return sbx_err_at(err, SBX_STAGE_EGRESS, errno, "open own network namespace");
     if (setns(netns_fd, CLONE_NEWNET) < 0)
-        return sbx_err_stage(err, "egress", errno, "enter the sandbox's network namespace");
+        return sbx_err_at(err, SBX_STAGE_EGRESS, errno, "enter the sandbox's network namespace");
     int rc = inside(s, socks_port, err);
     /* Back home whatever happened: upstream connections are made from here. */
     if (setns(self, CLONE_NEWNET) < 0)
@@ -313,7 +315,7 @@ struct sbx_egress *sbx_egress_start(const struct sbx_egress_opts *o, int netns_f
     struct ns_sockets s = {.stream = {-1, -1, -1, -1}, .dns = -1};
     struct sbx_egress *eg = calloc(1, sizeof(*eg));
     if (!eg) {
-        sbx_err_stage(err, "egress", ENOMEM, "egress");
+        sbx_err_at(err, SBX_STAGE_EGRESS, ENOMEM, "egress");
         return NULL;
     }
     eg->ctx = (struct sbx_conn_ctx){.base = o->base,
@@ -323,7 +325,7 @@ struct sbx_egress *sbx_egress_start(const struct sbx_egress_opts *o, int netns_f
                                     .on_flow = o->on_flow,
                                     .ud = o->ud};
     if (!(eg->answers = sbx_dns_answers_new(1024))) {
-        sbx_err_stage(err, "egress", ENOMEM, "dns answers");
+        sbx_err_at(err, SBX_STAGE_EGRESS, ENOMEM, "dns answers");
         goto fail;
     }
     eg->ctx.answers = eg->answers;
@@ -337,7 +339,7 @@ struct sbx_egress *sbx_egress_start(const struct sbx_egress_opts *o, int netns_f
         eg->listeners[i] = evconnlistener_new(
             o->base, on_accept, eg, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, s.stream[i]);
         if (!eg->listeners[i]) {
-            sbx_err_stage(err, "egress", ENOMEM, "listener");
+            sbx_err_at(err, SBX_STAGE_EGRESS, ENOMEM, "listener");
             goto fail;
         }
         s.stream[i] = -1;
@@ -356,6 +358,18 @@ fail:
         close(s.dns);
     sbx_egress_free(eg);
     return NULL;
+}
+
+struct sbx_egress *sbx_egress_start_in(const struct sbx_egress_opts *o, pid_t pid, sbx_err *err)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+    cleanup_fd int ns = open(path, O_RDONLY | O_CLOEXEC);
+    if (ns < 0) {
+        sbx_err_at(err, SBX_STAGE_EGRESS, errno, "open %s", path);
+        return NULL;
+    }
+    return sbx_egress_start(o, ns, err);
 }
 
 void sbx_egress_set_policy(struct sbx_egress *eg, const struct sbx_policy *policy)

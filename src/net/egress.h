@@ -9,6 +9,7 @@
 #pragma once
 
 #include <event2/event.h>
+#include <sys/types.h>
 
 #include "net/dns.h"
 #include "net/proxy.h"
@@ -51,6 +52,9 @@ struct sbx_egress;
 /* Build it all inside the namespace netns_fd (an fd of /proc/PID/ns/net).
  * The calling thread returns to its own namespace before this returns. */
 struct sbx_egress *sbx_egress_start(const struct sbx_egress_opts *o, int netns_fd, sbx_err *err);
+/* The same inside the network namespace of process pid (opening and closing
+ * /proc/PID/ns/net), e.g. a sandbox's init right after its clone. */
+struct sbx_egress *sbx_egress_start_in(const struct sbx_egress_opts *o, pid_t pid, sbx_err *err);
 /* Judge new connections and DNS questions by another policy, at once. The
  * caller keeps the old policy alive until the egress is freed (connections
  * being set up may still hold it). */

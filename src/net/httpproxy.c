@@ -440,13 +440,13 @@ static void http_failed(struct sbx_conn *c, int errnum, const char *what)
     }
     if (strcmp(what, "resolve") == 0)
         send_status(c, 502, "Bad Gateway", "sandbox egress: cannot resolve %s: %s", hs->req.host,
-                    sbx_net_errname(errnum));
+                    sbx_errno_name(errnum));
     else if (errnum == ETIMEDOUT)
         send_status(c, 504, "Gateway Timeout", "sandbox egress: connect %s port %u: %s",
-                    hs->req.host, hs->req.port, sbx_net_errname(errnum));
+                    hs->req.host, hs->req.port, sbx_errno_name(errnum));
     else
         send_status(c, 502, "Bad Gateway", "sandbox egress: connect %s port %u: %s", hs->req.host,
-                    hs->req.port, sbx_net_errname(errnum));
+                    hs->req.port, sbx_errno_name(errnum));
 }
 
 static void http_connected(struct sbx_conn *c)

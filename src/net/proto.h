@@ -25,9 +25,6 @@
  * '-', '_' and '.', no empty label (a trailing dot is fine). */
 bool sbx_net_name_valid(const char *name);
 
-/* "ECONNREFUSED" for errno values, "E?" when unknown. */
-const char *sbx_net_errname(int errnum);
-
 /* RFC 1928 method selection: VER 5, NMETHODS >= 1, METHODS. *no_auth tells
  * whether method 0x00 was offered. */
 int sbx_socks5_parse_greeting(const uint8_t *buf, size_t len, bool *no_auth);

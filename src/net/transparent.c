@@ -56,7 +56,7 @@ void sbx_transparent_accept(struct sbx_conn_ctx *c, int fd)
     if (!conn)
         return;
     if (!known) {
-        sbx_conn_fail(conn, "original destination: %s", sbx_net_errname(errnum));
+        sbx_conn_fail(conn, "original destination: %s", sbx_errno_name(errnum));
         return;
     }
     const char *name = c->answers ? sbx_dns_answers_lookup(c->answers, &addr) : NULL;

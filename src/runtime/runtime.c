@@ -58,6 +58,7 @@ struct rt_task {
     struct sbx_policy *own_policy;  /* when the request changed the egress policy */
     struct retired_policy *retired; /* replaced while running, freed at the end */
     struct sbx_egress_opts egress;
+    struct sbx_egress *eg; /* proxy policy, not in a session: the task's own */
     sbx_runtime_done_fn done;
     void *ud;
     struct evbuffer *pending[2];
@@ -432,6 +433,7 @@ static void task_free(struct rt_task *t)
         return;
     if (t->t)
         sbx_task_free(t->t);
+    sbx_egress_free(t->eg);
     if (t->flush)
         event_free(t->flush);
     for (int i = 0; i < 2; i++)
@@ -511,6 +513,8 @@ static void on_task_done(void *ud, struct sbx_task *et)
 {
     struct rt_task *t = ud;
     struct sbx_runtime *rt = t->rt;
+    /* Every relay closes now and reports its flow before the report is out. */
+    sbx_egress_free(sbx_steal_pointer(&t->eg));
     on_flush(-1, 0, t);
     const struct sbx_report *r = sbx_task_report(et);
     char *result = sbx_report_to_json(r);
@@ -871,7 +875,7 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
                             .uid = cfg->runner_uid,
                             .gid = cfg->runner_gid,
                             .host_id_base = (uint32_t)uid - cfg->runner_uid,
-                            .net = cfg->net,
+                            .host_net = cfg->net == SBX_NET_HOST,
                             .cg_host = rt->o.cg_host,
                             .cg_limits = {.memory_bytes = cfg->limits.memory_bytes,
                                           .pids = cfg->limits.pids,
@@ -886,18 +890,9 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
     if (sbx_sandbox_spawn(&spec, &x->sb, err) < 0)
         goto fail;
     if (cfg->net == SBX_NET_PROXY) {
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)x->sb.init_pid);
-        int ns = open(path, O_RDONLY | O_CLOEXEC);
         x->egress_opts = egress_opts(rt, rt->o.policy, on_session_flow, x);
-        x->egress = ns < 0 ? NULL : sbx_egress_start(&x->egress_opts, ns, err);
-        if (ns >= 0)
-            close(ns);
-        if (!x->egress) {
-            if (ns < 0)
-                sbx_err_set(err, errno, "open %s", path);
+        if (!(x->egress = sbx_egress_start_in(&x->egress_opts, x->sb.init_pid, err)))
             goto fail;
-        }
     }
     if (sbx_sandbox_send_fds(&x->sb, &rt->o.fds[cfg->seccomp], err) < 0)
         goto fail;
@@ -951,6 +946,14 @@ bool sbx_runtime_session_live(struct sbx_runtime *rt, const char *tenant, const 
     return find_session(rt, tenant, name) != NULL;
 }
 
+/* Proxy policy: the task's own egress in its sandbox's namespace. */
+static int task_egress_start(void *ud, pid_t init_pid, sbx_err *err)
+{
+    struct rt_task *t = ud;
+    t->eg = sbx_egress_start_in(&t->egress, init_pid, err);
+    return t->eg ? 0 : -1;
+}
+
 static int task_start(struct rt_task *t, sbx_err *err)
 {
     struct sbx_runtime *rt = t->rt;
@@ -979,7 +982,7 @@ static int task_start(struct rt_task *t, sbx_err *err)
                  .uid = cfg->runner_uid,
                  .gid = cfg->runner_gid,
                  .host_id_base = base,
-                 .net = t->net,
+                 .host_net = t->net == SBX_NET_HOST,
                  .cg_host = rt->o.cg_host,
                  .cg_limits = t->lim,
                  .file_size_bytes = t->file_size,
@@ -994,7 +997,7 @@ static int task_start(struct rt_task *t, sbx_err *err)
         .stdin_data = t->stdin_data,
         .stdin_len = t->stdin_len,
         .stdin_fd = -1,
-        .egress = t->net == SBX_NET_PROXY ? &t->egress : NULL,
+        .on_spawn = t->net == SBX_NET_PROXY ? task_egress_start : NULL,
         .on_output = on_output,
         .on_done = on_task_done,
         .ud = t,
@@ -1005,8 +1008,8 @@ static int task_start(struct rt_task *t, sbx_err *err)
         to.spec.join_pidfd = x->sb.pidfd;
         to.spec.join_cg = &x->sb.cg;
         to.spec.workspace = x->workspace;
-        to.spec.net = cfg->net;
-        to.egress = NULL;
+        to.spec.host_net = cfg->net == SBX_NET_HOST;
+        to.on_spawn = NULL; /* the session's egress serves it */
     }
     struct sbx_store_transition tr = {.to = SBX_TASK_RUNNING, .sandbox = t->name};
     if (sbx_store_task_transition(rt->o.store, t->id, &tr, err) < 0)
@@ -1414,7 +1417,7 @@ int sbx_runtime_set_network(struct sbx_runtime *rt, const char *id, int net_defa
     struct rt_task *t = find_active(rt, id);
     if (!t || !t->t)
         return sbx_err_set(err, ENOENT, "task %s is not running", id);
-    struct sbx_egress *eg = sbx_task_egress(t->t);
+    struct sbx_egress *eg = t->eg;
     if (!eg)
         return sbx_err_set(err, ENOTSUP, "task %s has no egress (its policy is not proxy)", id);
     struct sbx_task_request req = {.net_default = net_default, .allow = allow, .deny = deny};

@@ -20,6 +20,7 @@
 #include "base/parse.h"
 #include "isolate/sandbox.h"
 #include "isolate/seccomp.h"
+#include "isolate/stage.h"
 
 #ifndef SYS_close_range
 #define SYS_close_range 436
@@ -48,7 +49,8 @@ static __attribute__((noreturn)) void fail(int code, const sbx_err *e)
 {
     struct sbx_init_msg m = {.kind = code == 125 ? SBX_MSG_SETUP_ERROR : SBX_MSG_EXEC_ERROR,
                              .errnum = e->errnum};
-    snprintf(m.stage, sizeof(m.stage), "%s", e->stage[0] ? e->stage : "task");
+    snprintf(m.stage, sizeof(m.stage), "%s",
+             e->stage[0] ? e->stage : sbx_stage_name(SBX_STAGE_TASK));
     snprintf(m.text, sizeof(m.text), "%s", e->msg);
     send_msg(&m);
     _exit(code);
@@ -62,7 +64,7 @@ static int parse_opts(int argc, char **argv, struct init_opts *o, sbx_err *err)
         const char *eq = strchr(a, '=');
         if (strcmp(a, "--") == 0) {
             if (i + 1 >= argc)
-                return sbx_err_stage(err, "init", EINVAL, "no command");
+                return sbx_err_at(err, SBX_STAGE_INIT, EINVAL, "no command");
             o->argv = &argv[i + 1];
             return 0;
         }
@@ -75,7 +77,7 @@ static int parse_opts(int argc, char **argv, struct init_opts *o, sbx_err *err)
             continue;
         }
         if (!eq)
-            return sbx_err_stage(err, "init", EINVAL, "bad argument %s", a);
+            return sbx_err_at(err, SBX_STAGE_INIT, EINVAL, "bad argument %s", a);
         if (sbx_parse_uint(eq + 1, 0, UINT64_MAX, &v, err) < 0)
             return -1;
         if (strncmp(a, "--uid=", 6) == 0)
@@ -91,74 +93,112 @@ static int parse_opts(int argc, char **argv, struct init_opts *o, sbx_err *err)
         else if (strncmp(a, "--nproc=", 8) == 0)
             o->nproc = v;
         else
-            return sbx_err_stage(err, "init", EINVAL, "unknown argument %s", a);
+            return sbx_err_at(err, SBX_STAGE_INIT, EINVAL, "unknown argument %s", a);
     }
-    return o->session ? 0 : sbx_err_stage(err, "init", EINVAL, "no command");
+    return o->session ? 0 : sbx_err_at(err, SBX_STAGE_INIT, EINVAL, "no command");
 }
 
 static int set_rlimit(int res, uint64_t v, const char *name, sbx_err *err)
 {
     struct rlimit rl = {.rlim_cur = v, .rlim_max = v};
     if (setrlimit(res, &rl) < 0)
-        return sbx_err_stage(err, "rlimit", errno, "%s", name);
+        return sbx_err_at(err, SBX_STAGE_RLIMIT, errno, "%s", name);
     return 0;
 }
 
 static int drop_privileges(const struct init_opts *o, sbx_err *err)
 {
     if (setgroups(0, NULL) < 0)
-        return sbx_err_stage(err, "credentials", errno, "setgroups");
+        return sbx_err_at(err, SBX_STAGE_CREDENTIALS, errno, "setgroups");
     for (int cap = 0; cap <= 63; cap++)
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-            return sbx_err_stage(err, "capabilities", errno, "drop bounding cap %d", cap);
+            return sbx_err_at(err, SBX_STAGE_CAPABILITIES, errno, "drop bounding cap %d", cap);
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
-        return sbx_err_stage(err, "capabilities", errno, "clear ambient");
+        return sbx_err_at(err, SBX_STAGE_CAPABILITIES, errno, "clear ambient");
     if (setresgid(o->gid, o->gid, o->gid) < 0)
-        return sbx_err_stage(err, "credentials", errno, "setresgid %u", (unsigned)o->gid);
+        return sbx_err_at(err, SBX_STAGE_CREDENTIALS, errno, "setresgid %u", (unsigned)o->gid);
     if (setresuid(o->uid, o->uid, o->uid) < 0)
-        return sbx_err_stage(err, "credentials", errno, "setresuid %u", (unsigned)o->uid);
+        return sbx_err_at(err, SBX_STAGE_CREDENTIALS, errno, "setresuid %u", (unsigned)o->uid);
     /* setresuid cleared effective and permitted; inheritable goes explicitly. */
     struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
     struct __user_cap_data_struct data[2] = {{0}};
     if (syscall(SYS_capset, &hdr, data) < 0)
-        return sbx_err_stage(err, "capabilities", errno, "capset");
+        return sbx_err_at(err, SBX_STAGE_CAPABILITIES, errno, "capset");
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-        return sbx_err_stage(err, "no_new_privs", errno, "prctl");
+        return sbx_err_at(err, SBX_STAGE_NO_NEW_PRIVS, errno, "prctl");
     return 0;
 }
 
-/* The task process: new session, limits, credentials, fds, seccomp, exec. */
-static __attribute__((noreturn)) void run_task(const struct init_opts *o)
+/* ---- the task's steps, in the order of sandbox.h ---- */
+
+/* One step of the task process: on failure it reports e and exits 125. */
+#define STEP(call)                                                                                 \
+    do {                                                                                           \
+        if ((call) < 0)                                                                            \
+            fail(125, &e);                                                                         \
+    } while (0)
+
+/* What init blocked or ignored is the task's again. */
+static void reset_signals(void)
 {
-    sbx_err e = {0};
     sigset_t none;
     sigemptyset(&none);
     for (int sig = 1; sig < NSIG; sig++)
         signal(sig, SIG_DFL);
     sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+static int new_session(sbx_err *err)
+{
     if (setsid() < 0)
-        fail(125, &(sbx_err){errno, "session", "setsid"});
-    if ((o->fsize && set_rlimit(RLIMIT_FSIZE, o->fsize, "RLIMIT_FSIZE", &e) < 0) ||
-        (o->nofile && set_rlimit(RLIMIT_NOFILE, o->nofile, "RLIMIT_NOFILE", &e) < 0) ||
-        (o->data && set_rlimit(RLIMIT_DATA, o->data, "RLIMIT_DATA", &e) < 0) ||
-        (o->nproc && set_rlimit(RLIMIT_NPROC, o->nproc, "RLIMIT_NPROC", &e) < 0) ||
-        set_rlimit(RLIMIT_CORE, 0, "RLIMIT_CORE", &e) < 0)
-        fail(125, &e);
-    if (drop_privileges(o, &e) < 0)
-        fail(125, &e);
-    /* In a session the task is not under a pid 1 of its own: it dies with the
-     * sub-init that started it (set after the id change, which clears it). */
+        return sbx_err_at(err, SBX_STAGE_SESSION, errno, "setsid");
+    return 0;
+}
+
+static int set_rlimits(const struct init_opts *o, sbx_err *err)
+{
+    if ((o->fsize && set_rlimit(RLIMIT_FSIZE, o->fsize, "RLIMIT_FSIZE", err) < 0) ||
+        (o->nofile && set_rlimit(RLIMIT_NOFILE, o->nofile, "RLIMIT_NOFILE", err) < 0) ||
+        (o->data && set_rlimit(RLIMIT_DATA, o->data, "RLIMIT_DATA", err) < 0) ||
+        (o->nproc && set_rlimit(RLIMIT_NPROC, o->nproc, "RLIMIT_NPROC", err) < 0) ||
+        set_rlimit(RLIMIT_CORE, 0, "RLIMIT_CORE", err) < 0)
+        return -1;
+    return 0;
+}
+
+/* In a session the task is not under a pid 1 of its own: it dies with the
+ * sub-init that started it (set after the id change, which clears it). */
+static int die_with_sub_init(const struct init_opts *o, sbx_err *err)
+{
     if (o->sub && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-        fail(125, &(sbx_err){errno, "pdeathsig", "prctl"});
-    /* Nothing but stdio crosses exec; the sync socket stays for an exec error. */
-    syscall(SYS_close_range, SECCOMP_FD, ~0U, 0);
+        return sbx_err_at(err, SBX_STAGE_PDEATHSIG, errno, "prctl");
+    return 0;
+}
+
+/* Nothing but stdio crosses exec; the sync socket stays for an exec error. */
+static int close_fds(sbx_err *err)
+{
+    if (syscall(SYS_close_range, SECCOMP_FD, ~0U, 0) < 0)
+        return sbx_err_at(err, SBX_STAGE_FDS, errno, "close_range");
     if (fcntl(SYNC_FD, F_SETFD, FD_CLOEXEC) < 0)
-        fail(125, &(sbx_err){errno, "fds", "cloexec sync socket"});
-    if (sbx_seccomp_progs_load(&o->seccomp, &e) < 0)
-        fail(125, &e);
+        return sbx_err_at(err, SBX_STAGE_FDS, errno, "cloexec sync socket");
+    return 0;
+}
+
+/* The task process, one step a line; seccomp last before exec. */
+static __attribute__((noreturn)) void run_task(const struct init_opts *o)
+{
+    sbx_err e = {0};
+    reset_signals();
+    STEP(new_session(&e));
+    STEP(set_rlimits(o, &e));
+    STEP(drop_privileges(o, &e));
+    STEP(die_with_sub_init(o, &e));
+    STEP(close_fds(&e));
+    STEP(sbx_seccomp_progs_load(&o->seccomp, &e));
     execvp(o->argv[0], o->argv);
     int saved = errno;
-    sbx_err_stage(&e, "exec", saved, "%s", o->argv[0]);
+    sbx_err_at(&e, SBX_STAGE_EXEC, saved, "%s", o->argv[0]);
     fail(saved == ENOENT ? 127 : 126, &e);
 }
 
@@ -195,8 +235,10 @@ int main(int argc, char **argv)
         hold_session();
 
     pid_t task = fork();
-    if (task < 0)
-        fail(125, &(sbx_err){errno, "fork task", "fork"});
+    if (task < 0) {
+        sbx_err_at(&e, SBX_STAGE_FORK_TASK, errno, "fork");
+        fail(125, &e);
+    }
     if (task == 0)
         run_task(&o);
     send_msg(&(struct sbx_init_msg){.kind = SBX_MSG_STARTED, .pid = task});

@@ -49,8 +49,21 @@ static void report_fields(void **state)
     assert_int_equal(json_integer_value(json_object_get(l, "pids")), 32);
     assert_true(json_is_false(json_object_get(l, "cpuEnforced")));
     assert_string_equal(json_string_value(json_object_get(l, "enforcedBy")), "rlimit");
+    assert_null(json_object_get(o, "warning"));
     json_decref(o);
     free(s);
+}
+
+/* A release error after the task is said, beside the outcome. */
+static void report_warning(void **state)
+{
+    struct sbx_report r = {.outcome = SBX_OUTCOME_EXITED};
+    strcpy(r.warning, "release: cgroup rmdir /x: Device or resource busy (EBUSY)");
+    json_t *o = sbx_report_json(&r);
+    assert_non_null(o);
+    assert_string_equal(json_string_value(json_object_get(o, "warning")), r.warning);
+    assert_string_equal(json_string_value(json_object_get(o, "outcome")), "exited");
+    json_decref(o);
 }
 
 static void outcome_names(void **state)
@@ -66,6 +79,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(report_fields),
+        cmocka_unit_test(report_warning),
         cmocka_unit_test(outcome_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

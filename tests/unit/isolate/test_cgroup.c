@@ -353,6 +353,12 @@ static void test_v2_fake_tree(void **state)
 
     assert_int_equal(sbx_cgroup_kill_all(&cg, &err), 0);
     assert_string_equal(slurp_at(dir, "cgroup.kill"), "1");
+    /* One step, as the loop's release takes it: cgroup.kill is the whole kill. */
+    assert_int_equal(sbx_cgroup_kill_step(&cg, &err), 0);
+    /* One removal try, never waiting: what is left stays in cg. */
+    assert_int_equal(sbx_cgroup_remove(&cg, &err), -1);
+    assert_int_equal(err.errnum, ENOTEMPTY);
+    assert_string_equal(cg.v2_path, dir);
 
     /* A plain directory with files is not removable: destroy says so and keeps
      * the path for another try; once empty it goes, and again is a no-op. */
@@ -563,7 +569,10 @@ static void test_rlimit_cgroup(void **state)
     assert_int_equal(sbx_cgroup_attach(&cg, getpid(), &err), 0);
     assert_int_equal(sbx_cgroup_open_dir(&cg, &err), -1);
     assert_int_equal(sbx_cgroup_freeze(&cg, true, &err), 0);
+    assert_int_equal(sbx_cgroup_freeze_start(&cg, true, &err), 0);
     assert_int_equal(sbx_cgroup_kill_all(&cg, &err), 0);
+    assert_int_equal(sbx_cgroup_kill_step(&cg, &err), 0);
+    assert_int_equal(sbx_cgroup_remove(&cg, &err), 0);
     struct sbx_cg_stats s;
     assert_int_equal(sbx_cgroup_stats(&cg, &s, &err), 0);
     assert_false(s.have_cpu || s.have_mem);

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <pthread.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -197,12 +198,57 @@ static void test_bpf_len(void **state)
     assert_int_equal(err.errnum, EINVAL);
 }
 
-static void test_load_unknown_profile(void **state)
+static void test_compile_unknown_profile(void **state)
 {
     sbx_err err = {0};
-    assert_int_equal(sbx_seccomp_load((enum sbx_seccomp_profile)42, &err), -1);
+    assert_int_equal(sbx_seccomp_compile_fd((enum sbx_seccomp_profile)42, &err), -1);
     assert_string_equal(err.stage, "seccomp");
     assert_int_equal(err.errnum, EINVAL);
+}
+
+/* The compiled fd holds each filter as <count><instructions>, as many filters
+ * as the profile has (strict is stacked on default), sealed. */
+static void test_compile_fd_layout(void **state)
+{
+    sbx_err err = {0};
+    int fd = sbx_seccomp_compile_fd(SBX_SECCOMP_STRICT, &err);
+    assert_true(fd >= 0);
+    assert_true(fcntl(fd, F_GET_SEALS) & F_SEAL_WRITE);
+    struct sbx_seccomp_progs p;
+    assert_int_equal(sbx_seccomp_progs_read(fd, &p, &err), 0);
+    close(fd);
+    size_t at = 0, filters = 0, insns = 0;
+    while (at < p.len) {
+        uint32_t count;
+        assert_true(p.len - at >= sizeof(count));
+        memcpy(&count, (char *)p.buf + at, sizeof(count));
+        at += sizeof(count) + (size_t)count * sizeof(struct sock_filter);
+        insns += count;
+        filters++;
+    }
+    assert_int_equal(at, p.len);
+    assert_int_equal(filters, 2);
+    assert_int_equal(insns, sbx_seccomp_bpf_len(SBX_SECCOMP_STRICT, &err));
+    sbx_seccomp_progs_free(&p);
+}
+
+/* A damaged buffer is refused before anything is installed (so this runs in
+ * the test process itself). */
+static void test_progs_load_refuses_damage(void **state)
+{
+    sbx_err err = {0};
+    struct sbx_seccomp_progs none = {0};
+    assert_int_equal(sbx_seccomp_progs_load(&none, &err), -1);
+    assert_int_equal(err.errnum, EINVAL);
+    char short_hdr[2] = {0};
+    struct sbx_seccomp_progs p = {.buf = short_hdr, .len = sizeof(short_hdr)};
+    assert_int_equal(sbx_seccomp_progs_load(&p, &err), -1);
+    assert_string_equal(err.msg, "truncated BPF header");
+    uint32_t big[2] = {100, 0}; /* claims 100 instructions, holds none */
+    p = (struct sbx_seccomp_progs){.buf = big, .len = sizeof(big)};
+    assert_int_equal(sbx_seccomp_progs_load(&p, &err), -1);
+    assert_string_equal(err.msg, "truncated BPF program");
+    assert_string_equal(err.stage, "seccomp");
 }
 
 /* ---- children ---- */
@@ -222,9 +268,17 @@ static bool fails_with(long rc, int e)
 }
 
 /* Fork, optionally load profile p (after NO_NEW_PRIVS, so this also works
- * unprivileged), run fn and return its wait status. */
+ * unprivileged), run fn and return its wait status. The profile takes the
+ * production path: compiled in the parent into an fd, read back and loaded as
+ * raw BPF in the child, as a sandbox's init does. */
 static int run_child(int (*fn)(void), bool load, enum sbx_seccomp_profile p)
 {
+    sbx_err cerr = {0};
+    int bpf = load ? sbx_seccomp_compile_fd(p, &cerr) : -1;
+    if (load && bpf < 0) {
+        char buf[400];
+        fail_msg("compile: %s", sbx_err_format(&cerr, buf, sizeof(buf)));
+    }
     fflush(NULL);
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -235,13 +289,19 @@ static int run_child(int (*fn)(void), bool load, enum sbx_seccomp_profile p)
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
             _exit(120);
         sbx_err err = {0};
-        if (load && sbx_seccomp_load(p, &err) != 0) {
+        struct sbx_seccomp_progs progs;
+        if (load && (sbx_seccomp_progs_read(bpf, &progs, &err) != 0 ||
+                     sbx_seccomp_progs_load(&progs, &err) != 0)) {
             char buf[400];
             fprintf(stderr, "load: %s\n", sbx_err_format(&err, buf, sizeof(buf)));
             _exit(121);
         }
+        if (load)
+            close(bpf);
         _exit(fn());
     }
+    if (bpf >= 0)
+        close(bpf);
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     return status;
@@ -606,7 +666,9 @@ int main(void)
         cmocka_unit_test(test_tables_resolve),
         cmocka_unit_test(test_tables_disjoint),
         cmocka_unit_test(test_bpf_len),
-        cmocka_unit_test(test_load_unknown_profile),
+        cmocka_unit_test(test_compile_unknown_profile),
+        cmocka_unit_test(test_compile_fd_layout),
+        cmocka_unit_test(test_progs_load_refuses_damage),
         cmocka_unit_test(test_default_denies),
         cmocka_unit_test(test_strict_denies),
         cmocka_unit_test(test_checks_need_filter),

@@ -1,0 +1,74 @@
+/* Cgroups v2: one directory in the unified hierarchy. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/time.h"
+#include "isolate/cgroup.h"
+#include "isolate/cgroup_int.h"
+
+int cg_create_v2(const struct sbx_cg_host *host, const char *name, const struct sbx_cg_limits *lim,
+                 struct sbx_cgroup *cg, sbx_err *err)
+{
+    char path[PATH_MAX];
+    if (sbx_cg_child_path(host->v2_base, name, path, sizeof(path), err) < 0)
+        return -1;
+    if (mkdir(path, 0755) < 0)
+        return sbx_err_set(err, errno, "cgroup mkdir %s", path);
+    memcpy(cg->v2_path, path, sizeof(path));
+    if (lim->memory_bytes) {
+        if (cg_write_u64(path, "memory.max", lim->memory_bytes, err) < 0)
+            return -1;
+        /* No memory.swap.max without swap accounting: then there is no swap to limit. */
+        sbx_err e = {0};
+        if (cg_write(path, "memory.swap.max", "0", CG_OPTIONAL, &e) < 0 && e.errnum != ENOENT)
+            return cg_pass_err(err, &e);
+    }
+    if (lim->pids && cg_write_u64(path, "pids.max", lim->pids, err) < 0)
+        return -1;
+    if (lim->cpu_cores > 0) {
+        char buf[48];
+        snprintf(buf, sizeof(buf), "%" PRIu64 " %d", cg_cpu_quota_us(lim->cpu_cores),
+                 CG_CPU_PERIOD_US);
+        if (cg_write(path, "cpu.max", buf, CG_REQUIRED, err) < 0)
+            return -1;
+        cg->cpu_enforced = true;
+    }
+    return 0;
+}
+
+int cg_freeze_v2(const char *dir, bool frozen, sbx_err *err)
+{
+    sbx_err e = {0};
+    if (cg_write(dir, "cgroup.freeze", frozen ? "1" : "0", CG_REQUIRED, &e) < 0)
+        return e.errnum == ENOENT ? 0 /* kernel before 5.2: no v2 freezer */ : cg_pass_err(err, &e);
+    if (!frozen)
+        return 0;
+    cleanup_free char *events = NULL;
+    uint64_t v;
+    if (cg_read(dir, "cgroup.events", &events, NULL) < 0)
+        return 0; /* nothing to wait on */
+    if (cg_keyed_u64(events, "frozen", &v) < 0 || v == 1)
+        return 0;
+    return sbx_err_set(err, EBUSY, "cgroup cgroup.freeze in %s: not frozen yet", dir);
+}
+
+void cg_stats_v2(const char *dir, struct sbx_cg_stats *st)
+{
+    uint64_t v;
+    cleanup_free char *cpu = NULL;
+    if (cg_read(dir, "cpu.stat", &cpu, NULL) == 0 && cg_keyed_u64(cpu, "usage_usec", &v) == 0) {
+        st->cpu_usec = v;
+        st->have_cpu = true;
+    }
+    /* memory.peak appeared in 5.19; before that the current usage is the best left. */
+    if (cg_read_u64(dir, "memory.peak", &v) == 0 || cg_read_u64(dir, "memory.current", &v) == 0) {
+        st->peak_mem_bytes = v;
+        st->have_mem = true;
+    }
+    cleanup_free char *events = NULL;
+    if (cg_read(dir, "memory.events", &events, NULL) == 0 &&
+        cg_keyed_u64(events, "oom_kill", &v) == 0)
+        st->oom_kills = v;
+}

@@ -130,14 +130,10 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "base/strv.h"
 #include "isolate/sandbox.h"
 #include "net/policy.h"
 
-/* A NULL-terminated array of owned strings (v is NULL when n == 0). */
-struct sbx_strv {
-    char **v;
-    size_t n;
-};
 
 enum sbx_language { SBX_LANG_PYTHON = 0, SBX_LANG_NODE, SBX_LANG_SHELL };
 const char *sbx_language_name(enum sbx_language l);

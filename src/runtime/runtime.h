@@ -1,15 +1,16 @@
 /* The daemon's task manager: a bounded queue fair between tenants, at most
  * max_concurrent sandboxes at once, every task recorded in the store before it
  * starts and at each transition, and the per-session event streams (stored,
- * then pushed to live subscribers). One-shot sandboxes only for now: a
- * session groups tasks and their events, it does not yet keep one sandbox
- * alive between them. */
+ * then pushed to live subscribers). A task runs in a sandbox of its own, or,
+ * when it names a live session, inside that session's sandbox, which stays
+ * (its namespaces, /tmp, background processes) until stop or idleness. */
 #pragma once
 
 #include <event2/event.h>
 #include <jansson.h>
 
 #include "base/id.h"
+#include "base/json.h"
 #include "daemon/config.h"
 #include "exec/task.h"
 #include "store/store.h"
@@ -141,8 +142,3 @@ int sbx_runtime_subscribe(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_
 /* After a full buffer drained: replay what was missed, then live again. */
 void sbx_runtime_resume(struct sbx_runtime *rt, struct sbx_subscriber *s);
 void sbx_runtime_unsubscribe(struct sbx_runtime *rt, struct sbx_subscriber *s);
-
-/* Text as a JSON string, invalid UTF-8 replaced with U+FFFD. */
-json_t *sbx_json_text(const char *buf, size_t len);
-/* Milliseconds since the epoch as RFC 3339 ("" for 0). */
-json_t *sbx_json_time(int64_t ms);

@@ -1,0 +1,149 @@
+/* The egress side of the runtime's sandboxes: their egress options (limits,
+ * the shared connection count), the policies a task or a session gets and
+ * replaces while running, and every flow as an audit record and an event. */
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/runtime_int.h"
+
+/* A task's or a session's own policy and the ones it replaced. */
+void rt_policies_free(struct sbx_policy *own, struct retired_policy *retired)
+{
+    sbx_policy_free(own);
+    for (struct retired_policy *r = retired, *next; r; r = next) {
+        next = r->next;
+        sbx_policy_free(r->p);
+        free(r);
+    }
+}
+
+/* A live egress's new rules (req's, on top of the operator's): they become
+ * *own; the policy they replace is kept in *retired until its owner is freed,
+ * as connections being set up may still use it. */
+int rt_policy_replace(struct sbx_runtime *rt, struct sbx_egress *eg,
+                      const struct sbx_task_request *req, struct sbx_policy **own,
+                      struct retired_policy **retired, sbx_err *err)
+{
+    struct sbx_policy *p = rt_task_policy(rt, req, err);
+    struct retired_policy *r = p ? calloc(1, sizeof(*r)) : NULL;
+    if (!r) {
+        sbx_policy_free(p);
+        return p ? sbx_err_set(err, ENOMEM, "policy") : -1;
+    }
+    sbx_egress_set_policy(eg, p);
+    *r = (struct retired_policy){.p = *own, .next = *retired};
+    *retired = r;
+    *own = p;
+    return 0;
+}
+/* Every egress flow of a task is an audit record; a denial of a real target
+ * (not a malformed handshake) is also a network_denied event on its session. */
+static void on_flow(void *ud, const struct sbx_flow *f)
+{
+    struct rt_task *t = ud;
+    char addr[INET6_ADDRSTRLEN] = "";
+    if (f->addr.family)
+        sbx_addr_str(&f->addr, addr, sizeof(addr));
+    bool denied = f->verdict == SBX_VERDICT_DENY;
+    json_t *d = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:I, s:I, s:f}", "taskId",
+                          t->id, "tenantCode", t->clone.tenant, "cloneId", t->clone.id, "via",
+                          sbx_flow_via_name(f->via), "name", f->name, "address", addr, "port",
+                          f->port, "verdict", denied ? "deny" : "allow", "rule", f->rule,
+                          "bytesOut", (json_int_t)f->bytes_out, "bytesIn", (json_int_t)f->bytes_in,
+                          "durationSeconds", f->duration_s);
+    char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    struct sbx_store_audit rec = {.identity = "egress",
+                                  .action = denied ? "egress_denied" : "egress_flow",
+                                  .target = t->id,
+                                  .detail = detail};
+    if (detail)
+        sbx_store_audit_append(t->rt->o.store, &rec, NULL);
+    free(detail);
+    if (d && denied && (f->addr.family || f->name[0]))
+        sbx_runtime_emit(t->rt, t->clone.tenant, t->session, "network_denied", json_incref(d),
+                         NULL);
+    json_decref(d);
+}
+
+/* The egress of a sandbox of ours: the configured limits, the shared
+ * connection count, flows to on_flow_cb. */
+struct sbx_egress_opts rt_egress_opts(struct sbx_runtime *rt, const struct sbx_policy *policy,
+                                      sbx_flow_cb on_flow_cb, void *ud)
+{
+    const struct sbx_config *cfg = rt->o.cfg;
+    return (struct sbx_egress_opts){
+        .base = rt->o.base,
+        .socks_port = cfg->network.proxy_port,
+        .policy = policy,
+        .resolver = rt->o.resolver,
+        .limits = {.max_conns = (unsigned)cfg->network.max_connections,
+                   .max_bytes = cfg->network.max_bytes,
+                   .idle_timeout_s = cfg->network.idle_timeout_s,
+                   .connect_timeout_s = cfg->network.connect_timeout_s,
+                   .total_active = &rt->egress_conns,
+                   .max_total = (unsigned)cfg->network.total_connections},
+        .on_flow = on_flow_cb,
+        .ud = ud};
+}
+/* The egress of a session reports its flows on the session's stream. */
+void rt_session_flow(void *ud, const struct sbx_flow *f)
+{
+    struct rt_session *x = ud;
+    if (f->verdict != SBX_VERDICT_DENY || (!f->addr.family && !f->name[0]))
+        return;
+    char addr[INET6_ADDRSTRLEN] = "";
+    if (f->addr.family)
+        sbx_addr_str(&f->addr, addr, sizeof(addr));
+    json_t *d = json_pack("{s:s, s:s, s:s, s:i, s:s}", "via", sbx_flow_via_name(f->via), "name",
+                          f->name, "address", addr, "port", f->port, "rule", f->rule);
+    sbx_runtime_emit(x->rt, x->tenant, x->name, "network_denied", d, NULL);
+}
+/* The operator's rules plus the request's, as one policy of the task. */
+struct sbx_policy *rt_task_policy(struct sbx_runtime *rt, const struct sbx_task_request *req,
+                                  sbx_err *err)
+{
+    struct sbx_policy_opts po = *rt->o.policy_opts;
+    const char *const *lists[2][2] = {{po.allow, req->allow}, {po.deny, req->deny}};
+    const char **merged[2] = {NULL, NULL};
+    struct sbx_policy *p = NULL;
+    for (int i = 0; i < 2; i++) {
+        size_t a = sbx_strv_len(lists[i][0]), b = sbx_strv_len(lists[i][1]);
+        if (!(merged[i] = calloc(a + b + 1, sizeof(char *)))) {
+            sbx_err_set(err, ENOMEM, "policy");
+            goto out;
+        }
+        if (a)
+            memcpy(merged[i], lists[i][0], a * sizeof(char *));
+        if (b)
+            memcpy(merged[i] + a, lists[i][1], b * sizeof(char *));
+    }
+    po.allow = merged[0];
+    po.deny = merged[1];
+    if (req->net_default >= 0)
+        po.def = (enum sbx_default)req->net_default;
+    p = sbx_policy_new(&po, err);
+out:
+    free(merged[0]);
+    free(merged[1]);
+    return p;
+}
+int sbx_runtime_set_network(struct sbx_runtime *rt, const char *id, int net_default,
+                            const char *const *allow, const char *const *deny, sbx_err *err)
+{
+    struct rt_task *t = rt_find_active(rt, id);
+    if (!t || !t->t)
+        return sbx_err_set(err, ENOENT, "task %s is not running", id);
+    struct sbx_egress *eg = sbx_task_egress(t->t);
+    if (!eg)
+        return sbx_err_set(err, ENOTSUP, "task %s has no egress (its policy is not proxy)", id);
+    struct sbx_task_request req = {.net_default = net_default, .allow = allow, .deny = deny};
+    return rt_policy_replace(rt, eg, &req, &t->own_policy, &t->retired, err);
+}
+
+const struct sbx_egress_opts *rt_task_egress(struct rt_task *t)
+{
+    struct sbx_runtime *rt = t->rt;
+    t->egress = rt_egress_opts(rt, t->own_policy ? t->own_policy : rt->o.policy, on_flow, t);
+    return t->net == SBX_NET_PROXY ? &t->egress : NULL;
+}

@@ -71,18 +71,18 @@ static void on_flow(void *ud, const struct sbx_flow *f)
 struct sbx_egress_opts rt_egress_opts(struct sbx_runtime *rt, const struct sbx_policy *policy,
                                       sbx_flow_cb on_flow_cb, void *ud)
 {
-    const struct sbx_config *cfg = rt->o.cfg;
+    const struct sbx_runtime_settings *set = &rt->settings;
     return (struct sbx_egress_opts){
         .base = rt->o.base,
-        .socks_port = cfg->network.proxy_port,
+        .socks_port = set->network.proxy_port,
         .policy = policy,
         .resolver = rt->o.resolver,
-        .limits = {.max_conns = (unsigned)cfg->network.max_connections,
-                   .max_bytes = cfg->network.max_bytes,
-                   .idle_timeout_s = cfg->network.idle_timeout_s,
-                   .connect_timeout_s = cfg->network.connect_timeout_s,
+        .limits = {.max_conns = (unsigned)set->network.max_connections,
+                   .max_bytes = set->network.max_bytes,
+                   .idle_timeout_s = set->network.idle_timeout_s,
+                   .connect_timeout_s = set->network.connect_timeout_s,
                    .total_active = &rt->egress_conns,
-                   .max_total = (unsigned)cfg->network.total_connections},
+                   .max_total = (unsigned)set->network.total_connections},
         .on_flow = on_flow_cb,
         .ud = ud};
 }

@@ -68,7 +68,7 @@ void rt_start_next(struct sbx_runtime *rt)
      * go back to the front of their tenants' queues, in their order (the
      * session's readiness, or its end, calls us again). */
     struct rt_task *held = NULL;
-    while (rt->running < rt->o.cfg->max_concurrent) {
+    while (rt->running < rt->settings.max_concurrent) {
         struct rt_task *t = dequeue(rt);
         if (!t)
             break;

@@ -21,6 +21,11 @@ void sbx_runtime_tenant_counts(const struct sbx_runtime *rt, const char *tenant,
             (*(t->t ? running : queued))++;
 }
 
+const struct sbx_runtime_settings *sbx_runtime_settings(const struct sbx_runtime *rt)
+{
+    return &rt->settings;
+}
+
 const char *sbx_runtime_default_session(const struct sbx_runtime *rt)
 {
     return rt->default_session;
@@ -34,8 +39,10 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
         return NULL;
     }
     rt->o = *o;
+    rt->settings = *o->settings;
+    rt->o.settings = &rt->settings;
     snprintf(rt->default_session, sizeof(rt->default_session), "%s",
-             o->cfg->runtime_id ? o->cfg->runtime_id : "default");
+             rt->settings.runtime_id ? rt->settings.runtime_id : "default");
     return rt;
 }
 
@@ -51,7 +58,7 @@ void sbx_runtime_free(struct sbx_runtime *rt)
         free(m);
     }
     /* Those of an earlier run that crashed too. */
-    sbx_ws_quota_release_all(rt->o.cfg->workspace_root);
+    sbx_ws_quota_release_all(rt->settings.workspace_root);
     while (rt->active) {
         struct rt_task *t = rt->active;
         if (t->t) {

@@ -11,8 +11,8 @@
 
 #include "base/id.h"
 #include "base/json.h"
-#include "daemon/config.h"
 #include "exec/task.h"
+#include "runtime/settings.h"
 #include "store/store.h"
 
 #define SBX_SEGMENT_MAX 64
@@ -26,7 +26,7 @@ struct sbx_clone {
 struct sbx_runtime_opts {
     struct event_base *base;
     struct sbx_store *store;
-    const struct sbx_config *cfg;
+    const struct sbx_runtime_settings *settings; /* copied; its strings borrowed */
     const struct sbx_cg_host *cg_host;
     struct sbx_sandbox_fds fds[2];             /* per seccomp profile */
     const struct sbx_policy *policy;           /* for proxy sandboxes */
@@ -38,6 +38,8 @@ struct sbx_runtime;
 struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *err);
 /* Graceful stop: queued tasks are canceled, running ones killed, all recorded. */
 void sbx_runtime_free(struct sbx_runtime *rt);
+/* The runtime's copy of its settings, for the API. */
+const struct sbx_runtime_settings *sbx_runtime_settings(const struct sbx_runtime *rt);
 
 struct sbx_task_request {
     struct sbx_clone clone;

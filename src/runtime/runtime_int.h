@@ -90,6 +90,7 @@ struct mounted_ws {
 
 struct sbx_runtime {
     struct sbx_runtime_opts o;
+    struct sbx_runtime_settings settings; /* o.settings points here */
     char default_session[SBX_SEGMENT_MAX + 1];
     struct rt_tenant *ring; /* tenants with queued tasks */
     unsigned queued, running;
@@ -121,8 +122,8 @@ void rt_finish(struct rt_task *t, enum sbx_task_status status, const char *error
 struct rt_task *rt_find_active(struct sbx_runtime *rt, const char *id);
 /* A task's environment: the fixed base, the operator's injected keys (all
  * tenants, then this tenant's), then the request's own. */
-char **rt_task_env(const struct sbx_config *cfg, enum sbx_net_policy net, const char *tenant,
-                   const char *const *req, sbx_err *err);
+char **rt_task_env(const struct sbx_runtime_settings *set, enum sbx_net_policy net,
+                   const char *tenant, const char *const *req, sbx_err *err);
 
 /* sessions.c */
 struct rt_session *rt_find_session(struct sbx_runtime *rt, const char *tenant, const char *name);

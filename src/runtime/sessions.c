@@ -110,7 +110,7 @@ static void on_session_idle(evutil_socket_t fd, short what, void *arg)
 
 void rt_session_touch(struct rt_session *x)
 {
-    double secs = x->rt->o.cfg->idle_timeout_s;
+    double secs = x->rt->settings.idle_timeout_s;
     if (secs <= 0 || !x->ev_idle)
         return;
     struct timeval tv = {.tv_sec = (time_t)secs,
@@ -181,7 +181,7 @@ void sbx_runtime_session_unwait(struct sbx_runtime *rt, void *ud)
 int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
                               sbx_session_ready_fn ready, void *ud, sbx_err *err)
 {
-    const struct sbx_config *cfg = rt->o.cfg;
+    const struct sbx_runtime_settings *set = &rt->settings;
     struct rt_session *x = rt_find_session(rt, c->tenant, name);
     if (x && x->ready)
         return 1;
@@ -215,32 +215,32 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
         return -1;
     }
     close(ws_fd);
-    x->workspace = sbx_ws_dir(cfg->workspace_root, c->tenant, c->key, c->id, err);
-    x->env = rt_task_env(cfg, cfg->net, c->tenant, NULL, err);
+    x->workspace = sbx_ws_dir(set->workspace_root, c->tenant, c->key, c->id, err);
+    x->env = rt_task_env(set, set->net, c->tenant, NULL, err);
     x->next = rt->sessions;
     rt->sessions = x;
     if (!x->workspace || !x->env)
         goto fail;
     struct sbx_spec spec = {.envp = x->env,
                             .workspace = x->workspace,
-                            .uid = cfg->runner_uid,
-                            .gid = cfg->runner_gid,
-                            .host_id_base = (uint32_t)uid - cfg->runner_uid,
-                            .net = cfg->net,
+                            .uid = set->runner_uid,
+                            .gid = set->runner_gid,
+                            .host_id_base = (uint32_t)uid - set->runner_uid,
+                            .net = set->net,
                             .cg_host = rt->o.cg_host,
-                            .cg_limits = {.memory_bytes = cfg->limits.memory_bytes,
-                                          .pids = cfg->limits.pids,
-                                          .cpu_cores = cfg->limits.cpu_cores},
-                            .file_size_bytes = cfg->limits.file_size_bytes,
-                            .tmp_size_bytes = cfg->limits.tmp_bytes,
+                            .cg_limits = {.memory_bytes = set->limits.memory_bytes,
+                                          .pids = set->limits.pids,
+                                          .cpu_cores = set->limits.cpu_cores},
+                            .file_size_bytes = set->limits.file_size_bytes,
+                            .tmp_size_bytes = set->limits.tmp_bytes,
                             .nofile = 1024,
                             .name = x->cgname,
                             .session = true,
-                            .host_view = !cfg->mount_sandbox,
+                            .host_view = !set->mount_sandbox,
                             .join_pidfd = -1};
     if (sbx_sandbox_spawn(&spec, &x->sb, err) < 0)
         goto fail;
-    if (cfg->net == SBX_NET_PROXY) {
+    if (set->net == SBX_NET_PROXY) {
         char path[64];
         snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)x->sb.init_pid);
         int ns = open(path, O_RDONLY | O_CLOEXEC);
@@ -254,7 +254,7 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
             goto fail;
         }
     }
-    if (sbx_sandbox_send_fds(&x->sb, &rt->o.fds[cfg->seccomp], err) < 0)
+    if (sbx_sandbox_send_fds(&x->sb, &rt->o.fds[set->seccomp], err) < 0)
         goto fail;
     /* Tasks join the session's namespaces: not before its pid 1 has built the
      * root and holds them (a task that joined earlier found a half-made mount

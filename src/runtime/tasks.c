@@ -183,16 +183,16 @@ static void on_task_done(void *ud, struct sbx_task *et)
 int rt_task_start(struct rt_task *t, sbx_err *err)
 {
     struct sbx_runtime *rt = t->rt;
-    const struct sbx_config *cfg = rt->o.cfg;
+    const struct sbx_runtime_settings *set = &rt->settings;
     int ws_fd = -1;
     uid_t uid;
     gid_t gid;
     if (sbx_runtime_workspace(rt, &t->clone, &ws_fd, &uid, &gid, err) < 0)
         return -1;
     close(ws_fd);
-    uint32_t base = (uint32_t)uid - cfg->runner_uid;
+    uint32_t base = (uint32_t)uid - set->runner_uid;
     if (!(t->workspace =
-              sbx_ws_dir(cfg->workspace_root, t->clone.tenant, t->clone.key, t->clone.id, err)))
+              sbx_ws_dir(set->workspace_root, t->clone.tenant, t->clone.key, t->clone.id, err)))
         return -1;
     snprintf(t->name, sizeof(t->name), "task-%.36s", t->id);
     t->pending[0] = evbuffer_new();
@@ -204,8 +204,8 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
         .spec = {.argv = t->argv,
                  .envp = t->env,
                  .workspace = t->workspace,
-                 .uid = cfg->runner_uid,
-                 .gid = cfg->runner_gid,
+                 .uid = set->runner_uid,
+                 .gid = set->runner_gid,
                  .host_id_base = base,
                  .net = t->net,
                  .cg_host = rt->o.cg_host,
@@ -214,7 +214,7 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
                  .tmp_size_bytes = t->tmp_size,
                  .nofile = 1024,
                  .name = t->name,
-                 .host_view = !cfg->mount_sandbox,
+                 .host_view = !set->mount_sandbox,
                  .join_pidfd = -1},
         .fds = rt->o.fds[t->seccomp],
         .timeout_s = t->timeout_s,
@@ -233,7 +233,7 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
         to.spec.join_pidfd = x->sb.pidfd;
         to.spec.join_cg = &x->sb.cg;
         to.spec.workspace = x->workspace;
-        to.spec.net = cfg->net;
+        to.spec.net = set->net;
         to.egress = NULL;
     }
     struct sbx_store_transition tr = {.to = SBX_TASK_RUNNING, .sandbox = t->name};
@@ -262,10 +262,10 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
 }
 
 /* argv from a language and code: the environment's command, then the code. */
-static char **code_argv(const struct sbx_config *cfg, const char *language, const char *code,
-                        sbx_err *err)
+static char **code_argv(const struct sbx_runtime_settings *set, const char *language,
+                        const char *code, sbx_err *err)
 {
-    const struct sbx_environment *env = sbx_config_environment(cfg, language);
+    const struct sbx_environment *env = sbx_settings_environment(set, language);
     if (!env) {
         sbx_err_set(err, EINVAL, "unknown language or environment '%s'", language);
         return NULL;
@@ -282,14 +282,14 @@ static char **code_argv(const struct sbx_config *cfg, const char *language, cons
 
 /* A task's environment: the fixed base, the operator's injected keys (all
  * tenants, then this tenant's), then the request's own. */
-char **rt_task_env(const struct sbx_config *cfg, enum sbx_net_policy net, const char *tenant,
-                   const char *const *req, sbx_err *err)
+char **rt_task_env(const struct sbx_runtime_settings *set, enum sbx_net_policy net,
+                   const char *tenant, const char *const *req, sbx_err *err)
 {
-    const struct sbx_tenant_conf *tc = sbx_config_tenant(cfg, tenant);
+    const struct sbx_tenant_conf *tc = sbx_settings_tenant(set, tenant);
     struct sbx_egress_env proxy;
-    sbx_egress_env_make(&proxy, cfg->network.proxy_port);
+    sbx_egress_env_make(&proxy, set->network.proxy_port);
     size_t n_proxy = net == SBX_NET_PROXY ? SBX_EGRESS_ENV_COUNT : 0;
-    size_t n = n_proxy + cfg->task_env.n + (tc ? tc->env.n : 0);
+    size_t n = n_proxy + set->task_env.n + (tc ? tc->env.n : 0);
     for (size_t i = 0; req && req[i]; i++)
         n++;
     const char **all = calloc(n + 1, sizeof(*all));
@@ -300,8 +300,8 @@ char **rt_task_env(const struct sbx_config *cfg, enum sbx_net_policy net, const 
     size_t k = 0;
     for (size_t i = 0; i < n_proxy; i++)
         all[k++] = proxy.v[i];
-    for (size_t i = 0; i < cfg->task_env.n; i++)
-        all[k++] = cfg->task_env.v[i];
+    for (size_t i = 0; i < set->task_env.n; i++)
+        all[k++] = set->task_env.v[i];
     for (size_t i = 0; tc && i < tc->env.n; i++)
         all[k++] = tc->env.v[i];
     for (size_t i = 0; req && req[i]; i++)
@@ -321,15 +321,15 @@ static int bounded(const char *what, double v, double max, sbx_err *err)
 int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *req,
                        sbx_runtime_done_fn done, void *ud, char id[SBX_ID_SIZE], sbx_err *err)
 {
-    const struct sbx_config *cfg = rt->o.cfg;
+    const struct sbx_runtime_settings *set = &rt->settings;
     struct rt_tenant *q = rt_tenant_queue(rt, req->clone.tenant, false);
-    if ((q && q->queued >= cfg->queue_per_tenant) || rt->queued >= cfg->queue_size)
+    if ((q && q->queued >= set->queue_per_tenant) || rt->queued >= set->queue_size)
         return sbx_err_set(err, EAGAIN, "the task queue of tenant '%s' is full", req->clone.tenant);
-    if (bounded("timeoutSeconds", req->timeout_s, cfg->max.timeout_s, err) < 0 ||
+    if (bounded("timeoutSeconds", req->timeout_s, set->max.timeout_s, err) < 0 ||
         bounded("memoryMB", (double)req->memory_bytes / (1 << 20),
-                (double)cfg->max.memory_bytes / (1 << 20), err) < 0 ||
-        bounded("pids", (double)req->pids, (double)cfg->max.pids, err) < 0 ||
-        bounded("cpu", req->cpu_cores, cfg->max.cpu_cores, err) < 0)
+                (double)set->max.memory_bytes / (1 << 20), err) < 0 ||
+        bounded("pids", (double)req->pids, (double)set->max.pids, err) < 0 ||
+        bounded("cpu", req->cpu_cores, set->max.cpu_cores, err) < 0)
         return -1;
     struct rt_task *t = calloc(1, sizeof(*t));
     if (!t)
@@ -339,12 +339,12 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     snprintf(t->session, sizeof(t->session), "%s",
              req->session && *req->session ? req->session : rt->default_session);
     t->argv =
-        req->argv ? sbx_strv_dup(req->argv, 0) : code_argv(cfg, req->language, req->code, err);
+        req->argv ? sbx_strv_dup(req->argv, 0) : code_argv(set, req->language, req->code, err);
     /* Code in a language runs with its environment's settings. */
     const struct sbx_environment *envc =
-        req->argv ? NULL : sbx_config_environment(cfg, req->language ? req->language : "");
-    t->net = req->net >= 0 ? (enum sbx_net_policy)req->net : envc ? envc->net : cfg->net;
-    t->env = t->argv ? rt_task_env(cfg, t->net, req->clone.tenant, req->env, err) : NULL;
+        req->argv ? NULL : sbx_settings_environment(set, req->language ? req->language : "");
+    t->net = req->net >= 0 ? (enum sbx_net_policy)req->net : envc ? envc->net : set->net;
+    t->env = t->argv ? rt_task_env(set, t->net, req->clone.tenant, req->env, err) : NULL;
     if (!t->argv || !t->env || !t->argv[0]) {
         if (t->argv && !t->argv[0])
             sbx_err_set(err, EINVAL, "command is empty");
@@ -358,7 +358,7 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     if (req->stdin_len)
         memcpy(t->stdin_data, req->stdin_data, req->stdin_len);
     t->stdin_len = req->stdin_len;
-    const struct sbx_limits *dl = envc ? &envc->limits : &cfg->limits;
+    const struct sbx_limits *dl = envc ? &envc->limits : &set->limits;
     t->timeout_s = req->timeout_s > 0 ? req->timeout_s : dl->timeout_s;
     t->lim.memory_bytes = req->memory_bytes ? req->memory_bytes : dl->memory_bytes;
     t->lim.pids = req->pids ? req->pids : dl->pids;
@@ -366,7 +366,7 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     t->output_limit = dl->output_bytes;
     t->file_size = dl->file_size_bytes;
     t->tmp_size = dl->tmp_bytes;
-    t->seccomp = envc ? envc->seccomp : cfg->seccomp;
+    t->seccomp = envc ? envc->seccomp : set->seccomp;
     if ((req->net_default >= 0 || req->allow || req->deny) &&
         !(t->own_policy = rt_task_policy(rt, req, err))) {
         task_free(t);

@@ -24,10 +24,10 @@ static int mount_quota(struct sbx_runtime *rt, const char *dir, uid_t uid, gid_t
         if (strcmp(m->path, dir) == 0)
             return 0;
     char images[PATH_MAX];
-    snprintf(images, sizeof(images), "%s/workspace-images", rt->o.cfg->state_dir);
+    snprintf(images, sizeof(images), "%s/workspace-images", rt->settings.state_dir);
     if (mkdir(images, 0700) < 0 && errno != EEXIST)
         return sbx_err_set(err, errno, "mkdir %s", images);
-    if (sbx_ws_quota_ensure(images, dir, rt->o.cfg->workspace_quota_bytes, uid, gid, err) < 0)
+    if (sbx_ws_quota_ensure(images, dir, rt->settings.workspace_quota_bytes, uid, gid, err) < 0)
         return -1;
     struct mounted_ws *m = calloc(1, sizeof(*m));
     if (!m || !(m->path = strdup(dir))) {
@@ -43,7 +43,7 @@ static int mount_quota(struct sbx_runtime *rt, const char *dir, uid_t uid, gid_t
 int sbx_runtime_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, int *ws_fd, uid_t *uid,
                           gid_t *gid, sbx_err *err)
 {
-    const struct sbx_config *cfg = rt->o.cfg;
+    const struct sbx_runtime_settings *set = &rt->settings;
     uint32_t base;
     int fd = -1;
     /* A tenant cannot take every host id range: new clones stop at its cap. */
@@ -52,18 +52,18 @@ int sbx_runtime_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, int
     if (sbx_store_clone_known(rt->o.store, c->tenant, c->key, c->id, &known, err) < 0 ||
         (!known && sbx_store_clone_count(rt->o.store, c->tenant, &n, err) < 0))
         return -1;
-    if (!known && n >= cfg->max_clones_per_tenant)
+    if (!known && n >= set->max_clones_per_tenant)
         return sbx_err_set(err, EDQUOT, "tenant %s already has %llu clones, the most allowed",
                            c->tenant, (unsigned long long)n);
-    if (sbx_store_clone_base(rt->o.store, c->tenant, c->key, c->id, cfg->host_id_base,
+    if (sbx_store_clone_base(rt->o.store, c->tenant, c->key, c->id, set->host_id_base,
                              CLONE_ID_STRIDE, MAX_CLONES, &base, err) < 0)
         return -1;
-    *uid = base + cfg->runner_uid;
-    *gid = base + cfg->runner_gid;
-    if (sbx_ws_ensure(cfg->workspace_root, c->tenant, c->key, c->id, *uid, *gid, &fd, err) < 0)
+    *uid = base + set->runner_uid;
+    *gid = base + set->runner_gid;
+    if (sbx_ws_ensure(set->workspace_root, c->tenant, c->key, c->id, *uid, *gid, &fd, err) < 0)
         return -1;
     close(fd);
-    char *dir = sbx_ws_dir(cfg->workspace_root, c->tenant, c->key, c->id, err);
+    char *dir = sbx_ws_dir(set->workspace_root, c->tenant, c->key, c->id, err);
     if (!dir)
         return -1;
     /* The fd of the directory under the mount is stale: open the mount's root. */

@@ -18,8 +18,7 @@ json_t *sbx_json_time(int64_t ms)
     return json_string(buf);
 }
 
-/* Length of the valid UTF-8 sequence at p (1..4), or 0. */
-static size_t utf8_seq(const unsigned char *p, size_t left)
+size_t sbx_utf8_seq(const unsigned char *p, size_t left)
 {
     size_t n;
     unsigned cp;
@@ -58,7 +57,7 @@ json_t *sbx_json_text(const char *buf, size_t len)
     size_t o = 0;
     const unsigned char *p = (const unsigned char *)buf;
     for (size_t i = 0; i < len;) {
-        size_t n = p[i] ? utf8_seq(p + i, len - i) : 0;
+        size_t n = p[i] ? sbx_utf8_seq(p + i, len - i) : 0;
         if (n) {
             memcpy(out + o, p + i, n), o += n, i += n;
         } else {

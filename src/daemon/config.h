@@ -218,13 +218,7 @@ struct sbx_config {
     struct sbx_environment *environments; /* enabled ones only, n >= 0 */
     size_t n_environments;
 
-    struct {
-        bool enabled;
-        uint64_t size;
-        uint64_t max_active; /* 0: max_concurrent */
-        double idle_timeout_s;
-        struct sbx_strv environments; /* canonical names; empty: all */
-    } pool;
+    struct sbx_pool_settings pool;
 
     /* The original's CLAW_* variables that were set but mean nothing here
      * (CLAW_AGENT_ID, CLAW_SKILL_STORE_*_ROOT, ...), for the daemon to log. */

@@ -36,10 +36,6 @@ void sbx_settings_from_config(struct sbx_runtime_settings *s, const struct sbx_c
         .n_environments = c->n_environments,
         .tenants = c->tenants,
         .n_tenants = c->n_tenants,
-        .pool = {.enabled = c->pool.enabled,
-                 .size = c->pool.size,
-                 .max_active = c->pool.max_active,
-                 .idle_timeout_s = c->pool.idle_timeout_s,
-                 .environments = c->pool.environments},
+        .pool = c->pool,
     };
 }

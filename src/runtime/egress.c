@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
+#include "runtime/flow.h"
 #include "runtime/runtime_int.h"
 
 /* A task's or a session's own policy and the ones it replaced. */
@@ -37,32 +39,44 @@ int rt_policy_replace(struct sbx_runtime *rt, struct sbx_egress *eg,
     *own = p;
     return 0;
 }
-/* Every egress flow of a task is an audit record; a denial of a real target
- * (not a malformed handshake) is also a network_denied event on its session. */
+/* A denial of a real target, not of a malformed handshake: worth an event. */
+static bool denied_target(const struct sbx_flow *f)
+{
+    return f->verdict == SBX_VERDICT_DENY && (f->addr.family || f->name[0]);
+}
+
+/* Every egress flow of a task is an audit record; a denied real target is
+ * also a network_denied event on its session. */
 static void on_flow(void *ud, const struct sbx_flow *f)
 {
     struct rt_task *t = ud;
-    char addr[INET6_ADDRSTRLEN] = "";
-    if (f->addr.family)
-        sbx_addr_str(&f->addr, addr, sizeof(addr));
     bool denied = f->verdict == SBX_VERDICT_DENY;
-    json_t *d = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:s, s:I, s:I, s:f}", "taskId",
-                          t->id, "tenantCode", t->clone.tenant, "cloneId", t->clone.id, "via",
-                          sbx_flow_via_name(f->via), "name", f->name, "address", addr, "port",
-                          f->port, "verdict", denied ? "deny" : "allow", "rule", f->rule,
-                          "bytesOut", (json_int_t)f->bytes_out, "bytesIn", (json_int_t)f->bytes_in,
-                          "durationSeconds", f->duration_s);
+    json_t *d = json_pack("{s:s, s:s, s:s}", "taskId", t->id, "tenantCode", t->clone.tenant,
+                          "cloneId", t->clone.id);
+    json_t *flow = sbx_flow_json(f);
+    if (d && (!flow || json_object_update(d, flow) < 0)) {
+        json_decref(d);
+        d = NULL;
+    }
+    json_decref(flow);
     char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
     struct sbx_store_audit rec = {.identity = "egress",
                                   .action = denied ? "egress_denied" : "egress_flow",
                                   .target = t->id,
                                   .detail = detail};
-    if (detail)
-        sbx_store_audit_append(t->rt->o.store, &rec, NULL);
+    sbx_err e = {0};
+    if (!detail)
+        sbx_err_set(&e, ENOMEM, "audit record");
+    /* The flow happened (or was refused) whatever the store says: a lost
+     * record is the operator's to know, in the log; the task goes on. */
+    if (!detail || sbx_store_audit_append(t->rt->o.store, &rec, &e) < 0) {
+        char msg[600], why[300];
+        sbx_log(SBX_LOG_WARN, "egress audit record lost task=%s action=%s error=%s", t->id,
+                rec.action, sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
+    }
     free(detail);
-    if (d && denied && (f->addr.family || f->name[0]))
-        sbx_runtime_emit(t->rt, t->clone.tenant, t->session, "network_denied", json_incref(d),
-                         NULL);
+    if (d && denied_target(f))
+        rt_emit(t->rt, t->clone.tenant, t->session, "network_denied", json_incref(d));
     json_decref(d);
 }
 
@@ -86,19 +100,15 @@ struct sbx_egress_opts rt_egress_opts(struct sbx_runtime *rt, const struct sbx_p
         .on_flow = on_flow_cb,
         .ud = ud};
 }
-/* The egress of a session reports its flows on the session's stream. */
+
+/* The egress of a session reports its denials on the session's stream. */
 void rt_session_flow(void *ud, const struct sbx_flow *f)
 {
     struct rt_session *x = ud;
-    if (f->verdict != SBX_VERDICT_DENY || (!f->addr.family && !f->name[0]))
-        return;
-    char addr[INET6_ADDRSTRLEN] = "";
-    if (f->addr.family)
-        sbx_addr_str(&f->addr, addr, sizeof(addr));
-    json_t *d = json_pack("{s:s, s:s, s:s, s:i, s:s}", "via", sbx_flow_via_name(f->via), "name",
-                          f->name, "address", addr, "port", f->port, "rule", f->rule);
-    sbx_runtime_emit(x->rt, x->tenant, x->name, "network_denied", d, NULL);
+    if (denied_target(f))
+        rt_emit(x->rt, x->tenant, x->name, "network_denied", sbx_flow_json(f));
 }
+
 /* The operator's rules plus the request's, as one policy of the task. */
 struct sbx_policy *rt_task_policy(struct sbx_runtime *rt, const struct sbx_task_request *req,
                                   sbx_err *err)

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "base/time.h"
 #include "runtime/runtime_int.h"
 
@@ -49,6 +50,19 @@ int sbx_runtime_emit(struct sbx_runtime *rt, const char *tenant, const char *ses
     free(text);
     json_decref(body);
     return rc;
+}
+
+void rt_emit(struct sbx_runtime *rt, const char *tenant, const char *session, const char *type,
+             json_t *data)
+{
+    sbx_err e = {0};
+    if (sbx_runtime_emit(rt, tenant, session, type, data, &e) == 0)
+        return;
+    char tenant_s[128], session_s[128], msg[600], why[300];
+    sbx_log(SBX_LOG_WARN, "event lost tenant=%s session=%s type=%s error=%s",
+            sbx_log_safe(tenant, tenant_s, sizeof(tenant_s)),
+            sbx_log_safe(session, session_s, sizeof(session_s)), type,
+            sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
 }
 
 struct replay_ctx {

@@ -63,8 +63,15 @@ struct sbx_task_request {
     double cpu_cores;
 };
 
-/* When the task ends: its stored record is final. */
-typedef void (*sbx_runtime_done_fn)(void *ud, const char *task_id);
+/* Whether the limits a request asks for (0: the default) are within the
+ * settings' maxima; EINVAL naming the first that is not ("pids 300 is above
+ * the maximum 256"). Submit checks it; the API may check first. */
+int sbx_runtime_check_limits(const struct sbx_runtime_settings *set,
+                             const struct sbx_task_request *req, sbx_err *err);
+
+/* When the task ends: t is its final record as the runtime stored it, with
+ * its outputs, valid during the call (no need to read it back). */
+typedef void (*sbx_runtime_done_fn)(void *ud, const struct sbx_store_task *t);
 
 /* Validate, record (pending) and queue a task. EAGAIN when the tenant's share
  * of the queue (or the queue) is full: the API answers 429; EINVAL for a bad

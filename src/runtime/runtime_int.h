@@ -33,7 +33,8 @@ struct rt_task {
     enum sbx_net_policy net;
     enum sbx_seccomp_profile seccomp;
     char *workspace;
-    char name[48]; /* the sandbox's cgroup name */
+    char name[48];      /* the sandbox's cgroup name, "" until started */
+    int64_t started_at; /* as recorded; 0 until running */
     struct sbx_task *t;
     struct rt_session *in_session;  /* running inside this live session */
     struct sbx_policy *own_policy;  /* when the request changed the egress policy */
@@ -101,6 +102,13 @@ struct sbx_runtime {
     struct sbx_subscriber *subs;
 };
 
+/* events.c */
+/* sbx_runtime_emit for the runtime's own events (data stolen): a failure is
+ * logged, and what the event told of goes on (the store holds the task's
+ * record; the stream is what lost something). */
+void rt_emit(struct sbx_runtime *rt, const char *tenant, const char *session, const char *type,
+             json_t *data);
+
 /* queue.c: the fair per-tenant queue and the scheduler. */
 /* The queue of tenant code; made (joining the ring) when create is set. NULL
  * when there is none (or it cannot be made). */
@@ -115,7 +123,7 @@ void rt_start_next(struct sbx_runtime *rt);
 
 /* tasks.c */
 int rt_task_start(struct rt_task *t, sbx_err *err);
-/* Record the end, tell the waiter and the stream, free, start the next. */
+/* Record the end, tell the stream and the waiter, free the task. */
 void rt_finish(struct rt_task *t, enum sbx_task_status status, const char *error,
                const char *result, const char *out, size_t out_len, const char *errout,
                size_t err_len, int exit_code);
@@ -130,6 +138,12 @@ struct rt_session *rt_find_session(struct sbx_runtime *rt, const char *tenant, c
 /* Activity: the idle timeout counts again from now. */
 void rt_session_touch(struct rt_session *x);
 void rt_session_free(struct rt_session *x);
+
+/* workspace.c */
+/* The workspace of a clone, made and mounted on first use: its directory
+ * (the caller frees it) and the host ids its files belong to. */
+char *rt_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, uid_t *uid, gid_t *gid,
+                   sbx_err *err);
 
 /* egress.c: egress options, policies, flows. */
 /* A task's or a session's own policy and the ones it replaced. */

@@ -11,7 +11,6 @@
 #include "base/log.h"
 #include "exec/env.h"
 #include "runtime/runtime_int.h"
-#include "workspace/path.h"
 
 /* The longest a session start waits for its sandbox to be set up. */
 #define SESSION_START_MS 10000
@@ -91,8 +90,8 @@ static void session_close(struct rt_session *x, const char *reason)
 /* An end the session's stream is told of (not asked for through the API). */
 static void session_end(struct rt_session *x, const char *reason)
 {
-    sbx_runtime_emit(x->rt, x->tenant, x->name, "runtime_stopped",
-                     json_pack("{s:s, s:s}", "runtimeId", x->name, "reason", reason), NULL);
+    rt_emit(x->rt, x->tenant, x->name, "runtime_stopped",
+            json_pack("{s:s, s:s}", "runtimeId", x->name, "reason", reason));
     session_close(x, reason);
 }
 
@@ -115,7 +114,14 @@ void rt_session_touch(struct rt_session *x)
         return;
     struct timeval tv = {.tv_sec = (time_t)secs,
                          .tv_usec = (suseconds_t)((secs - (double)(time_t)secs) * 1e6)};
-    event_add(x->ev_idle, &tv);
+    /* Not armed, the session would outlive its idle timeout: the operator
+     * hears of it (the session itself still works, and stop ends it). */
+    if (event_add(x->ev_idle, &tv) < 0) {
+        char tenant_s[128], name_s[128];
+        sbx_log(SBX_LOG_WARN, "session idle timer not armed tenant=%s session=%s",
+                sbx_log_safe(x->tenant, tenant_s, sizeof(tenant_s)),
+                sbx_log_safe(x->name, name_s, sizeof(name_s)));
+    }
 }
 
 /* init's first message: STARTED (ready), a set-up error, or nothing in time. */
@@ -139,10 +145,9 @@ static void on_session_started(evutil_socket_t fd, short what, void *arg)
                 sbx_log_safe(x->name, name_s, sizeof(name_s)), x->cgname);
         struct sbx_runtime *rt = x->rt;
         rt_session_touch(x); /* idleness counts from now */
-        sbx_runtime_emit(rt, x->tenant, x->name, "runtime_started",
-                         json_pack("{s:s, s:s, s:s}", "runtimeId", x->name, "cloneId", x->clone_id,
-                                   "tenantCode", x->tenant),
-                         NULL);
+        rt_emit(rt, x->tenant, x->name, "runtime_started",
+                json_pack("{s:s, s:s, s:s}", "runtimeId", x->name, "cloneId", x->clone_id,
+                          "tenantCode", x->tenant));
         session_notify(x, NULL);
         rt_start_next(rt); /* its tasks waited in the queue */
         return;
@@ -207,19 +212,16 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
         return -1;
     }
     snprintf(x->cgname, sizeof(x->cgname), "session-%.36s", id);
-    int ws_fd = -1;
     uid_t uid;
     gid_t gid;
-    if (sbx_runtime_workspace(rt, c, &ws_fd, &uid, &gid, err) < 0) {
+    if (!(x->workspace = rt_workspace(rt, c, &uid, &gid, err))) {
         free(x);
         return -1;
     }
-    close(ws_fd);
-    x->workspace = sbx_ws_dir(set->workspace_root, c->tenant, c->key, c->id, err);
     x->env = rt_task_env(set, set->net, c->tenant, NULL, err);
     x->next = rt->sessions;
     rt->sessions = x;
-    if (!x->workspace || !x->env)
+    if (!x->env)
         goto fail;
     struct sbx_spec spec = {.envp = x->env,
                             .workspace = x->workspace,

@@ -48,6 +48,15 @@ struct sbx_environment {
     struct sbx_limits limits; /* defaults of a task in it, within the maxima */
 };
 
+/* Warm sandboxes (accepted, not used yet). */
+struct sbx_pool_settings {
+    bool enabled;
+    uint64_t size;
+    uint64_t max_active; /* 0: max_concurrent */
+    double idle_timeout_s;
+    struct sbx_strv environments; /* canonical names; empty: all */
+};
+
 struct sbx_runtime_settings {
     const char *state_dir;      /* the clones' workspace images are under it */
     const char *workspace_root; /* <root>/<tenant>/[<cloneKey>/]<cloneId>/work */
@@ -85,13 +94,7 @@ struct sbx_runtime_settings {
     const struct sbx_tenant_conf *tenants;
     size_t n_tenants;
 
-    struct {
-        bool enabled;
-        uint64_t size;
-        uint64_t max_active; /* 0: max_concurrent */
-        double idle_timeout_s;
-        struct sbx_strv environments; /* canonical names; empty: all */
-    } pool;
+    struct sbx_pool_settings pool;
 };
 
 /* The environment called name (its name first, then one of its aliases) in

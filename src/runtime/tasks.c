@@ -7,9 +7,9 @@
 
 #include "base/log.h"
 #include "base/strv.h"
+#include "base/time.h"
 #include "exec/env.h"
 #include "runtime/runtime_int.h"
-#include "workspace/path.h"
 
 #define COALESCE_BYTES 65536
 #define COALESCE_MS 50
@@ -41,7 +41,7 @@ static void flush_output(struct rt_task *t, int idx)
         json_t *d =
             json_pack("{s:s, s:s, s:o}", "taskId", t->id, "stream", idx == 0 ? "stdout" : "stderr",
                       "data", sbx_json_text(data + off, cut));
-        sbx_runtime_emit(t->rt, t->clone.tenant, t->session, "tool_call_output", d, NULL);
+        rt_emit(t->rt, t->clone.tenant, t->session, "tool_call_output", d);
         off += cut;
     }
     evbuffer_drain(b, len);
@@ -109,7 +109,52 @@ static enum sbx_task_status final_status(const struct sbx_report *r)
     }
 }
 
-/* Record the end, tell the waiter and the stream, free, start the next. */
+/* The final transition. A task that ended must not stay "running" in the
+ * store: when the store refuses the record (an output over its bound, a full
+ * disk), the task is recorded as failed with the store's reason, without its
+ * outputs, and the refusal is logged; if even that fails, the log is all
+ * there is until the next start's recovery marks it interrupted. */
+static void record_end(struct rt_task *t, struct sbx_store_transition *tr, char *why, size_t len)
+{
+    struct sbx_store *store = t->rt->o.store;
+    sbx_err e = {0};
+    if (sbx_store_task_transition(store, t->id, tr, &e) == 0)
+        return;
+    char safe[300];
+    sbx_err_format(&e, why, len);
+    sbx_log(SBX_LOG_WARN, "task end not recorded id=%s status=%s error=%s", t->id,
+            sbx_task_status_name(tr->to), sbx_log_safe(why, safe, sizeof(safe)));
+    *tr = (struct sbx_store_transition){
+        .to = SBX_TASK_FAILED, .at = tr->at, .error = why, .result = tr->result};
+    if (sbx_store_task_transition(store, t->id, tr, &e) < 0) {
+        char msg[600];
+        sbx_log(SBX_LOG_ERROR, "task end lost id=%s error=%s", t->id,
+                sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), safe, sizeof(safe)));
+    }
+}
+
+/* The waiter's copy of the final record, as stored (outputs "" when none). */
+static void tell_done(struct rt_task *t, const struct sbx_store_transition *tr)
+{
+    struct sbx_store_task rec = {.tenant = t->clone.tenant,
+                                 .clone_key = t->clone.key,
+                                 .clone_id = t->clone.id,
+                                 .session_id = t->session,
+                                 .sandbox = t->name,
+                                 .status = tr->to,
+                                 .started_at = t->started_at,
+                                 .ended_at = tr->at,
+                                 .error = tr->error,
+                                 .result = tr->result,
+                                 .stdout_data = tr->stdout_data ? tr->stdout_data : "",
+                                 .stdout_len = tr->stdout_data ? tr->stdout_len : 0,
+                                 .stderr_data = tr->stderr_data ? tr->stderr_data : "",
+                                 .stderr_len = tr->stderr_data ? tr->stderr_len : 0};
+    memcpy(rec.id, t->id, SBX_ID_SIZE);
+    t->done(t->ud, &rec);
+}
+
+/* Record the end, tell the waiter and the stream, free. */
 void rt_finish(struct rt_task *t, enum sbx_task_status status, const char *error,
                const char *result, const char *out, size_t out_len, const char *errout,
                size_t err_len, int exit_code)
@@ -128,20 +173,22 @@ void rt_finish(struct rt_task *t, enum sbx_task_status status, const char *error
         result = made;
     }
     struct sbx_store_transition tr = {.to = status,
+                                      .at = sbx_now_ms(),
                                       .error = error ? error : "",
                                       .result = result,
                                       .stdout_data = out,
                                       .stdout_len = out_len,
                                       .stderr_data = errout,
                                       .stderr_len = err_len};
-    sbx_store_task_transition(rt->o.store, t->id, &tr, NULL);
-    json_t *d = task_event_data(t, sbx_task_status_name(status));
+    char why[600];
+    record_end(t, &tr, why, sizeof(why));
+    json_t *d = task_event_data(t, sbx_task_status_name(tr.to));
     json_object_set_new(d, "exitCode", json_integer(exit_code));
-    json_object_set_new(d, "error", json_string(error ? error : ""));
-    sbx_runtime_emit(rt, t->clone.tenant, t->session, "exec_finished", d, NULL);
+    json_object_set_new(d, "error", json_string(tr.error));
+    rt_emit(rt, t->clone.tenant, t->session, "exec_finished", d);
     unlink_active(rt, t);
     if (t->done)
-        t->done(t->ud, t->id);
+        tell_done(t, &tr);
     task_free(t);
     free(made);
 }
@@ -184,16 +231,11 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
 {
     struct sbx_runtime *rt = t->rt;
     const struct sbx_runtime_settings *set = &rt->settings;
-    int ws_fd = -1;
     uid_t uid;
     gid_t gid;
-    if (sbx_runtime_workspace(rt, &t->clone, &ws_fd, &uid, &gid, err) < 0)
+    if (!(t->workspace = rt_workspace(rt, &t->clone, &uid, &gid, err)))
         return -1;
-    close(ws_fd);
     uint32_t base = (uint32_t)uid - set->runner_uid;
-    if (!(t->workspace =
-              sbx_ws_dir(set->workspace_root, t->clone.tenant, t->clone.key, t->clone.id, err)))
-        return -1;
     snprintf(t->name, sizeof(t->name), "task-%.36s", t->id);
     t->pending[0] = evbuffer_new();
     t->pending[1] = evbuffer_new();
@@ -236,9 +278,11 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
         to.spec.net = set->net;
         to.egress = NULL;
     }
-    struct sbx_store_transition tr = {.to = SBX_TASK_RUNNING, .sandbox = t->name};
+    struct sbx_store_transition tr = {
+        .to = SBX_TASK_RUNNING, .at = sbx_now_ms(), .sandbox = t->name};
     if (sbx_store_task_transition(rt->o.store, t->id, &tr, err) < 0)
         return -1;
+    t->started_at = tr.at;
     t->t = sbx_task_start(rt->o.base, &to, err);
     if (!t->t)
         return -1;
@@ -254,10 +298,8 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
                 t->session[0] ? sbx_log_safe(t->session, session, sizeof(session)) : "-",
                 x ? x->cgname : t->name);
     }
-    sbx_runtime_emit(rt, t->clone.tenant, t->session, "task_running", task_event_data(t, "running"),
-                     NULL);
-    sbx_runtime_emit(rt, t->clone.tenant, t->session, "exec_started", task_event_data(t, "running"),
-                     NULL);
+    rt_emit(rt, t->clone.tenant, t->session, "task_running", task_event_data(t, "running"));
+    rt_emit(rt, t->clone.tenant, t->session, "exec_started", task_event_data(t, "running"));
     return 0;
 }
 
@@ -318,6 +360,19 @@ static int bounded(const char *what, double v, double max, sbx_err *err)
     return 0;
 }
 
+int sbx_runtime_check_limits(const struct sbx_runtime_settings *set,
+                             const struct sbx_task_request *req, sbx_err *err)
+{
+    const struct sbx_limits *max = &set->max;
+    if (bounded("timeoutSeconds", req->timeout_s, max->timeout_s, err) < 0 ||
+        bounded("memoryMB", (double)req->memory_bytes / (1 << 20),
+                (double)max->memory_bytes / (1 << 20), err) < 0 ||
+        bounded("pids", (double)req->pids, (double)max->pids, err) < 0 ||
+        bounded("cpu", req->cpu_cores, max->cpu_cores, err) < 0)
+        return -1;
+    return 0;
+}
+
 int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *req,
                        sbx_runtime_done_fn done, void *ud, char id[SBX_ID_SIZE], sbx_err *err)
 {
@@ -325,11 +380,7 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     struct rt_tenant *q = rt_tenant_queue(rt, req->clone.tenant, false);
     if ((q && q->queued >= set->queue_per_tenant) || rt->queued >= set->queue_size)
         return sbx_err_set(err, EAGAIN, "the task queue of tenant '%s' is full", req->clone.tenant);
-    if (bounded("timeoutSeconds", req->timeout_s, set->max.timeout_s, err) < 0 ||
-        bounded("memoryMB", (double)req->memory_bytes / (1 << 20),
-                (double)set->max.memory_bytes / (1 << 20), err) < 0 ||
-        bounded("pids", (double)req->pids, (double)set->max.pids, err) < 0 ||
-        bounded("cpu", req->cpu_cores, set->max.cpu_cores, err) < 0)
+    if (sbx_runtime_check_limits(set, req, err) < 0)
         return -1;
     struct rt_task *t = calloc(1, sizeof(*t));
     if (!t)

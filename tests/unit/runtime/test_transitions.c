@@ -133,12 +133,35 @@ static void test_stop_cancels(void **state)
     assert_int_equal(stored_status(fx, queued), SBX_TASK_CANCELED);
 }
 
+/* An output the store will not hold (over SBX_STORE_OUTPUT_MAX): the task
+ * does not stay running; it is recorded as failed, with the store's reason
+ * and without its outputs, and its waiter is told so. */
+static void test_unrecordable_end(void **state)
+{
+    struct fx *fx = *state;
+    fx->set.limits.output_bytes = fx->set.max.output_bytes = 2 * SBX_STORE_OUTPUT_MAX;
+    fx_start(fx);
+    static const char *const big[] = {"/bin/sh", "-c", "head -c 11000000 /dev/zero", NULL};
+    struct seen x = {.fx = fx};
+    char id[SBX_ID_SIZE];
+    submit(fx, big, &x, id);
+    fx->want = 1;
+    fx_run(fx);
+    assert_int_equal(x.status[0], SBX_TASK_FAILED);
+    struct sbx_store_task *s = fx_stored(fx, id);
+    assert_int_equal(s->status, SBX_TASK_FAILED);
+    assert_non_null(strstr(s->error, "output over"));
+    assert_int_equal(s->stdout_len, 0);
+    sbx_store_task_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_succeeded_and_failed, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_canceled, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_stop_cancels, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_unrecordable_end, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -61,14 +61,39 @@ int rt_queue_put(struct sbx_runtime *rt, struct rt_task *t, bool front)
     return 0;
 }
 
+bool rt_launch(struct sbx_runtime *rt, struct rt_task *t)
+{
+    sbx_err e = {0};
+    int ws = rt_task_workspace(t, &e);
+    if (ws == 0)
+        return false;
+    if (ws < 0 || rt_task_start(t, &e) < 0) {
+        /* The task could not even start: it failed, with the reason. */
+        char msg[600], why[300];
+        sbx_err_format(&e, msg, sizeof(msg));
+        if (t->t) {
+            sbx_task_free(t->t);
+            t->t = NULL;
+        }
+        sbx_log(SBX_LOG_WARN, "task failed to start id=%s error=%s", t->id,
+                sbx_log_safe(msg, why, sizeof(why)));
+        rt_finish(t, SBX_TASK_FAILED, msg, NULL, NULL, 0, NULL, 0, 125);
+        return true;
+    }
+    rt->running++;
+    return true;
+}
+
 void rt_start_next(struct sbx_runtime *rt)
 {
     /* Every queued task is looked at, in the queue's fair order, while there
      * is room; those whose session is still being set up are held aside and
      * go back to the front of their tenants' queues, in their order (the
-     * session's readiness, or its end, calls us again). */
+     * session's readiness, or its end, calls us again). A task whose clone's
+     * workspace image is being formatted keeps its place: it holds a slot
+     * until the format's end starts it. */
     struct rt_task *held = NULL;
-    while (rt->running < rt->settings.max_concurrent) {
+    while (rt->running + rt->preparing < rt->settings.max_concurrent) {
         struct rt_task *t = dequeue(rt);
         if (!t)
             break;
@@ -78,22 +103,7 @@ void rt_start_next(struct sbx_runtime *rt)
             held = t;
             continue;
         }
-        sbx_err e = {0};
-        char msg[600];
-        if (rt_task_start(t, &e) < 0) {
-            /* The task could not even start: it failed, with the reason. */
-            sbx_err_format(&e, msg, sizeof(msg));
-            if (t->t) {
-                sbx_task_free(t->t);
-                t->t = NULL;
-            }
-            char why[300];
-            sbx_log(SBX_LOG_WARN, "task failed to start id=%s error=%s", t->id,
-                    sbx_log_safe(msg, why, sizeof(why)));
-            rt_finish(t, SBX_TASK_FAILED, msg, NULL, NULL, 0, NULL, 0, 125);
-            continue;
-        }
-        rt->running++;
+        rt_launch(rt, t);
     }
     while (held) {
         struct rt_task *t = held;
@@ -148,5 +158,17 @@ void rt_unqueue(struct sbx_runtime *rt, struct rt_task *t)
                 break;
             }
         free(q);
+    }
+}
+
+void rt_fail_queued(struct sbx_runtime *rt, const struct sbx_clone *c, const char *error)
+{
+    for (struct rt_task *t = rt->active, *next; t; t = next) {
+        next = t->all_next;
+        if (t->t || strcmp(t->clone.tenant, c->tenant) != 0 || strcmp(t->clone.key, c->key) != 0 ||
+            strcmp(t->clone.id, c->id) != 0)
+            continue;
+        rt_unqueue(rt, t);
+        rt_finish(t, SBX_TASK_FAILED, error, NULL, NULL, 0, NULL, 0, 125);
     }
 }

@@ -9,7 +9,7 @@
 void sbx_runtime_counts(const struct sbx_runtime *rt, unsigned *running, unsigned *queued)
 {
     *running = rt->running;
-    *queued = rt->queued;
+    *queued = rt->queued + rt->preparing;
 }
 
 void sbx_runtime_tenant_counts(const struct sbx_runtime *rt, const char *tenant, unsigned *running,
@@ -52,6 +52,8 @@ void sbx_runtime_free(struct sbx_runtime *rt)
         return;
     while (rt->sessions)
         rt_session_free(rt->sessions);
+    while (rt->formats)
+        rt_format_free(rt->formats);
     for (struct mounted_ws *m = rt->mounted, *next; m; m = next) {
         next = m->next;
         free(m->path);

@@ -6,6 +6,7 @@
 #include <event2/buffer.h>
 
 #include "net/egress.h"
+#include "workspace/quota.h"
 #include "runtime/runtime.h"
 
 struct rt_task;
@@ -32,9 +33,11 @@ struct rt_task {
     uint64_t output_limit, file_size, tmp_size;
     enum sbx_net_policy net;
     enum sbx_seccomp_profile seccomp;
-    char *workspace;
-    char name[48];      /* the sandbox's cgroup name, "" until started */
-    int64_t started_at; /* as recorded; 0 until running */
+    char *workspace;          /* once known (rt_task_workspace) */
+    uid_t ws_uid;             /* the clone's host uid of the runner */
+    struct rt_format *format; /* waiting for its workspace image (not queued) */
+    char name[48];            /* the sandbox's cgroup name, "" until started */
+    int64_t started_at;       /* as recorded; 0 until running */
     struct sbx_task *t;
     struct rt_session *in_session;  /* running inside this live session */
     struct sbx_policy *own_policy;  /* when the request changed the egress policy */
@@ -84,6 +87,21 @@ struct rt_session {
     struct rt_session *next;
 };
 
+/* A clone's first workspace image being formatted (mkfs.ext4 watched by its
+ * pidfd): the clone's tasks wait in the queue until it ends. */
+struct rt_format {
+    struct sbx_runtime *rt;
+    struct sbx_clone clone;
+    char *dir; /* the workspace directory it is for */
+    struct sbx_ws_format f;
+    struct event *ev;        /* the pidfd is readable */
+    struct rt_task *waiters; /* tasks that hold a slot for it (linked by next) */
+    bool finished;           /* reaped (rc, err: how it went) */
+    int rc;
+    sbx_err err;
+    struct rt_format *next;
+};
+
 struct mounted_ws {
     char *path;
     struct mounted_ws *next;
@@ -95,9 +113,11 @@ struct sbx_runtime {
     char default_session[SBX_SEGMENT_MAX + 1];
     struct rt_tenant *ring; /* tenants with queued tasks */
     unsigned queued, running;
+    unsigned preparing;         /* tasks waiting for their workspace image */
     struct rt_task *active;     /* queued and running */
     unsigned egress_conns;      /* live egress connections of all sandboxes */
     struct mounted_ws *mounted; /* workspace images this daemon mounted */
+    struct rt_format *formats;  /* workspace images being formatted */
     struct rt_session *sessions;
     struct sbx_subscriber *subs;
 };
@@ -118,8 +138,15 @@ struct rt_tenant *rt_tenant_queue(struct sbx_runtime *rt, const char *code, bool
 int rt_queue_put(struct sbx_runtime *rt, struct rt_task *t, bool front);
 /* Remove a queued task from its tenant's queue. */
 void rt_unqueue(struct sbx_runtime *rt, struct rt_task *t);
+/* Start t (dequeued), or end it as failed with the reason. false when it
+ * waits for its clone's workspace image instead (it is the format's, holding
+ * a slot, until the format's end launches it again). */
+bool rt_launch(struct sbx_runtime *rt, struct rt_task *t);
 /* Start queued tasks while there is room. */
 void rt_start_next(struct sbx_runtime *rt);
+/* Fail every queued task of clone c with error (their workspace cannot be
+ * made). */
+void rt_fail_queued(struct sbx_runtime *rt, const struct sbx_clone *c, const char *error);
 
 /* tasks.c */
 int rt_task_start(struct rt_task *t, sbx_err *err);
@@ -144,6 +171,15 @@ void rt_session_free(struct rt_session *x);
  * (the caller frees it) and the host ids its files belong to. */
 char *rt_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, uid_t *uid, gid_t *gid,
                    sbx_err *err);
+/* The same for a task that is to start, without waiting on the loop: 1 when
+ * t->workspace is ready, 0 when its image is being formatted (the task waits
+ * in the queue: the format's end starts it), -1 with err. */
+int rt_task_workspace(struct rt_task *t, sbx_err *err);
+/* Kill a format still running (at the runtime's end) and free it; the
+ * tasks that waited for it are left to the caller (active, not queued). */
+void rt_format_free(struct rt_format *x);
+/* t no longer waits for its workspace image (it was canceled). */
+void rt_format_unwait(struct rt_task *t);
 
 /* egress.c: egress options, policies, flows. */
 /* A task's or a session's own policy and the ones it replaced. */

@@ -118,6 +118,14 @@ static void record_end(struct rt_task *t, struct sbx_store_transition *tr, char 
 {
     struct sbx_store *store = t->rt->o.store;
     sbx_err e = {0};
+    /* A setup that failed before the task was running (its workspace, its
+     * sandbox) ends it as failed, through running: the store knows no
+     * pending -> failed. */
+    if (t->started_at == 0 && tr->to != SBX_TASK_CANCELED) {
+        struct sbx_store_transition run = {.to = SBX_TASK_RUNNING, .at = tr->at, .sandbox = ""};
+        if (sbx_store_task_transition(store, t->id, &run, &e) == 0)
+            t->started_at = tr->at;
+    }
     if (sbx_store_task_transition(store, t->id, tr, &e) == 0)
         return;
     char safe[300];
@@ -231,11 +239,8 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
 {
     struct sbx_runtime *rt = t->rt;
     const struct sbx_runtime_settings *set = &rt->settings;
-    uid_t uid;
-    gid_t gid;
-    if (!(t->workspace = rt_workspace(rt, &t->clone, &uid, &gid, err)))
-        return -1;
-    uint32_t base = (uint32_t)uid - set->runner_uid;
+    /* The queue made its workspace ready first (rt_task_workspace). */
+    uint32_t base = (uint32_t)t->ws_uid - set->runner_uid;
     snprintf(t->name, sizeof(t->name), "task-%.36s", t->id);
     t->pending[0] = evbuffer_new();
     t->pending[1] = evbuffer_new();
@@ -486,7 +491,10 @@ int sbx_runtime_cancel(struct sbx_runtime *rt, const char *id, sbx_err *err)
         sbx_task_cancel(t->t); /* on_task_done records it as canceled */
         return 0;
     }
-    rt_unqueue(rt, t);
+    if (t->format)
+        rt_format_unwait(t);
+    else
+        rt_unqueue(rt, t);
     rt_finish(t, SBX_TASK_CANCELED, "canceled before it started", NULL, NULL, 0, NULL, 0, 124);
     return 0;
 }

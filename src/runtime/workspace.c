@@ -1,5 +1,7 @@
 /* The workspace of a clone: its host id range, its directory, its quota
- * image mounted once per daemon run. */
+ * image mounted once per daemon run. A clone's first image is formatted off
+ * the loop: mkfs.ext4 runs as a child watched by its pidfd, and the clone's
+ * tasks wait in the queue until it is done. */
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -8,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "runtime/runtime_int.h"
 #include "workspace/files.h"
 #include "workspace/path.h"
@@ -16,15 +19,156 @@
 #define CLONE_ID_STRIDE 65536u
 #define MAX_CLONES 60000u
 
+static void images_dir(const struct sbx_runtime *rt, char *out, size_t len)
+{
+    snprintf(out, len, "%s/workspace-images", rt->settings.state_dir);
+}
+
+static bool is_mounted(const struct sbx_runtime *rt, const char *dir)
+{
+    for (const struct mounted_ws *m = rt->mounted; m; m = m->next)
+        if (strcmp(m->path, dir) == 0)
+            return true;
+    return false;
+}
+
+static struct rt_format *find_format(struct sbx_runtime *rt, const char *dir)
+{
+    for (struct rt_format *x = rt->formats; x; x = x->next)
+        if (strcmp(x->dir, dir) == 0)
+            return x;
+    return NULL;
+}
+
+void rt_format_unwait(struct rt_task *t)
+{
+    struct rt_format *x = t->format;
+    if (!x)
+        return;
+    for (struct rt_task **p = &x->waiters; *p; p = &(*p)->next)
+        if (*p == t) {
+            *p = t->next;
+            break;
+        }
+    t->next = NULL;
+    t->format = NULL;
+    t->rt->preparing--;
+}
+
+void rt_format_free(struct rt_format *x)
+{
+    while (x->waiters)
+        rt_format_unwait(x->waiters);
+    for (struct rt_format **p = &x->rt->formats; *p; p = &(*p)->next)
+        if (*p == x) {
+            *p = x->next;
+            break;
+        }
+    if (x->ev) /* before its pidfd is closed */
+        event_free(x->ev);
+    sbx_ws_quota_format_abort(&x->f); /* a no-op once finished */
+    free(x->dir);
+    free(x);
+}
+
+/* Reap the format's mkfs (waiting when it still runs), once. */
+static int format_finish(struct rt_format *x, sbx_err *err)
+{
+    if (!x->finished) {
+        x->finished = true;
+        x->rc = sbx_ws_quota_format_finish(&x->f, &x->err);
+    }
+    if (x->rc < 0 && err)
+        *err = x->err;
+    return x->rc;
+}
+
+/* mkfs ended: the tasks that waited for it start (in the slots they held),
+ * or fail with its error, as do the clone's tasks still queued. */
+static void on_formatted(evutil_socket_t fd, short what, void *arg)
+{
+    struct rt_format *x = arg;
+    struct sbx_runtime *rt = x->rt;
+    struct sbx_clone clone = x->clone;
+    char msg[600] = "";
+    if (format_finish(x, NULL) < 0) {
+        char why[300];
+        sbx_err_format(&x->err, msg, sizeof(msg));
+        sbx_log(SBX_LOG_WARN, "workspace image not made clone=%s error=%s", x->clone.id,
+                sbx_log_safe(msg, why, sizeof(why)));
+    }
+    struct rt_task *waiters = x->waiters;
+    x->waiters = NULL;
+    rt_format_free(x);
+    for (struct rt_task *t = waiters, *next; t; t = next) {
+        next = t->next;
+        t->next = NULL;
+        t->format = NULL;
+        rt->preparing--;
+        if (msg[0])
+            rt_finish(t, SBX_TASK_FAILED, msg, NULL, NULL, 0, NULL, 0, 125);
+        else
+            rt_launch(rt, t);
+    }
+    /* Not retried for them: each would format again and fail alike. */
+    if (msg[0])
+        rt_fail_queued(rt, &clone, msg);
+    rt_start_next(rt);
+}
+
+static struct rt_format *format_start(struct sbx_runtime *rt, const struct sbx_clone *c,
+                                      const char *dir, uid_t uid, gid_t gid, sbx_err *err)
+{
+    char images[PATH_MAX];
+    images_dir(rt, images, sizeof(images));
+    struct rt_format *x = calloc(1, sizeof(*x));
+    if (!x || !(x->dir = strdup(dir))) {
+        free(x);
+        sbx_err_set(err, ENOMEM, "workspace");
+        return NULL;
+    }
+    x->rt = rt;
+    x->clone = *c;
+    x->f.pid = -1;
+    x->next = rt->formats;
+    rt->formats = x;
+    if (sbx_ws_quota_format_start(images, dir, rt->settings.workspace_quota_bytes, uid, gid, &x->f,
+                                  err) < 0) {
+        rt_format_free(x);
+        return NULL;
+    }
+    x->ev = event_new(rt->o.base, x->f.pidfd, EV_READ, on_formatted, x);
+    if (!x->ev || event_add(x->ev, NULL) < 0) {
+        rt_format_free(x);
+        sbx_err_set(err, ENOMEM, "workspace format event");
+        return NULL;
+    }
+    return x;
+}
+
 /* The clone's workspace as a filesystem of its own (its quota image), mounted
- * once per daemon run and remembered for the unmount at stop. */
+ * once per daemon run and remembered for the unmount at stop. A format still
+ * running is waited for here (a caller that cannot wait asks
+ * rt_task_workspace instead); its tasks are still started from the loop. */
 static int mount_quota(struct sbx_runtime *rt, const char *dir, uid_t uid, gid_t gid, sbx_err *err)
 {
-    for (struct mounted_ws *m = rt->mounted; m; m = m->next)
-        if (strcmp(m->path, dir) == 0)
-            return 0;
+    if (is_mounted(rt, dir))
+        return 0;
+    struct rt_format *x = find_format(rt, dir);
+    if (x && !x->finished) {
+        /* Its pidfd is closed when reaped: not watched any more. The loop
+         * still runs on_formatted, for the tasks that wait for it. */
+        event_del(x->ev);
+        format_finish(x, NULL);
+        event_active(x->ev, EV_READ, 0);
+    }
+    if (x && x->rc < 0) {
+        if (err)
+            *err = x->err;
+        return -1;
+    }
     char images[PATH_MAX];
-    snprintf(images, sizeof(images), "%s/workspace-images", rt->settings.state_dir);
+    images_dir(rt, images, sizeof(images));
     if (mkdir(images, 0700) < 0 && errno != EEXIST)
         return sbx_err_set(err, errno, "mkdir %s", images);
     if (sbx_ws_quota_ensure(images, dir, rt->settings.workspace_quota_bytes, uid, gid, err) < 0)
@@ -40,8 +184,9 @@ static int mount_quota(struct sbx_runtime *rt, const char *dir, uid_t uid, gid_t
     return 0;
 }
 
-char *rt_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, uid_t *uid, gid_t *gid,
-                   sbx_err *err)
+/* The clone's directory, made, and its host ids. */
+static char *workspace_dir(struct sbx_runtime *rt, const struct sbx_clone *c, uid_t *uid,
+                           gid_t *gid, sbx_err *err)
 {
     const struct sbx_runtime_settings *set = &rt->settings;
     uint32_t base;
@@ -66,10 +211,52 @@ char *rt_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, uid_t *uid
     cleanup_fd int fd = -1;
     if (sbx_ws_ensure(set->workspace_root, c->tenant, c->key, c->id, *uid, *gid, &fd, err) < 0)
         return NULL;
-    cleanup_free char *dir = sbx_ws_dir(set->workspace_root, c->tenant, c->key, c->id, err);
+    return sbx_ws_dir(set->workspace_root, c->tenant, c->key, c->id, err);
+}
+
+char *rt_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, uid_t *uid, gid_t *gid,
+                   sbx_err *err)
+{
+    cleanup_free char *dir = workspace_dir(rt, c, uid, gid, err);
     if (!dir || mount_quota(rt, dir, *uid, *gid, err) < 0)
         return NULL;
     return sbx_steal_pointer(&dir);
+}
+
+int rt_task_workspace(struct rt_task *t, sbx_err *err)
+{
+    struct sbx_runtime *rt = t->rt;
+    if (t->workspace)
+        return 1;
+    uid_t uid;
+    gid_t gid;
+    cleanup_free char *dir = workspace_dir(rt, &t->clone, &uid, &gid, err);
+    if (!dir)
+        return -1;
+    if (!is_mounted(rt, dir)) {
+        char images[PATH_MAX];
+        images_dir(rt, images, sizeof(images));
+        struct rt_format *x = find_format(rt, dir);
+        if (!x && !sbx_ws_quota_image_exists(images, dir)) {
+            if (mkdir(images, 0700) < 0 && errno != EEXIST)
+                return sbx_err_set(err, errno, "mkdir %s", images);
+            if (!(x = format_start(rt, &t->clone, dir, uid, gid, err)))
+                return -1;
+        }
+        if (x && !x->finished) {
+            t->format = x;
+            t->next = x->waiters;
+            x->waiters = t;
+            rt->preparing++;
+            return 0;
+        }
+        /* Formatted: attaching and mounting takes a millisecond. */
+        if (mount_quota(rt, dir, uid, gid, err) < 0)
+            return -1;
+    }
+    t->workspace = sbx_steal_pointer(&dir);
+    t->ws_uid = uid;
+    return 1;
 }
 
 int sbx_runtime_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, int *ws_fd, uid_t *uid,

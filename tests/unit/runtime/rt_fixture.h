@@ -175,3 +175,24 @@ static inline struct sbx_store_task *fx_stored(struct fx *fx, const char *id)
         fx_fail("task get", &e);
     return t;
 }
+
+static inline void fx_warmed(void *ud, const struct sbx_store_task *t)
+{
+    *(bool *)ud = true;
+}
+
+/* Run one task in tenant's clone, so that its workspace image exists (a
+ * clone's first task waits for its mkfs). */
+static inline void fx_warm(struct fx *fx, const char *tenant)
+{
+    static const char *const argv[] = {"/bin/true", NULL};
+    struct sbx_task_request r = fx_request(tenant, argv);
+    char id[SBX_ID_SIZE];
+    sbx_err e = {0};
+    bool ended = false;
+    if (sbx_runtime_submit(fx->rt, &r, fx_warmed, &ended, id, &e) < 0)
+        fx_fail("submit", &e);
+    while (!ended && !fx->timed_out)
+        event_base_loop(fx->base, EVLOOP_ONCE);
+    assert_false(fx->timed_out);
+}

@@ -34,6 +34,8 @@ static void test_fair_between_tenants(void **state)
 {
     struct fx *fx = *state;
     fx_start(fx);
+    fx_warm(fx, "flood");
+    fx_warm(fx, "quiet");
     struct ended x = {.fx = fx};
     for (int i = 0; i < 5; i++)
         submit(fx, "flood", &x);

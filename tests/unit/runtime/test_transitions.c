@@ -59,6 +59,7 @@ static void test_succeeded_and_failed(void **state)
 {
     struct fx *fx = *state;
     fx_start(fx);
+    fx_warm(fx, "acme");
     struct seen x = {.fx = fx};
     char a[SBX_ID_SIZE], b[SBX_ID_SIZE], c[SBX_ID_SIZE];
     submit(fx, true_argv, &x, a);
@@ -88,6 +89,7 @@ static void test_canceled(void **state)
 {
     struct fx *fx = *state;
     fx_start(fx);
+    fx_warm(fx, "acme");
     struct seen x = {.fx = fx};
     char running[SBX_ID_SIZE], queued[SBX_ID_SIZE];
     submit(fx, sleep_argv, &x, running);
@@ -118,6 +120,7 @@ static void test_stop_cancels(void **state)
 {
     struct fx *fx = *state;
     fx_start(fx);
+    fx_warm(fx, "acme");
     char running[SBX_ID_SIZE], queued[SBX_ID_SIZE];
     struct sbx_task_request r = fx_request("acme", sleep_argv);
     sbx_err e = {0};
@@ -155,6 +158,73 @@ static void test_unrecordable_end(void **state)
     sbx_store_task_free(s);
 }
 
+/* A clone's first task waits in the queue (pending, not running) while its
+ * workspace image is formatted off the loop, then runs; a later task of
+ * the clone finds the image made. */
+static void test_waits_for_workspace_image(void **state)
+{
+    struct fx *fx = *state;
+    fx->set.max_concurrent = 4;
+    fx_start(fx);
+    struct seen x = {.fx = fx};
+    char a[SBX_ID_SIZE], b[SBX_ID_SIZE];
+    submit(fx, true_argv, &x, a);
+    submit(fx, true_argv, &x, b);
+    unsigned running, queued;
+    sbx_runtime_counts(fx->rt, &running, &queued);
+    assert_int_equal(running, 0);
+    assert_int_equal(queued, 2);
+    assert_int_equal(stored_status(fx, a), SBX_TASK_PENDING);
+    fx->want = 2;
+    fx_run(fx);
+    assert_int_equal(x.status[0], SBX_TASK_SUCCEEDED);
+    assert_int_equal(x.status[1], SBX_TASK_SUCCEEDED);
+    char c[SBX_ID_SIZE];
+    submit(fx, true_argv, &x, c);
+    sbx_runtime_counts(fx->rt, &running, &queued);
+    assert_int_equal(running, 1); /* at once: the image is there */
+    fx->want = 3;
+    fx_run(fx);
+}
+
+/* Canceled while its image is formatted: canceled at once; the slot it held
+ * is free again. The daemon's stop kills the format itself. */
+static void test_canceled_while_formatting(void **state)
+{
+    struct fx *fx = *state;
+    fx_start(fx);
+    struct seen x = {.fx = fx};
+    char a[SBX_ID_SIZE], b[SBX_ID_SIZE];
+    submit(fx, true_argv, &x, a);
+    submit(fx, true_argv, &x, b);
+    sbx_err e = {0};
+    assert_int_equal(sbx_runtime_cancel(fx->rt, a, &e), 0);
+    assert_int_equal(fx->done, 1);
+    assert_int_equal(x.status[0], SBX_TASK_CANCELED);
+    unsigned running, queued;
+    sbx_runtime_counts(fx->rt, &running, &queued);
+    assert_int_equal(running + queued, 1);
+    sbx_runtime_free(fx->rt);
+    fx->rt = NULL;
+    assert_int_equal(stored_status(fx, b), SBX_TASK_CANCELED);
+}
+
+/* An image that cannot be made fails the task with the reason. */
+static void test_workspace_image_refused(void **state)
+{
+    struct fx *fx = *state;
+    fx->set.workspace_quota_bytes = 1 << 20; /* under the minimum */
+    fx_start(fx);
+    struct seen x = {.fx = fx};
+    char id[SBX_ID_SIZE];
+    submit(fx, true_argv, &x, id);
+    assert_int_equal(fx->done, 1);
+    assert_int_equal(x.status[0], SBX_TASK_FAILED);
+    struct sbx_store_task *s = fx_stored(fx, id);
+    assert_non_null(strstr(s->error, "under the minimum of 16 MiB"));
+    sbx_store_task_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -162,6 +232,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_canceled, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_stop_cancels, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_unrecordable_end, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_waits_for_workspace_image, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_workspace_image_refused, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_canceled_while_formatting, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

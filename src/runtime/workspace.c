@@ -92,10 +92,11 @@ static void on_formatted(evutil_socket_t fd, short what, void *arg)
     struct sbx_clone clone = x->clone;
     char msg[600] = "";
     if (format_finish(x, NULL) < 0) {
-        char why[300];
+        char tenant_s[128], id_s[128], why[300];
         sbx_err_format(&x->err, msg, sizeof(msg));
-        sbx_log(SBX_LOG_WARN, "workspace image not made clone=%s error=%s", x->clone.id,
-                sbx_log_safe(msg, why, sizeof(why)));
+        sbx_log(SBX_LOG_WARN, "workspace image not made tenant=%s clone=%s error=%s",
+                sbx_log_safe(x->clone.tenant, tenant_s, sizeof(tenant_s)),
+                sbx_log_safe(x->clone.id, id_s, sizeof(id_s)), sbx_log_safe(msg, why, sizeof(why)));
     }
     struct rt_task *waiters = x->waiters;
     x->waiters = NULL;

@@ -522,16 +522,9 @@ static void exec_release(struct exec_wait *w)
         free(w);
 }
 
-static void exec_done(void *ud, const char *task_id)
+static void exec_done(void *ud, const struct sbx_store_task *t)
 {
     struct exec_wait *w = ud;
-    struct sbx_store_task *t = NULL;
-    sbx_err e = {0};
-    if (sbx_store_task_get(w->api->store, task_id, NULL, SBX_STORE_WITH_OUTPUT, &t, &e) < 0) {
-        sbx_http_respond_err(w->req, &e);
-        exec_release(w);
-        return;
-    }
     json_error_t je;
     json_t *report = t->result ? json_loads(t->result, 0, &je) : NULL;
     json_int_t code = report ? json_integer_value(json_object_get(report, "exitCode")) : 125;
@@ -551,7 +544,6 @@ static void exec_done(void *ud, const char *task_id)
                       sbx_task_status_name(t->status), "error", t->error ? t->error : "", "report",
                       report ? report : json_null());
     }
-    sbx_store_task_free(t);
     sbx_http_respond_json(w->req, 200, o);
     exec_release(w);
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "api/http.h"
+#include "daemon/config.h"
 #include "runtime/runtime.h"
 
 struct sbx_api {

@@ -363,19 +363,10 @@ void sbx_config_free(struct sbx_config *c)
 
 const struct sbx_environment *sbx_config_environment(const struct sbx_config *c, const char *name)
 {
-    for (size_t i = 0; name && i < c->n_environments; i++)
-        if (strcmp(c->environments[i].name, name) == 0)
-            return &c->environments[i];
-    for (size_t i = 0; name && i < c->n_environments; i++)
-        if (cfg_strv_has(&c->environments[i].aliases, name))
-            return &c->environments[i];
-    return NULL;
+    return sbx_environment_find(c->environments, c->n_environments, name);
 }
 
 const struct sbx_tenant_conf *sbx_config_tenant(const struct sbx_config *c, const char *code)
 {
-    for (size_t i = 0; code && i < c->n_tenants; i++)
-        if (strcmp(c->tenants[i].code, code) == 0)
-            return &c->tenants[i];
-    return NULL;
+    return sbx_tenant_find(c->tenants, c->n_tenants, code);
 }

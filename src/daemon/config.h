@@ -133,15 +133,7 @@
 #include "isolate/sandbox.h"
 #include "net/netpolicy.h"
 #include "net/policy.h"
-
-/* A NULL-terminated array of owned strings (v is NULL when n == 0). */
-struct sbx_strv {
-    char **v;
-    size_t n;
-};
-
-enum sbx_language { SBX_LANG_PYTHON = 0, SBX_LANG_NODE, SBX_LANG_SHELL };
-const char *sbx_language_name(enum sbx_language l);
+#include "runtime/settings.h"
 
 /* Where the API listens. */
 struct sbx_listen {
@@ -152,45 +144,12 @@ struct sbx_listen {
     char *path;       /* unix: absolute */
 };
 
-/* Limits of one task. In sbx_config.limits and .max and in every environment
- * all fields are set (> 0). */
-struct sbx_limits {
-    double timeout_s;
-    uint64_t memory_bytes;
-    uint64_t pids;
-    double cpu_cores;
-    uint64_t file_size_bytes;
-    uint64_t output_bytes; /* per stream */
-    uint64_t tmp_bytes;    /* /tmp and the home directory */
-};
-
 /* An API token. The daemon compares `token` in constant time and names the
  * caller by `name` in the audit log (never by the token). */
 struct sbx_token {
     char *name;   /* YAML name; "CLAW_API_TOKEN#2" or "--token#1" for the others */
     char *token;  /* the secret: 16 to 512 printable characters, no blank or comma */
     char *tenant; /* NULL: an operator token; else bound to this tenant */
-};
-
-struct sbx_tenant_conf {
-    char *code;
-    struct sbx_strv env_keys; /* names of the daemon's variables to inject */
-    /* What this tenant's tasks get on top of sbx_config.task_env, "KEY=VALUE":
-     * the env_keys present in the daemon's environment, then the fixed `env`
-     * values. */
-    struct sbx_strv env;
-};
-
-struct sbx_environment {
-    char *name;
-    enum sbx_language language;
-    struct sbx_strv command; /* argv prefix, n >= 1; the code is appended */
-    struct sbx_strv aliases; /* other names a request may use */
-    char *rootfs;            /* NULL: the host's system directories */
-    char *working_dir;       /* absolute, inside the sandbox */
-    enum sbx_net_policy net;
-    enum sbx_seccomp_profile seccomp;
-    struct sbx_limits limits; /* defaults of a task in it, within sbx_config.max */
 };
 
 struct sbx_config {
@@ -260,13 +219,7 @@ struct sbx_config {
     struct sbx_environment *environments; /* enabled ones only, n >= 0 */
     size_t n_environments;
 
-    struct {
-        bool enabled;
-        uint64_t size;
-        uint64_t max_active; /* 0: max_concurrent */
-        double idle_timeout_s;
-        struct sbx_strv environments; /* canonical names; empty: all */
-    } pool;
+    struct sbx_pool_settings pool;
 
     /* The original's CLAW_* variables that were set but mean nothing here
      * (CLAW_AGENT_ID, CLAW_SKILL_STORE_*_ROOT, ...), for the daemon to log. */

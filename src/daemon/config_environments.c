@@ -17,11 +17,6 @@ static const struct {
     [SBX_LANG_SHELL] = {"shell", {"/bin/sh", "-c"}, {"sh"}},
 };
 
-const char *sbx_language_name(enum sbx_language l)
-{
-    return l <= SBX_LANG_SHELL ? builtin_envs[l].name : "?";
-}
-
 static int default_command(struct sbx_environment *env)
 {
     cfg_strv_clear(&env->command, false);

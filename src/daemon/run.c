@@ -21,6 +21,7 @@
 #include "exec/task.h"
 #include "net/egress.h"
 #include "net/netpolicy.h"
+#include "runtime/flow.h"
 
 #define EXIT_SETUP 125
 #define MAX_TIMEOUT_S (24.0 * 3600)
@@ -301,15 +302,7 @@ static int prepare_fds(void *ud, struct sbx_sandbox_fds *fds, sbx_err *err)
 static void record_flow(void *ud, const struct sbx_flow *f)
 {
     struct run_state *st = ud;
-    char addr[INET6_ADDRSTRLEN] = "";
-    if (f->addr.family)
-        sbx_addr_str(&f->addr, addr, sizeof(addr));
-    json_array_append_new(
-        st->flows, json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:I, s:I, s:f}", "via",
-                             sbx_flow_via_name(f->via), "name", f->name, "address", addr, "port",
-                             f->port, "verdict", f->verdict == SBX_VERDICT_ALLOW ? "allow" : "deny",
-                             "rule", f->rule, "bytesOut", (json_int_t)f->bytes_out, "bytesIn",
-                             (json_int_t)f->bytes_in, "durationSeconds", f->duration_s));
+    json_array_append_new(st->flows, sbx_flow_json(f));
 }
 
 /* Proxy policy: the egress in the sandbox's namespace, before its task runs. */

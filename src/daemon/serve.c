@@ -14,6 +14,7 @@
 #include "api/routes.h"
 #include "daemon/cmd.h"
 #include "daemon/config.h"
+#include "daemon/settings.h"
 #include "net/egress.h"
 
 extern char **environ;
@@ -256,9 +257,11 @@ int sbx_cmd_serve(int argc, char **argv)
         goto out;
     }
     recover(&s);
+    struct sbx_runtime_settings rs;
+    sbx_settings_from_config(&rs, &s.cfg);
     struct sbx_runtime_opts ro = {.base = s.base,
                                   .store = s.store,
-                                  .cfg = &s.cfg,
+                                  .settings = &rs,
                                   .cg_host = &s.cg_host,
                                   .fds = {s.fds[0], s.fds[1]},
                                   .policy = s.policy,

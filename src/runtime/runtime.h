@@ -1,17 +1,18 @@
 /* The daemon's task manager: a bounded queue fair between tenants, at most
  * max_concurrent sandboxes at once, every task recorded in the store before it
  * starts and at each transition, and the per-session event streams (stored,
- * then pushed to live subscribers). One-shot sandboxes only for now: a
- * session groups tasks and their events, it does not yet keep one sandbox
- * alive between them. */
+ * then pushed to live subscribers). A task runs in a sandbox of its own, or,
+ * when it names a live session, inside that session's sandbox, which stays
+ * (its namespaces, /tmp, background processes) until stop or idleness. */
 #pragma once
 
 #include <event2/event.h>
 #include <jansson.h>
 
 #include "base/id.h"
-#include "daemon/config.h"
+#include "base/json.h"
 #include "exec/task.h"
+#include "runtime/settings.h"
 #include "store/store.h"
 
 #define SBX_SEGMENT_MAX 64
@@ -25,7 +26,7 @@ struct sbx_clone {
 struct sbx_runtime_opts {
     struct event_base *base;
     struct sbx_store *store;
-    const struct sbx_config *cfg;
+    const struct sbx_runtime_settings *settings; /* copied; its strings borrowed */
     const struct sbx_cg_host *cg_host;
     struct sbx_sandbox_fds fds[2];             /* per seccomp profile */
     const struct sbx_policy *policy;           /* for proxy sandboxes */
@@ -37,6 +38,8 @@ struct sbx_runtime;
 struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *err);
 /* Graceful stop: queued tasks are canceled, running ones killed, all recorded. */
 void sbx_runtime_free(struct sbx_runtime *rt);
+/* The runtime's copy of its settings, for the API. */
+const struct sbx_runtime_settings *sbx_runtime_settings(const struct sbx_runtime *rt);
 
 struct sbx_task_request {
     struct sbx_clone clone;
@@ -60,8 +63,15 @@ struct sbx_task_request {
     double cpu_cores;
 };
 
-/* When the task ends: its stored record is final. */
-typedef void (*sbx_runtime_done_fn)(void *ud, const char *task_id);
+/* Whether the limits a request asks for (0: the default) are within the
+ * settings' maxima; EINVAL naming the first that is not ("pids 300 is above
+ * the maximum 256"). Submit checks it; the API may check first. */
+int sbx_runtime_check_limits(const struct sbx_runtime_settings *set,
+                             const struct sbx_task_request *req, sbx_err *err);
+
+/* When the task ends: t is its final record as the runtime stored it, with
+ * its outputs, valid during the call (no need to read it back). */
+typedef void (*sbx_runtime_done_fn)(void *ud, const struct sbx_store_task *t);
 
 /* Validate, record (pending) and queue a task. EAGAIN when the tenant's share
  * of the queue (or the queue) is full: the API answers 429; EINVAL for a bad
@@ -141,8 +151,3 @@ int sbx_runtime_subscribe(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_
 /* After a full buffer drained: replay what was missed, then live again. */
 void sbx_runtime_resume(struct sbx_runtime *rt, struct sbx_subscriber *s);
 void sbx_runtime_unsubscribe(struct sbx_runtime *rt, struct sbx_subscriber *s);
-
-/* Text as a JSON string, invalid UTF-8 replaced with U+FFFD. */
-json_t *sbx_json_text(const char *buf, size_t len);
-/* Milliseconds since the epoch as RFC 3339 ("" for 0). */
-json_t *sbx_json_time(int64_t ms);

@@ -3,6 +3,7 @@
 #include "base/digest.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/loop.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -123,13 +125,13 @@ static int find_attached(const char *image)
 /* ---- mkfs ---- */
 
 /* mkfs.ext4 on path, in a child (fork + execve, a clean environment, stdin
- * and stdout on /dev/null, stderr kept for the error), waited for. A journal
- * is kept (a host crash loses at most recent writes, never the filesystem);
- * nothing is reserved for root; one inode per 8 KiB whatever the size (mke2fs
- * would give small images 4 KiB, large ones 16 KiB: 64 Ki files in 1 GiB is
- * tight for a node_modules tree); the image is all holes, so neither inode
- * tables nor journal need zeroing. */
-static int run_mkfs(const char *path, uid_t uid, gid_t gid, sbx_err *err)
+ * and stdout on /dev/null, stderr into a memfd kept for the error), watched
+ * by a pidfd. A journal is kept (a host crash loses at most recent writes,
+ * never the filesystem); nothing is reserved for root; one inode per 8 KiB
+ * whatever the size (mke2fs would give small images 4 KiB, large ones 16 KiB:
+ * 64 Ki files in 1 GiB is tight for a node_modules tree); the image is all
+ * holes, so neither inode tables nor journal need zeroing. */
+static int mkfs_spawn(const char *path, uid_t uid, gid_t gid, struct sbx_ws_format *f, sbx_err *err)
 {
     char ext[96];
     snprintf(ext, sizeof(ext), "root_owner=%u:%u,lazy_itable_init=1,lazy_journal_init=1,nodiscard",
@@ -140,98 +142,135 @@ static int run_mkfs(const char *path, uid_t uid, gid_t gid, sbx_err *err)
     char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
     static const char *const bins[] = {"/sbin/mkfs.ext4", "/usr/sbin/mkfs.ext4"};
 
-    int pfd[2];
-    if (pipe2(pfd, O_CLOEXEC) < 0)
-        return sbx_err_stage(err, "mkfs", errno, "pipe");
-    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (devnull < 0) {
-        int e = errno;
-        close(pfd[0]);
-        close(pfd[1]);
-        return sbx_err_stage(err, "mkfs", e, "open /dev/null");
-    }
+    /* A file, not a pipe: nobody reads while it runs, and it never blocks. */
+    cleanup_fd int log = memfd_create("mkfs.ext4", MFD_CLOEXEC);
+    if (log < 0)
+        return sbx_err_stage(err, "mkfs", errno, "memfd for its messages");
+    cleanup_fd int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull < 0)
+        return sbx_err_stage(err, "mkfs", errno, "open /dev/null");
     pid_t pid = fork();
     if (pid == 0) {
         /* Only async-signal-safe calls from here on. */
-        if (dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(pfd[1], 2) < 0)
+        if (dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(log, 2) < 0)
             _exit(126);
         syscall(SYS_close_range, 3, ~0U, 0);
         for (size_t i = 0; i < SBX_ARRAY_LEN(bins); i++)
             execve(bins[i], argv, envp);
         _exit(127);
     }
-    int fork_errno = errno;
-    close(devnull);
-    close(pfd[1]);
-    if (pid < 0) {
-        close(pfd[0]);
-        return sbx_err_stage(err, "mkfs", fork_errno, "fork");
+    if (pid < 0)
+        return sbx_err_stage(err, "mkfs", errno, "fork");
+    /* Our child, not yet reaped: its pid cannot name another process. */
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0) {
+        int e = errno;
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        return sbx_err_stage(err, "mkfs", e, "pidfd_open");
     }
+    f->pid = pid;
+    f->pidfd = pidfd;
+    f->log_fd = sbx_steal_fd(&log);
+    return 0;
+}
+
+/* How mkfs ended, as an error with its message. */
+static int mkfs_status(const struct sbx_ws_format *f, int status, sbx_err *err)
+{
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
     char msg[MKFS_MSG + 1];
-    size_t have = 0;
-    for (;;) {
-        char buf[512];
-        ssize_t n = read(pfd[0], buf, sizeof(buf));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        size_t take = (size_t)n < MKFS_MSG - have ? (size_t)n : MKFS_MSG - have;
-        memcpy(msg + have, buf, take);
-        have += take;
-    }
-    close(pfd[0]);
-    msg[have] = '\0';
+    ssize_t n = pread(f->log_fd, msg, MKFS_MSG, 0);
+    msg[n > 0 ? n : 0] = '\0';
     for (char *c = msg; *c; c++)
         if (*c == '\n' || *c == '\t')
             *c = ' ';
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return sbx_err_stage(err, "mkfs", errno, "wait for mkfs.ext4");
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        return 0;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
         return sbx_err_stage(err, "mkfs", ENOENT, "mkfs.ext4 not found (install e2fsprogs)");
     if (WIFEXITED(status))
-        return sbx_err_stage(err, "mkfs", EIO, "mkfs.ext4 \"%s\" exited with %d: %s", path,
+        return sbx_err_stage(err, "mkfs", EIO, "mkfs.ext4 \"%s\" exited with %d: %s", f->tmp,
                              WEXITSTATUS(status), msg);
-    return sbx_err_stage(err, "mkfs", EIO, "mkfs.ext4 \"%s\" killed by signal %d", path,
+    return sbx_err_stage(err, "mkfs", EIO, "mkfs.ext4 \"%s\" killed by signal %d", f->tmp,
                          WTERMSIG(status));
 }
 
-/* A new image: "<name>.tmp" made sparse, formatted, then renamed to name, so
- * an image under its name is always a formatted one. */
-static int make_image(int dirfd, const char *dir, const char *name, uint64_t size, uid_t uid,
-                      gid_t gid, sbx_err *err)
+/* A new image: "<name>.tmp" in real_dir made sparse and its mkfs started;
+ * sbx_ws_quota_format_finish renames it to name once formatted, so an image
+ * under its name is always a formatted one. */
+static int format_begin(const char *real_dir, const char *name, uint64_t size, uid_t uid, gid_t gid,
+                        struct sbx_ws_format *f, sbx_err *err)
 {
-    char tmp[SBX_WS_QUOTA_NAME_MAX + 8];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", name);
-    char path[PATH_MAX];
-    if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, tmp) >= sizeof(path))
-        return sbx_err_stage(err, "image", ENAMETOOLONG, "images dir \"%s\"", dir);
-    int fd = openat(dirfd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    *f = (struct sbx_ws_format){.pid = -1, .pidfd = -1, .log_fd = -1};
+    if ((size_t)snprintf(f->tmp, sizeof(f->tmp), "%s/%s.tmp", real_dir, name) >= sizeof(f->tmp) ||
+        (size_t)snprintf(f->image, sizeof(f->image), "%s/%s", real_dir, name) >= sizeof(f->image))
+        return sbx_err_stage(err, "image", ENAMETOOLONG, "images dir \"%s\"", real_dir);
+    int fd = open(f->tmp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
-        return sbx_err_stage(err, "image", errno, "create \"%s\"", path);
+        return sbx_err_stage(err, "image", errno, "create \"%s\"", f->tmp);
     if (ftruncate(fd, (off_t)size) < 0) {
         int e = errno;
         close(fd);
-        unlinkat(dirfd, tmp, 0);
-        return sbx_err_stage(err, "image", e, "size \"%s\" to %llu bytes", path,
+        unlink(f->tmp);
+        return sbx_err_stage(err, "image", e, "size \"%s\" to %llu bytes", f->tmp,
                              (unsigned long long)size);
     }
     close(fd);
-    if (run_mkfs(path, uid, gid, err) < 0) {
-        unlinkat(dirfd, tmp, 0);
+    if (mkfs_spawn(f->tmp, uid, gid, f, err) < 0) {
+        unlink(f->tmp);
         return -1;
     }
-    if (renameat(dirfd, tmp, dirfd, name) < 0) {
-        int e = errno;
-        unlinkat(dirfd, tmp, 0);
-        return sbx_err_stage(err, "image", e, "rename \"%s\"", path);
-    }
-    fsync(dirfd); /* best effort: at worst a crash formats again */
     return 0;
+}
+
+static void format_close(struct sbx_ws_format *f)
+{
+    sbx_closep(&f->pidfd);
+    sbx_closep(&f->log_fd);
+    f->pidfd = f->log_fd = -1;
+    f->pid = -1;
+}
+
+int sbx_ws_quota_format_finish(struct sbx_ws_format *f, sbx_err *err)
+{
+    int status;
+    while (waitpid(f->pid, &status, 0) < 0)
+        if (errno != EINTR) {
+            int e = errno;
+            format_close(f);
+            unlink(f->tmp);
+            return sbx_err_stage(err, "mkfs", e, "wait for mkfs.ext4");
+        }
+    int rc = mkfs_status(f, status, err);
+    format_close(f);
+    if (rc == 0 && rename(f->tmp, f->image) < 0)
+        rc = sbx_err_stage(err, "image", errno, "rename \"%s\"", f->tmp);
+    if (rc < 0) {
+        unlink(f->tmp);
+        return -1;
+    }
+    /* Best effort: at worst a crash formats again. */
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", f->image);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    cleanup_fd int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd >= 0)
+        fsync(dirfd);
+    return 0;
+}
+
+void sbx_ws_quota_format_abort(struct sbx_ws_format *f)
+{
+    if (f->pid <= 0)
+        return;
+    kill(f->pid, SIGKILL);
+    while (waitpid(f->pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    format_close(f);
+    unlink(f->tmp);
 }
 
 /* ---- loop ---- */
@@ -321,8 +360,7 @@ static int fix_root(const char *mp, uid_t uid, gid_t gid, sbx_err *err)
     return 0;
 }
 
-int sbx_ws_quota_ensure(const char *images_dir, const char *mount_point, uint64_t size_bytes,
-                        uid_t uid, gid_t gid, sbx_err *err)
+static int check_size(uint64_t size_bytes, sbx_err *err)
 {
     if (size_bytes < SBX_WS_QUOTA_MIN)
         return sbx_err_stage(err, "image", EINVAL,
@@ -331,6 +369,37 @@ int sbx_ws_quota_ensure(const char *images_dir, const char *mount_point, uint64_
     if (size_bytes > (uint64_t)INT64_MAX)
         return sbx_err_stage(err, "image", EFBIG, "workspace quota of %llu bytes",
                              (unsigned long long)size_bytes);
+    return 0;
+}
+
+bool sbx_ws_quota_image_exists(const char *images_dir, const char *mount_point)
+{
+    char name[SBX_WS_QUOTA_NAME_MAX + 1], path[PATH_MAX];
+    if (sbx_ws_quota_image_name(mount_point, name, NULL) < 0)
+        return false;
+    struct stat st;
+    return (size_t)snprintf(path, sizeof(path), "%s/%s", images_dir, name) < sizeof(path) &&
+           lstat(path, &st) == 0;
+}
+
+int sbx_ws_quota_format_start(const char *images_dir, const char *mount_point, uint64_t size_bytes,
+                              uid_t uid, gid_t gid, struct sbx_ws_format *f, sbx_err *err)
+{
+    if (check_size(size_bytes, err) < 0)
+        return -1;
+    char name[SBX_WS_QUOTA_NAME_MAX + 1], real_dir[PATH_MAX];
+    if (sbx_ws_quota_image_name(mount_point, name, err) < 0)
+        return -1;
+    if (!realpath(images_dir, real_dir))
+        return sbx_err_stage(err, "image", errno, "images dir \"%s\"", images_dir);
+    return format_begin(real_dir, name, size_bytes, uid, gid, f, err);
+}
+
+int sbx_ws_quota_ensure(const char *images_dir, const char *mount_point, uint64_t size_bytes,
+                        uid_t uid, gid_t gid, sbx_err *err)
+{
+    if (check_size(size_bytes, err) < 0)
+        return -1;
     char name[SBX_WS_QUOTA_NAME_MAX + 1];
     if (sbx_ws_quota_image_name(mount_point, name, err) < 0)
         return -1;
@@ -364,7 +433,9 @@ int sbx_ws_quota_ensure(const char *images_dir, const char *mount_point, uint64_
 
     cleanup_fd int img = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (img < 0 && errno == ENOENT) {
-        if (make_image(dirfd, real_dir, name, size_bytes, uid, gid, err) < 0)
+        struct sbx_ws_format f;
+        if (format_begin(real_dir, name, size_bytes, uid, gid, &f, err) < 0 ||
+            sbx_ws_quota_format_finish(&f, err) < 0)
             return -1;
         img = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     }

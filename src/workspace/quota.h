@@ -5,11 +5,12 @@
  *
  *   <images_dir>/<sha256 of mount_point, hex>.img   one per clone, sparse
  *
- * Costs: creating an image formats it with mkfs.ext4 (a child process, waited
- * for: ~5-15 ms measured, up to ~100 ms on a slow disk, once per clone, the
+ * Costs: creating an image formats it with mkfs.ext4 (a child process:
+ * ~5-15 ms measured, up to ~100 ms on a slow disk, once per clone, the
  * first time its workspace is used); attaching and mounting an existing image
- * is ~1 ms (each daemon start, or after a release). Both are synchronous: the caller on the event
- * loop pays them once per clone, not per request.
+ * is ~1 ms (each daemon start, or after a release). sbx_ws_quota_ensure does
+ * both and waits; a caller on an event loop can format first without waiting
+ * (sbx_ws_quota_format_start, then _finish when the pidfd is readable).
  *
  * The image is sparse: it takes host space only as the clone writes, so the
  * sum of the quotas may exceed images_dir's filesystem (overcommit). Keep
@@ -24,6 +25,8 @@
  * ("image", "mkfs", "loop", "mount") and errno. */
 #pragma once
 
+#include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -48,6 +51,28 @@
  * the mount: reopen it afterwards. */
 int sbx_ws_quota_ensure(const char *images_dir, const char *mount_point, uint64_t size_bytes,
                         uid_t uid, gid_t gid, sbx_err *err);
+
+/* Formatting a new image without waiting for mkfs.ext4 (an event loop
+ * watches pidfd): start, then finish once pidfd is readable. */
+struct sbx_ws_format {
+    pid_t pid;            /* mkfs.ext4, -1 when none */
+    int pidfd;            /* readable once it has ended */
+    int log_fd;           /* its stderr */
+    char tmp[PATH_MAX];   /* the image being formatted */
+    char image[PATH_MAX]; /* where it goes once formatted */
+};
+/* Whether mount_point's image exists: sbx_ws_quota_ensure then only attaches
+ * and mounts it (~1 ms), no mkfs. */
+bool sbx_ws_quota_image_exists(const char *images_dir, const char *mount_point);
+/* Make mount_point's image as a sparse "<name>.img.tmp" of size_bytes and
+ * start formatting it. f is the caller's until finish or abort. */
+int sbx_ws_quota_format_start(const char *images_dir, const char *mount_point, uint64_t size_bytes,
+                              uid_t uid, gid_t gid, struct sbx_ws_format *f, sbx_err *err);
+/* Reap mkfs (waiting for it if it still runs) and put the image under its
+ * name; -1 with mkfs's message, the partial image removed. */
+int sbx_ws_quota_format_finish(struct sbx_ws_format *f, sbx_err *err);
+/* Kill mkfs, reap it, remove the partial image. */
+void sbx_ws_quota_format_abort(struct sbx_ws_format *f);
 
 /* Unmount the clone's image from mount_point (MNT_DETACH: files still open
  * keep it alive until closed; with AUTOCLEAR the loop device then frees

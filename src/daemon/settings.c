@@ -1,0 +1,41 @@
+#include "daemon/settings.h"
+
+void sbx_settings_from_config(struct sbx_runtime_settings *s, const struct sbx_config *c)
+{
+    /* Borrowed, not copied: the configuration lives as long as the daemon,
+     * longer than the runtime (serve frees it last). */
+    *s = (struct sbx_runtime_settings){
+        .state_dir = c->state_dir,
+        .workspace_root = c->workspace_root,
+        .runtime_id = c->runtime_id,
+        .tenant_code = c->tenant_code,
+        .clone_key = c->clone_key,
+        .clone_id = c->clone_id,
+        .max_concurrent = c->max_concurrent,
+        .queue_size = c->queue_size,
+        .queue_per_tenant = c->queue_per_tenant,
+        .limits = c->limits,
+        .max = c->max,
+        .workspace_quota_bytes = c->workspace_quota_bytes,
+        .max_clones_per_tenant = c->max_clones_per_tenant,
+        .idle_timeout_s = c->idle_timeout_s,
+        .net = c->net,
+        .mount_sandbox = c->mount_sandbox,
+        .seccomp = c->seccomp,
+        .runner_uid = c->runner_uid,
+        .runner_gid = c->runner_gid,
+        .host_id_base = c->host_id_base,
+        .task_env = c->task_env,
+        .network = {.proxy_port = c->network.proxy_port,
+                    .max_connections = c->network.max_connections,
+                    .total_connections = c->network.total_connections,
+                    .max_bytes = c->network.max_bytes,
+                    .idle_timeout_s = c->network.idle_timeout_s,
+                    .connect_timeout_s = c->network.connect_timeout_s},
+        .environments = c->environments,
+        .n_environments = c->n_environments,
+        .tenants = c->tenants,
+        .n_tenants = c->n_tenants,
+        .pool = c->pool,
+    };
+}

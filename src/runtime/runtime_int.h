@@ -1,0 +1,206 @@
+/* The runtime's own structures, shared by its files (runtime.c, events.c,
+ * queue.c, tasks.c, sessions.c, egress.c, workspace.c); nothing outside
+ * src/runtime includes this. */
+#pragma once
+
+#include <event2/buffer.h>
+
+#include "net/egress.h"
+#include "workspace/quota.h"
+#include "runtime/runtime.h"
+
+struct rt_task;
+
+/* One tenant's queue, in the round-robin ring of tenants with waiting tasks. */
+struct rt_tenant {
+    char code[SBX_SEGMENT_MAX + 1];
+    struct rt_task *head, *tail;
+    unsigned queued;
+    struct rt_tenant *next;
+};
+
+struct rt_task {
+    struct sbx_runtime *rt;
+    char id[SBX_ID_SIZE];
+    struct sbx_clone clone;
+    char session[SBX_SEGMENT_MAX + 1];
+    char **argv;
+    char **env;
+    char *stdin_data;
+    size_t stdin_len;
+    struct sbx_cg_limits lim;
+    double timeout_s;
+    uint64_t output_limit, file_size, tmp_size;
+    enum sbx_net_policy net;
+    enum sbx_seccomp_profile seccomp;
+    char *workspace;          /* once known (rt_task_workspace) */
+    uid_t ws_uid;             /* the clone's host uid of the runner */
+    struct rt_format *format; /* waiting for its workspace image (not queued) */
+    char name[48];            /* the sandbox's cgroup name, "" until started */
+    int64_t started_at;       /* as recorded; 0 until running */
+    struct sbx_task *t;
+    struct rt_session *in_session;  /* running inside this live session */
+    struct sbx_policy *own_policy;  /* when the request changed the egress policy */
+    struct retired_policy *retired; /* replaced while running, freed at the end */
+    struct sbx_egress_opts egress;
+    struct sbx_egress *eg; /* proxy policy, not in a session: the task's own */
+    sbx_runtime_done_fn done;
+    void *ud;
+    struct evbuffer *pending[2];
+    struct event *flush;
+    struct rt_task *next;     /* in its tenant's queue */
+    struct rt_task *all_next; /* in the list of active tasks */
+};
+
+/* A start request waiting for its session to be ready. */
+struct session_waiter {
+    sbx_session_ready_fn fn;
+    void *ud;
+    struct session_waiter *next;
+};
+
+struct retired_policy {
+    struct sbx_policy *p;
+    struct retired_policy *next;
+};
+
+/* A live session: one sandbox whose init holds its namespaces; every task
+ * naming the session runs inside it, and what a task leaves (files in /tmp,
+ * background processes) is there for the next, until stop or idleness. */
+struct rt_session {
+    struct sbx_runtime *rt;
+    char tenant[SBX_SEGMENT_MAX + 1];
+    char name[SBX_SEGMENT_MAX + 1];
+    char clone_id[SBX_SEGMENT_MAX + 1];
+    char cgname[48];
+    char *workspace;
+    char **env;
+    struct sbx_sandbox sb;
+    struct sbx_egress *egress;
+    struct sbx_egress_opts egress_opts;
+    struct event *ev_exit, *ev_idle;
+    struct event *ev_ready; /* init's first message, while not ready */
+    bool ready;             /* its pid 1 holds the namespaces: tasks may join */
+    struct session_waiter *waiters;
+    unsigned tasks;
+    struct sbx_policy *own_policy;  /* set through the API, or NULL */
+    struct retired_policy *retired; /* replaced ones, freed with the session */
+    struct rt_session *next;
+};
+
+/* A clone's first workspace image being formatted (mkfs.ext4 watched by its
+ * pidfd): the clone's tasks wait in the queue until it ends. */
+struct rt_format {
+    struct sbx_runtime *rt;
+    struct sbx_clone clone;
+    char *dir; /* the workspace directory it is for */
+    struct sbx_ws_format f;
+    struct event *ev;        /* the pidfd is readable */
+    struct rt_task *waiters; /* tasks that hold a slot for it (linked by next) */
+    bool finished;           /* reaped (rc, err: how it went) */
+    int rc;
+    sbx_err err;
+    struct rt_format *next;
+};
+
+struct mounted_ws {
+    char *path;
+    struct mounted_ws *next;
+};
+
+struct sbx_runtime {
+    struct sbx_runtime_opts o;
+    struct sbx_runtime_settings settings; /* o.settings points here */
+    char default_session[SBX_SEGMENT_MAX + 1];
+    struct rt_tenant *ring; /* tenants with queued tasks */
+    unsigned queued, running;
+    unsigned preparing;         /* tasks waiting for their workspace image */
+    struct rt_task *active;     /* queued and running */
+    unsigned egress_conns;      /* live egress connections of all sandboxes */
+    struct mounted_ws *mounted; /* workspace images this daemon mounted */
+    struct rt_format *formats;  /* workspace images being formatted */
+    struct rt_session *sessions;
+    struct sbx_subscriber *subs;
+};
+
+/* events.c */
+/* sbx_runtime_emit for the runtime's own events (data stolen): a failure is
+ * logged, and what the event told of goes on (the store holds the task's
+ * record; the stream is what lost something). */
+void rt_emit(struct sbx_runtime *rt, const char *tenant, const char *session, const char *type,
+             json_t *data);
+
+/* queue.c: the fair per-tenant queue and the scheduler. */
+/* The queue of tenant code; made (joining the ring) when create is set. NULL
+ * when there is none (or it cannot be made). */
+struct rt_tenant *rt_tenant_queue(struct sbx_runtime *rt, const char *code, bool create);
+/* Into its tenant's queue, at the back or the front (the tenant joins the
+ * ring if it is not in it); -1 only when a tenant queue cannot be made. */
+int rt_queue_put(struct sbx_runtime *rt, struct rt_task *t, bool front);
+/* Remove a queued task from its tenant's queue. */
+void rt_unqueue(struct sbx_runtime *rt, struct rt_task *t);
+/* Start t (dequeued), or end it as failed with the reason. false when it
+ * waits for its clone's workspace image instead (it is the format's, holding
+ * a slot, until the format's end launches it again). */
+bool rt_launch(struct sbx_runtime *rt, struct rt_task *t);
+/* Start queued tasks while there is room. */
+void rt_start_next(struct sbx_runtime *rt);
+/* Fail every queued task of clone c with error (their workspace cannot be
+ * made). */
+void rt_fail_queued(struct sbx_runtime *rt, const struct sbx_clone *c, const char *error);
+
+/* tasks.c */
+int rt_task_start(struct rt_task *t, sbx_err *err);
+/* Record the end, tell the stream and the waiter, free the task. */
+void rt_finish(struct rt_task *t, enum sbx_task_status status, const char *error,
+               const char *result, const char *out, size_t out_len, const char *errout,
+               size_t err_len, int exit_code);
+struct rt_task *rt_find_active(struct sbx_runtime *rt, const char *id);
+/* A task's environment: the fixed base, the operator's injected keys (all
+ * tenants, then this tenant's), then the request's own. */
+char **rt_task_env(const struct sbx_runtime_settings *set, enum sbx_net_policy net,
+                   const char *tenant, const char *const *req, sbx_err *err);
+
+/* sessions.c */
+struct rt_session *rt_find_session(struct sbx_runtime *rt, const char *tenant, const char *name);
+/* Activity: the idle timeout counts again from now. */
+void rt_session_touch(struct rt_session *x);
+void rt_session_free(struct rt_session *x);
+
+/* workspace.c */
+/* The workspace of a clone, made and mounted on first use: its directory
+ * (the caller frees it) and the host ids its files belong to. */
+char *rt_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, uid_t *uid, gid_t *gid,
+                   sbx_err *err);
+/* The same for a task that is to start, without waiting on the loop: 1 when
+ * t->workspace is ready, 0 when its image is being formatted (the task waits
+ * in the queue: the format's end starts it), -1 with err. */
+int rt_task_workspace(struct rt_task *t, sbx_err *err);
+/* Kill a format still running (at the runtime's end) and free it; the
+ * tasks that waited for it are left to the caller (active, not queued). */
+void rt_format_free(struct rt_format *x);
+/* t no longer waits for its workspace image (it was canceled). */
+void rt_format_unwait(struct rt_task *t);
+
+/* egress.c: egress options, policies, flows. */
+/* A task's or a session's own policy and the ones it replaced. */
+void rt_policies_free(struct sbx_policy *own, struct retired_policy *retired);
+/* The operator's rules plus the request's, as one policy of the task. */
+struct sbx_policy *rt_task_policy(struct sbx_runtime *rt, const struct sbx_task_request *req,
+                                  sbx_err *err);
+/* A live egress's new rules (req's, on top of the operator's): they become
+ * *own; the policy they replace is kept in *retired until its owner is freed,
+ * as connections being set up may still use it. */
+int rt_policy_replace(struct sbx_runtime *rt, struct sbx_egress *eg,
+                      const struct sbx_task_request *req, struct sbx_policy **own,
+                      struct retired_policy **retired, sbx_err *err);
+/* The egress of a sandbox of ours: the configured limits, the shared
+ * connection count, flows to on_flow_cb. */
+struct sbx_egress_opts rt_egress_opts(struct sbx_runtime *rt, const struct sbx_policy *policy,
+                                      sbx_flow_cb on_flow_cb, void *ud);
+/* The on_spawn hook of a task that is to have its own egress (proxy policy,
+ * not in a session), or NULL; its options are filled in t, which outlives
+ * them, and the hook starts the egress in the new sandbox's namespace. */
+int (*rt_task_egress(struct rt_task *t))(void *ud, pid_t init_pid, sbx_err *err);
+/* The egress of a session reports its flows on the session's stream. */
+void rt_session_flow(void *ud, const struct sbx_flow *f);

@@ -1,0 +1,300 @@
+/* Live sessions: one sandbox kept between tasks, started on request, stopped
+ * on request, when its sandbox ends or after its idle timeout. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "exec/env.h"
+#include "runtime/runtime_int.h"
+
+/* The longest a session start waits for its sandbox to be set up. */
+#define SESSION_START_MS 10000
+static const struct timeval session_start_limit = {.tv_sec = SESSION_START_MS / 1000,
+                                                   .tv_usec = (SESSION_START_MS % 1000) * 1000};
+
+struct rt_session *rt_find_session(struct sbx_runtime *rt, const char *tenant, const char *name)
+{
+    for (struct rt_session *x = rt->sessions; x; x = x->next)
+        if (strcmp(x->tenant, tenant) == 0 && strcmp(x->name, name) == 0)
+            return x;
+    return NULL;
+}
+
+/* Tell every waiter of x how its start ended (err NULL: ready). */
+static void session_notify(struct rt_session *x, const sbx_err *err)
+{
+    struct session_waiter *w = x->waiters;
+    x->waiters = NULL;
+    while (w) {
+        struct session_waiter *next = w->next;
+        w->fn(w->ud, err);
+        free(w);
+        w = next;
+    }
+}
+
+void rt_session_free(struct rt_session *x)
+{
+    struct sbx_runtime *rt = x->rt;
+    if (x->waiters) {
+        sbx_err e = {0};
+        sbx_err_set(&e, EBUSY, "session %s ended before it was ready", x->name);
+        session_notify(x, &e);
+    }
+    if (x->ev_ready)
+        event_free(x->ev_ready);
+    /* Its running tasks end as canceled (124), not as a sandbox that broke
+     * under them. */
+    for (struct rt_task *t = rt->active; t; t = t->all_next)
+        if (t->in_session == x && t->t)
+            sbx_task_cancel(t->t);
+    for (struct rt_session **p = &rt->sessions; *p; p = &(*p)->next)
+        if (*p == x) {
+            *p = x->next;
+            break;
+        }
+    if (x->ev_exit)
+        event_free(x->ev_exit);
+    if (x->ev_idle)
+        event_free(x->ev_idle);
+    sbx_egress_free(x->egress);
+    sbx_sandbox_kill(&x->sb);
+    sbx_sandbox_release(&x->sb, NULL);
+    rt_policies_free(x->own_policy, x->retired);
+    sbx_env_free(x->env);
+    free(x->workspace);
+    free(x);
+}
+
+/* The end of a live session for reason: logged and freed; tasks that waited
+ * in the queue for it to be set up are looked at again (they run without
+ * it). */
+static void session_close(struct rt_session *x, const char *reason)
+{
+    char tenant_s[128], name_s[128];
+    sbx_log(SBX_LOG_INFO, "session ended tenant=%s session=%s reason=\"%s\"",
+            sbx_log_safe(x->tenant, tenant_s, sizeof(tenant_s)),
+            sbx_log_safe(x->name, name_s, sizeof(name_s)), reason);
+    struct sbx_runtime *rt = x->rt;
+    bool waited = !x->ready;
+    rt_session_free(x);
+    if (waited)
+        rt_start_next(rt);
+}
+
+/* An end the session's stream is told of (not asked for through the API). */
+static void session_end(struct rt_session *x, const char *reason)
+{
+    rt_emit(x->rt, x->tenant, x->name, "runtime_stopped",
+            json_pack("{s:s, s:s}", "runtimeId", x->name, "reason", reason));
+    session_close(x, reason);
+}
+
+static void on_session_exit(evutil_socket_t fd, short what, void *arg)
+{
+    session_end(arg, "the session's sandbox ended");
+}
+
+static void on_session_idle(evutil_socket_t fd, short what, void *arg)
+{
+    struct rt_session *x = arg;
+    if (x->tasks == 0)
+        session_end(x, "idle timeout");
+}
+
+void rt_session_touch(struct rt_session *x)
+{
+    double secs = x->rt->settings.idle_timeout_s;
+    if (secs <= 0 || !x->ev_idle)
+        return;
+    struct timeval tv = {.tv_sec = (time_t)secs,
+                         .tv_usec = (suseconds_t)((secs - (double)(time_t)secs) * 1e6)};
+    /* Not armed, the session would outlive its idle timeout: the operator
+     * hears of it (the session itself still works, and stop ends it). */
+    if (event_add(x->ev_idle, &tv) < 0) {
+        char tenant_s[128], name_s[128];
+        sbx_log(SBX_LOG_WARN, "session idle timer not armed tenant=%s session=%s",
+                sbx_log_safe(x->tenant, tenant_s, sizeof(tenant_s)),
+                sbx_log_safe(x->name, name_s, sizeof(name_s)));
+    }
+}
+
+/* init's first message: STARTED (ready), a set-up error, or nothing in time. */
+static void on_session_started(evutil_socket_t fd, short what, void *arg)
+{
+    struct rt_session *x = arg;
+    struct sbx_init_msg m;
+    sbx_err e = {0};
+    ssize_t n = what & EV_READ ? recv(fd, &m, sizeof(m), MSG_DONTWAIT) : -1;
+    if (n < 0 && (errno == EAGAIN || errno == EINTR) && (what & EV_READ)) {
+        event_add(x->ev_ready, &session_start_limit);
+        return;
+    }
+    if (n == (ssize_t)sizeof(m) && m.kind == SBX_MSG_STARTED) {
+        event_free(x->ev_ready);
+        x->ev_ready = NULL;
+        x->ready = true;
+        char tenant_s[128], name_s[128];
+        sbx_log(SBX_LOG_INFO, "session started tenant=%s session=%s sandbox=%s",
+                sbx_log_safe(x->tenant, tenant_s, sizeof(tenant_s)),
+                sbx_log_safe(x->name, name_s, sizeof(name_s)), x->cgname);
+        struct sbx_runtime *rt = x->rt;
+        rt_session_touch(x); /* idleness counts from now */
+        rt_emit(rt, x->tenant, x->name, "runtime_started",
+                json_pack("{s:s, s:s, s:s}", "runtimeId", x->name, "cloneId", x->clone_id,
+                          "tenantCode", x->tenant));
+        session_notify(x, NULL);
+        rt_start_next(rt); /* its tasks waited in the queue */
+        return;
+    }
+    if (!(what & EV_READ))
+        sbx_err_stage(&e, "session", ETIMEDOUT, "not set up in %d ms", SESSION_START_MS);
+    else if (n == (ssize_t)sizeof(m) && m.kind == SBX_MSG_SETUP_ERROR) {
+        m.stage[sizeof(m.stage) - 1] = m.text[sizeof(m.text) - 1] = '\0';
+        sbx_err_stage(&e, m.stage, m.errnum, "%s", m.text);
+    } else
+        sbx_err_stage(&e, "session", n < 0 ? errno : EPIPE, "its init ended before it started");
+    char tenant_s[128], name_s[128], msg[600], why[300];
+    sbx_log(SBX_LOG_WARN, "session failed to start tenant=%s session=%s error=%s",
+            sbx_log_safe(x->tenant, tenant_s, sizeof(tenant_s)),
+            sbx_log_safe(x->name, name_s, sizeof(name_s)),
+            sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
+    struct sbx_runtime *rt = x->rt;
+    session_notify(x, &e);
+    rt_session_free(x);
+    rt_start_next(rt); /* what waited for it runs now, without it */
+}
+
+void sbx_runtime_session_unwait(struct sbx_runtime *rt, void *ud)
+{
+    for (struct rt_session *x = rt->sessions; x; x = x->next)
+        for (struct session_waiter **p = &x->waiters; *p;)
+            if ((*p)->ud == ud) {
+                struct session_waiter *w = *p;
+                *p = w->next;
+                free(w);
+            } else {
+                p = &(*p)->next;
+            }
+}
+
+int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
+                              sbx_session_ready_fn ready, void *ud, sbx_err *err)
+{
+    const struct sbx_runtime_settings *set = &rt->settings;
+    struct rt_session *x = rt_find_session(rt, c->tenant, name);
+    if (x && x->ready)
+        return 1;
+    if (x) { /* being set up: one more waiter */
+        struct session_waiter *w = calloc(1, sizeof(*w));
+        if (!w)
+            return sbx_err_set(err, ENOMEM, "session");
+        *w = (struct session_waiter){.fn = ready, .ud = ud, .next = x->waiters};
+        x->waiters = w;
+        return 0;
+    }
+    x = calloc(1, sizeof(*x));
+    if (!x)
+        return sbx_err_set(err, ENOMEM, "session");
+    x->rt = rt;
+    x->sb.pidfd = x->sb.sync_fd = x->sb.stdin_fd = x->sb.stdout_fd = x->sb.stderr_fd = -1;
+    snprintf(x->tenant, sizeof(x->tenant), "%s", c->tenant);
+    snprintf(x->name, sizeof(x->name), "%s", name);
+    snprintf(x->clone_id, sizeof(x->clone_id), "%s", c->id);
+    char id[SBX_ID_SIZE];
+    if (sbx_id_new(id, err) < 0) {
+        free(x);
+        return -1;
+    }
+    snprintf(x->cgname, sizeof(x->cgname), "session-%.36s", id);
+    uid_t uid;
+    gid_t gid;
+    if (!(x->workspace = rt_workspace(rt, c, &uid, &gid, err))) {
+        free(x);
+        return -1;
+    }
+    x->env = rt_task_env(set, set->net, c->tenant, NULL, err);
+    x->next = rt->sessions;
+    rt->sessions = x;
+    if (!x->env)
+        goto fail;
+    struct sbx_spec spec = {.envp = x->env,
+                            .workspace = x->workspace,
+                            .uid = set->runner_uid,
+                            .gid = set->runner_gid,
+                            .host_id_base = (uint32_t)uid - set->runner_uid,
+                            .host_net = set->net == SBX_NET_HOST,
+                            .cg_host = rt->o.cg_host,
+                            .cg_limits = {.memory_bytes = set->limits.memory_bytes,
+                                          .pids = set->limits.pids,
+                                          .cpu_cores = set->limits.cpu_cores},
+                            .file_size_bytes = set->limits.file_size_bytes,
+                            .tmp_size_bytes = set->limits.tmp_bytes,
+                            .nofile = 1024,
+                            .name = x->cgname,
+                            .session = true,
+                            .host_view = !set->mount_sandbox,
+                            .join_pidfd = -1};
+    if (sbx_sandbox_spawn(&spec, &x->sb, err) < 0)
+        goto fail;
+    if (set->net == SBX_NET_PROXY) {
+        x->egress_opts = rt_egress_opts(rt, rt->o.policy, rt_session_flow, x);
+        if (!(x->egress = sbx_egress_start_in(&x->egress_opts, x->sb.init_pid, err)))
+            goto fail;
+    }
+    if (sbx_sandbox_send_fds(&x->sb, &rt->o.fds[set->seccomp], err) < 0)
+        goto fail;
+    /* Tasks join the session's namespaces: not before its pid 1 has built the
+     * root and holds them (a task that joined earlier found a half-made mount
+     * namespace). Its STARTED message says so; the loop goes on meanwhile. */
+    struct session_waiter *w = calloc(1, sizeof(*w));
+    x->ev_exit = event_new(rt->o.base, x->sb.pidfd, EV_READ, on_session_exit, x);
+    x->ev_idle = evtimer_new(rt->o.base, on_session_idle, x);
+    x->ev_ready = event_new(rt->o.base, x->sb.sync_fd, EV_READ, on_session_started, x);
+    if (!w || !x->ev_exit || !x->ev_idle || !x->ev_ready || event_add(x->ev_exit, NULL) < 0 ||
+        event_add(x->ev_ready, &session_start_limit) < 0) {
+        free(w);
+        sbx_err_set(err, ENOMEM, "session events");
+        goto fail;
+    }
+    *w = (struct session_waiter){.fn = ready, .ud = ud};
+    x->waiters = w;
+    rt_session_touch(x);
+    return 0;
+fail:
+    rt_session_free(x);
+    return -1;
+}
+
+int sbx_runtime_session_stop(struct sbx_runtime *rt, const char *tenant, const char *name)
+{
+    struct rt_session *x = rt_find_session(rt, tenant, name);
+    if (!x)
+        return -1;
+    session_close(x, "stopped");
+    return 0;
+}
+
+int sbx_runtime_session_set_network(struct sbx_runtime *rt, const char *tenant, const char *name,
+                                    int net_default, const char *const *allow,
+                                    const char *const *deny, sbx_err *err)
+{
+    struct rt_session *x = rt_find_session(rt, tenant, name);
+    if (!x)
+        return sbx_err_set(err, ENOENT, "no live session %s", name);
+    if (!x->egress)
+        return sbx_err_set(err, ENOTSUP, "session %s has no egress (its policy is not proxy)",
+                           name);
+    struct sbx_task_request req = {.net_default = net_default, .allow = allow, .deny = deny};
+    return rt_policy_replace(rt, x->egress, &req, &x->own_policy, &x->retired, err);
+}
+
+bool sbx_runtime_session_live(struct sbx_runtime *rt, const char *tenant, const char *name)
+{
+    return rt_find_session(rt, tenant, name) != NULL;
+}

@@ -1,0 +1,112 @@
+/* What the runtime is configured with: its limits and maxima, environments,
+ * tenants, network limits, queue sizes and ids. The runtime owns this type;
+ * the daemon fills it from its configuration (daemon/settings.c), tests
+ * fill it by hand. Strings and arrays are borrowed: whoever fills the
+ * settings keeps them alive as long as the runtime. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/strv.h"
+#include "isolate/sandbox.h"
+#include "net/netpolicy.h"
+
+enum sbx_language { SBX_LANG_PYTHON = 0, SBX_LANG_NODE, SBX_LANG_SHELL };
+const char *sbx_language_name(enum sbx_language l); /* "python", "node", "shell" */
+
+/* Limits of one task. In the settings' limits and max and in every
+ * environment all fields are set (> 0). */
+struct sbx_limits {
+    double timeout_s;
+    uint64_t memory_bytes;
+    uint64_t pids;
+    double cpu_cores;
+    uint64_t file_size_bytes;
+    uint64_t output_bytes; /* per stream */
+    uint64_t tmp_bytes;    /* /tmp and the home directory */
+};
+
+struct sbx_tenant_conf {
+    char *code;
+    struct sbx_strv env_keys; /* names of the daemon's variables to inject */
+    /* What this tenant's tasks get on top of the settings' task_env,
+     * "KEY=VALUE": the env_keys present in the daemon's environment, then
+     * the fixed `env` values. */
+    struct sbx_strv env;
+};
+
+struct sbx_environment {
+    char *name;
+    enum sbx_language language;
+    struct sbx_strv command; /* argv prefix, n >= 1; the code is appended */
+    struct sbx_strv aliases; /* other names a request may use */
+    char *rootfs;            /* NULL: the host's system directories */
+    char *working_dir;       /* absolute, inside the sandbox */
+    enum sbx_net_policy net;
+    enum sbx_seccomp_profile seccomp;
+    struct sbx_limits limits; /* defaults of a task in it, within the maxima */
+};
+
+/* Warm sandboxes (accepted, not used yet). */
+struct sbx_pool_settings {
+    bool enabled;
+    uint64_t size;
+    uint64_t max_active; /* 0: max_concurrent */
+    double idle_timeout_s;
+    struct sbx_strv environments; /* canonical names; empty: all */
+};
+
+struct sbx_runtime_settings {
+    const char *state_dir;      /* the clones' workspace images are under it */
+    const char *workspace_root; /* <root>/<tenant>/[<cloneKey>/]<cloneId>/work */
+    const char *runtime_id;     /* the default session's name; NULL: "default" */
+    /* The default clone of requests that name none (clone_key NULL: none). */
+    const char *tenant_code, *clone_key, *clone_id;
+
+    uint64_t max_concurrent;   /* tasks running at once */
+    uint64_t queue_size;       /* tasks waiting, all tenants together */
+    uint64_t queue_per_tenant; /* one tenant's share of the queue */
+
+    struct sbx_limits limits; /* a task's defaults, each <= max */
+    struct sbx_limits max;    /* the most a request may ask for */
+    uint64_t workspace_quota_bytes;
+    uint64_t max_clones_per_tenant;
+    double idle_timeout_s; /* of a session; 0: none */
+    enum sbx_net_policy net;
+    bool mount_sandbox;
+    enum sbx_seccomp_profile seccomp;
+    uint32_t runner_uid, runner_gid; /* the task's ids inside the sandbox */
+    uint32_t host_id_base;           /* host id of the first clone's range */
+    struct sbx_strv task_env;        /* "KEY=VALUE" injected into every task */
+
+    struct {
+        uint16_t proxy_port;
+        uint64_t max_connections;   /* per sandbox */
+        uint64_t total_connections; /* all sandboxes */
+        uint64_t max_bytes;         /* per sandbox; 0: unlimited */
+        double idle_timeout_s;
+        double connect_timeout_s;
+    } network;
+
+    const struct sbx_environment *environments;
+    size_t n_environments;
+    const struct sbx_tenant_conf *tenants;
+    size_t n_tenants;
+
+    struct sbx_pool_settings pool;
+};
+
+/* The environment called name (its name first, then one of its aliases) in
+ * envs[0..n), or NULL. */
+const struct sbx_environment *sbx_environment_find(const struct sbx_environment *envs, size_t n,
+                                                   const char *name);
+/* The tenant of that code in tenants[0..n), or NULL. */
+const struct sbx_tenant_conf *sbx_tenant_find(const struct sbx_tenant_conf *tenants, size_t n,
+                                              const char *code);
+/* The same lookups in the settings. */
+const struct sbx_environment *sbx_settings_environment(const struct sbx_runtime_settings *s,
+                                                       const char *name);
+const struct sbx_tenant_conf *sbx_settings_tenant(const struct sbx_runtime_settings *s,
+                                                  const char *code);

@@ -1,0 +1,273 @@
+/* The workspace of a clone: its host id range, its directory, its quota
+ * image mounted once per daemon run. A clone's first image is formatted off
+ * the loop: mkfs.ext4 runs as a child watched by its pidfd, and the clone's
+ * tasks wait in the queue until it is done. */
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "runtime/runtime_int.h"
+#include "workspace/files.h"
+#include "workspace/path.h"
+#include "workspace/quota.h"
+
+#define CLONE_ID_STRIDE 65536u
+#define MAX_CLONES 60000u
+
+static void images_dir(const struct sbx_runtime *rt, char *out, size_t len)
+{
+    snprintf(out, len, "%s/workspace-images", rt->settings.state_dir);
+}
+
+static bool is_mounted(const struct sbx_runtime *rt, const char *dir)
+{
+    for (const struct mounted_ws *m = rt->mounted; m; m = m->next)
+        if (strcmp(m->path, dir) == 0)
+            return true;
+    return false;
+}
+
+static struct rt_format *find_format(struct sbx_runtime *rt, const char *dir)
+{
+    for (struct rt_format *x = rt->formats; x; x = x->next)
+        if (strcmp(x->dir, dir) == 0)
+            return x;
+    return NULL;
+}
+
+void rt_format_unwait(struct rt_task *t)
+{
+    struct rt_format *x = t->format;
+    if (!x)
+        return;
+    for (struct rt_task **p = &x->waiters; *p; p = &(*p)->next)
+        if (*p == t) {
+            *p = t->next;
+            break;
+        }
+    t->next = NULL;
+    t->format = NULL;
+    t->rt->preparing--;
+}
+
+void rt_format_free(struct rt_format *x)
+{
+    while (x->waiters)
+        rt_format_unwait(x->waiters);
+    for (struct rt_format **p = &x->rt->formats; *p; p = &(*p)->next)
+        if (*p == x) {
+            *p = x->next;
+            break;
+        }
+    if (x->ev) /* before its pidfd is closed */
+        event_free(x->ev);
+    sbx_ws_quota_format_abort(&x->f); /* a no-op once finished */
+    free(x->dir);
+    free(x);
+}
+
+/* Reap the format's mkfs (waiting when it still runs), once. */
+static int format_finish(struct rt_format *x, sbx_err *err)
+{
+    if (!x->finished) {
+        x->finished = true;
+        x->rc = sbx_ws_quota_format_finish(&x->f, &x->err);
+    }
+    if (x->rc < 0 && err)
+        *err = x->err;
+    return x->rc;
+}
+
+/* mkfs ended: the tasks that waited for it start (in the slots they held),
+ * or fail with its error, as do the clone's tasks still queued. */
+static void on_formatted(evutil_socket_t fd, short what, void *arg)
+{
+    struct rt_format *x = arg;
+    struct sbx_runtime *rt = x->rt;
+    struct sbx_clone clone = x->clone;
+    char msg[600] = "";
+    if (format_finish(x, NULL) < 0) {
+        char tenant_s[128], id_s[128], why[300];
+        sbx_err_format(&x->err, msg, sizeof(msg));
+        sbx_log(SBX_LOG_WARN, "workspace image not made tenant=%s clone=%s error=%s",
+                sbx_log_safe(x->clone.tenant, tenant_s, sizeof(tenant_s)),
+                sbx_log_safe(x->clone.id, id_s, sizeof(id_s)), sbx_log_safe(msg, why, sizeof(why)));
+    }
+    struct rt_task *waiters = x->waiters;
+    x->waiters = NULL;
+    rt_format_free(x);
+    for (struct rt_task *t = waiters, *next; t; t = next) {
+        next = t->next;
+        t->next = NULL;
+        t->format = NULL;
+        rt->preparing--;
+        if (msg[0])
+            rt_finish(t, SBX_TASK_FAILED, msg, NULL, NULL, 0, NULL, 0, 125);
+        else
+            rt_launch(rt, t);
+    }
+    /* Not retried for them: each would format again and fail alike. */
+    if (msg[0])
+        rt_fail_queued(rt, &clone, msg);
+    rt_start_next(rt);
+}
+
+static struct rt_format *format_start(struct sbx_runtime *rt, const struct sbx_clone *c,
+                                      const char *dir, uid_t uid, gid_t gid, sbx_err *err)
+{
+    char images[PATH_MAX];
+    images_dir(rt, images, sizeof(images));
+    struct rt_format *x = calloc(1, sizeof(*x));
+    if (!x || !(x->dir = strdup(dir))) {
+        free(x);
+        sbx_err_set(err, ENOMEM, "workspace");
+        return NULL;
+    }
+    x->rt = rt;
+    x->clone = *c;
+    x->f.pid = -1;
+    x->next = rt->formats;
+    rt->formats = x;
+    if (sbx_ws_quota_format_start(images, dir, rt->settings.workspace_quota_bytes, uid, gid, &x->f,
+                                  err) < 0) {
+        rt_format_free(x);
+        return NULL;
+    }
+    x->ev = event_new(rt->o.base, x->f.pidfd, EV_READ, on_formatted, x);
+    if (!x->ev || event_add(x->ev, NULL) < 0) {
+        rt_format_free(x);
+        sbx_err_set(err, ENOMEM, "workspace format event");
+        return NULL;
+    }
+    return x;
+}
+
+/* The clone's workspace as a filesystem of its own (its quota image), mounted
+ * once per daemon run and remembered for the unmount at stop. A format still
+ * running is waited for here (a caller that cannot wait asks
+ * rt_task_workspace instead); its tasks are still started from the loop. */
+static int mount_quota(struct sbx_runtime *rt, const char *dir, uid_t uid, gid_t gid, sbx_err *err)
+{
+    if (is_mounted(rt, dir))
+        return 0;
+    struct rt_format *x = find_format(rt, dir);
+    if (x && !x->finished) {
+        /* Its pidfd is closed when reaped: not watched any more. The loop
+         * still runs on_formatted, for the tasks that wait for it. */
+        event_del(x->ev);
+        format_finish(x, NULL);
+        event_active(x->ev, EV_READ, 0);
+    }
+    if (x && x->rc < 0) {
+        if (err)
+            *err = x->err;
+        return -1;
+    }
+    char images[PATH_MAX];
+    images_dir(rt, images, sizeof(images));
+    if (mkdir(images, 0700) < 0 && errno != EEXIST)
+        return sbx_err_set(err, errno, "mkdir %s", images);
+    if (sbx_ws_quota_ensure(images, dir, rt->settings.workspace_quota_bytes, uid, gid, err) < 0)
+        return -1;
+    struct mounted_ws *m = calloc(1, sizeof(*m));
+    if (!m || !(m->path = strdup(dir))) {
+        free(m);
+        sbx_ws_quota_release(dir, NULL);
+        return sbx_err_set(err, ENOMEM, "workspace");
+    }
+    m->next = rt->mounted;
+    rt->mounted = m;
+    return 0;
+}
+
+/* The clone's directory, made, and its host ids. */
+static char *workspace_dir(struct sbx_runtime *rt, const struct sbx_clone *c, uid_t *uid,
+                           gid_t *gid, sbx_err *err)
+{
+    const struct sbx_runtime_settings *set = &rt->settings;
+    uint32_t base;
+    /* A tenant cannot take every host id range: new clones stop at its cap. */
+    bool known;
+    uint64_t n;
+    if (sbx_store_clone_known(rt->o.store, c->tenant, c->key, c->id, &known, err) < 0 ||
+        (!known && sbx_store_clone_count(rt->o.store, c->tenant, &n, err) < 0))
+        return NULL;
+    if (!known && n >= set->max_clones_per_tenant) {
+        sbx_err_set(err, EDQUOT, "tenant %s already has %llu clones, the most allowed", c->tenant,
+                    (unsigned long long)n);
+        return NULL;
+    }
+    if (sbx_store_clone_base(rt->o.store, c->tenant, c->key, c->id, set->host_id_base,
+                             CLONE_ID_STRIDE, MAX_CLONES, &base, err) < 0)
+        return NULL;
+    *uid = base + set->runner_uid;
+    *gid = base + set->runner_gid;
+    /* Its fd is of the directory the quota image is then mounted over: not
+     * what anyone wants. */
+    cleanup_fd int fd = -1;
+    if (sbx_ws_ensure(set->workspace_root, c->tenant, c->key, c->id, *uid, *gid, &fd, err) < 0)
+        return NULL;
+    return sbx_ws_dir(set->workspace_root, c->tenant, c->key, c->id, err);
+}
+
+char *rt_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, uid_t *uid, gid_t *gid,
+                   sbx_err *err)
+{
+    cleanup_free char *dir = workspace_dir(rt, c, uid, gid, err);
+    if (!dir || mount_quota(rt, dir, *uid, *gid, err) < 0)
+        return NULL;
+    return sbx_steal_pointer(&dir);
+}
+
+int rt_task_workspace(struct rt_task *t, sbx_err *err)
+{
+    struct sbx_runtime *rt = t->rt;
+    if (t->workspace)
+        return 1;
+    uid_t uid;
+    gid_t gid;
+    cleanup_free char *dir = workspace_dir(rt, &t->clone, &uid, &gid, err);
+    if (!dir)
+        return -1;
+    if (!is_mounted(rt, dir)) {
+        char images[PATH_MAX];
+        images_dir(rt, images, sizeof(images));
+        struct rt_format *x = find_format(rt, dir);
+        if (!x && !sbx_ws_quota_image_exists(images, dir)) {
+            if (mkdir(images, 0700) < 0 && errno != EEXIST)
+                return sbx_err_set(err, errno, "mkdir %s", images);
+            if (!(x = format_start(rt, &t->clone, dir, uid, gid, err)))
+                return -1;
+        }
+        if (x && !x->finished) {
+            t->format = x;
+            t->next = x->waiters;
+            x->waiters = t;
+            rt->preparing++;
+            return 0;
+        }
+        /* Formatted: attaching and mounting takes a millisecond. */
+        if (mount_quota(rt, dir, uid, gid, err) < 0)
+            return -1;
+    }
+    t->workspace = sbx_steal_pointer(&dir);
+    t->ws_uid = uid;
+    return 1;
+}
+
+int sbx_runtime_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, int *ws_fd, uid_t *uid,
+                          gid_t *gid, sbx_err *err)
+{
+    cleanup_free char *dir = rt_workspace(rt, c, uid, gid, err);
+    if (!dir)
+        return -1;
+    /* The mount's root, not the directory under it. */
+    if ((*ws_fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        return sbx_err_set(err, errno, "open workspace %s", dir);
+    return 0;
+}

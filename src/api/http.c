@@ -215,6 +215,14 @@ static void fire_cancel(sbx_http_request *req)
         req->cancel_fn(req, req->cancel_ud);
 }
 
+static void tell_ended(sbx_http_request *req)
+{
+    void (*ended)(void *ud) = req->ended;
+    req->ended = NULL;
+    if (ended)
+        ended(req->ended_ud);
+}
+
 /* The client is gone while its connection was parked (or we are stopping):
  * tell the owner, then wake the connection so MHD closes it. */
 static void client_gone(sbx_http_request *req)
@@ -1013,11 +1021,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     watch_stop(req);
     req->suspended = false;
     fire_cancel(req);
-    if (req->sse) {
-        sbx_sse *sse = req->sse;
-        req->sse = NULL;
-        sbx_sse__request_ended(sse);
-    }
+    tell_ended(req);
     if (req->cc) {
         req->cc->req = NULL;
         req->cc->bad_nul = false;
@@ -1162,11 +1166,7 @@ static void stop_mhd(sbx_http_server *srv)
     srv->mhd = NULL;
     while (srv->reqs) {
         sbx_http_request *req = srv->reqs;
-        if (req->sse) {
-            sbx_sse *sse = req->sse;
-            req->sse = NULL;
-            sbx_sse__request_ended(sse);
-        }
+        tell_ended(req);
         req_free(req);
     }
 }

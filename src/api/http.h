@@ -32,7 +32,6 @@ struct event_base;
 
 typedef struct sbx_http_server sbx_http_server;
 typedef struct sbx_http_request sbx_http_request;
-typedef struct sbx_sse sbx_sse;
 
 typedef struct sbx_http_config {
     const char *listen;        /* "host:port", ":port", "[::1]:port", "unix:/path" */

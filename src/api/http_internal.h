@@ -1,4 +1,6 @@
-/* Shared by http.c and sse.c only: the server's and a request's insides. */
+/* The server's and a request's insides, for the files of the HTTP server
+ * and for what answers on top of it (sse.c). Nothing here knows of those:
+ * a request tells whoever keeps its answer of its end through `ended`. */
 #pragma once
 
 #include <event2/event.h>
@@ -7,7 +9,6 @@
 #include "api/http.h"
 #include "api/listen.h"
 #include "api/router.h"
-#include "api/sse.h"
 
 struct route_rec {
     struct route_rec *next;
@@ -89,7 +90,10 @@ struct sbx_http_request {
     bool body_paused;    /* the sink took part of a chunk: suspended until resumed */
     bool resume_asked;   /* sbx_http_req_resume_body() from inside the chunk callback */
     struct event *watch; /* notices a disconnect while parked */
-    sbx_sse *sse;
+    /* Called once when the request ends with its answer still kept by its
+     * maker (an event stream): the client is gone, or the server stops. */
+    void (*ended)(void *ud);
+    void *ended_ud;
     double t0; /* CLOCK_MONOTONIC at its start, for the request log */
 };
 
@@ -98,7 +102,3 @@ int sbx_http__answer(sbx_http_request *req, unsigned status, struct MHD_Response
 /* Park / wake the connection of req (parking only from an MHD callback). */
 void sbx_http__suspend(sbx_http_request *req);
 void sbx_http__resume(sbx_http_request *req);
-
-/* sse.c: the request of sse has ended (the client is gone, the server is
- * stopping, or the stream was finished). */
-void sbx_sse__request_ended(sbx_sse *sse);

@@ -457,44 +457,57 @@ const char *sbx_http_error_code(sbx_http_error kind)
     return (size_t)kind < SBX_ARRAY_LEN(errors) ? errors[kind].code : "internal";
 }
 
+/* The API's one errno -> answer mapping. `plain`: the client's own doing,
+ * which err->msg names (a bad path, a refused tenant, a full queue or disk):
+ * the message stands alone; otherwise strerror() says what failed. */
+static const struct {
+    int errnum;
+    sbx_http_error kind;
+    bool plain;
+} errno_answers[] = {
+    {ENOENT, SBX_HTTP_NOT_FOUND, true},
+    {ESRCH, SBX_HTTP_NOT_FOUND, false},
+    {EEXIST, SBX_HTTP_CONFLICT, false},
+    {EBUSY, SBX_HTTP_CONFLICT, false},
+    {ENOTEMPTY, SBX_HTTP_CONFLICT, false},
+    {EALREADY, SBX_HTTP_CONFLICT, false},
+    /* What the object is cannot do it (a session without an egress). */
+    {ENOTSUP, SBX_HTTP_CONFLICT, true},
+    {EACCES, SBX_HTTP_FORBIDDEN, true},
+    {EPERM, SBX_HTTP_FORBIDDEN, false},
+    {EROFS, SBX_HTTP_FORBIDDEN, false},
+    /* A count the daemon caps (a tenant's clones); a full workspace is
+     * ENOSPC (it is a filesystem of its own), so is a full store. */
+    {EDQUOT, SBX_HTTP_FORBIDDEN, true},
+    {EINVAL, SBX_HTTP_BAD_REQUEST, true},
+    {ENAMETOOLONG, SBX_HTTP_BAD_REQUEST, true},
+    {ELOOP, SBX_HTTP_BAD_REQUEST, true},
+    {EXDEV, SBX_HTTP_BAD_REQUEST, true},
+    {ENOTDIR, SBX_HTTP_BAD_REQUEST, true},
+    {EISDIR, SBX_HTTP_BAD_REQUEST, true},
+    {EDOM, SBX_HTTP_BAD_REQUEST, false},
+    {ERANGE, SBX_HTTP_BAD_REQUEST, false},
+    {EILSEQ, SBX_HTTP_BAD_REQUEST, false},
+    {EFBIG, SBX_HTTP_TOO_LARGE, false},
+    {E2BIG, SBX_HTTP_TOO_LARGE, false},
+    {EMSGSIZE, SBX_HTTP_TOO_LARGE, false},
+    {EOVERFLOW, SBX_HTTP_TOO_LARGE, false},
+    {ENOSPC, SBX_HTTP_INSUFFICIENT_STORAGE, true},
+    {EAGAIN, SBX_HTTP_TOO_MANY_REQUESTS, true},
+};
+
+static size_t errno_answer(int errnum)
+{
+    size_t i = 0;
+    while (i < SBX_ARRAY_LEN(errno_answers) && errno_answers[i].errnum != errnum)
+        i++;
+    return i;
+}
+
 sbx_http_error sbx_http_error_for_errno(int errnum)
 {
-    switch (errnum) {
-    case ENOENT:
-    case ESRCH:
-        return SBX_HTTP_NOT_FOUND;
-    case EEXIST:
-    case EBUSY:
-    case ENOTEMPTY:
-    case EALREADY:
-        return SBX_HTTP_CONFLICT;
-    case EACCES:
-    case EPERM:
-    case EROFS:
-        return SBX_HTTP_FORBIDDEN;
-    case EINVAL:
-    case ENAMETOOLONG:
-    case ELOOP:
-    case EXDEV:
-    case ENOTDIR:
-    case EISDIR:
-    case EDOM:
-    case ERANGE:
-    case EILSEQ:
-        return SBX_HTTP_BAD_REQUEST;
-    case EFBIG:
-    case E2BIG:
-    case EMSGSIZE:
-    case EOVERFLOW:
-        return SBX_HTTP_TOO_LARGE;
-    case ENOSPC:
-    case EDQUOT:
-        return SBX_HTTP_INSUFFICIENT_STORAGE;
-    case EAGAIN:
-        return SBX_HTTP_TOO_MANY_REQUESTS;
-    default:
-        return SBX_HTTP_INTERNAL;
-    }
+    size_t i = errno_answer(errnum);
+    return i < SBX_ARRAY_LEN(errno_answers) ? errno_answers[i].kind : SBX_HTTP_INTERNAL;
 }
 
 static int answer_error(sbx_http_request *req, unsigned status, const char *code, const char *fmt,
@@ -535,10 +548,15 @@ int sbx_http_respond_error_status(sbx_http_request *req, unsigned status, const 
 
 int sbx_http_respond_err(sbx_http_request *req, const sbx_err *err)
 {
-    sbx_http_error kind = sbx_http_error_for_errno(err->errnum);
-    if (err->errnum)
-        return sbx_http_respond_error(req, kind, "%s: %s", err->msg, strerror(err->errnum));
-    return sbx_http_respond_error(req, kind, "%s", err->msg);
+    size_t i = errno_answer(err->errnum);
+    if (i == SBX_ARRAY_LEN(errno_answers))
+        return err->errnum ? sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "%s: %s", err->msg,
+                                                    strerror(err->errnum))
+                           : sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "%s", err->msg);
+    if (errno_answers[i].plain)
+        return sbx_http_respond_error(req, errno_answers[i].kind, "%s", err->msg);
+    return sbx_http_respond_error(req, errno_answers[i].kind, "%s: %s", err->msg,
+                                  strerror(err->errnum));
 }
 
 int sbx_http_respond_data(sbx_http_request *req, unsigned status, const char *content_type,

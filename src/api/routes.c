@@ -53,14 +53,6 @@ static int request_clone(sbx_http_request *req, struct sbx_api *api, json_t *bod
     return 0;
 }
 
-static void respond_clone_error(sbx_http_request *req, const sbx_err *e)
-{
-    if (e->errnum == EACCES)
-        sbx_http_respond_error(req, SBX_HTTP_FORBIDDEN, "%s", e->msg);
-    else
-        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e->msg);
-}
-
 /* Every action is audited with the token's name (never the token). */
 static void audit(sbx_http_request *req, struct sbx_api *api, const char *action,
                   const char *target)
@@ -316,16 +308,6 @@ static void free_env_strings(struct parsed_task *p)
         free((char *)p->env[i]);
 }
 
-static void respond_submit_error(sbx_http_request *req, const sbx_err *e)
-{
-    if (e->errnum == EAGAIN)
-        sbx_http_respond_error(req, SBX_HTTP_TOO_MANY_REQUESTS, "%s", e->msg);
-    else if (e->errnum == EINVAL)
-        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e->msg);
-    else
-        sbx_http_respond_err(req, e);
-}
-
 /* ---- handlers ---- */
 
 static void h_healthz(sbx_http_request *req, void *ud)
@@ -349,7 +331,7 @@ static void h_status(sbx_http_request *req, void *ud)
     struct sbx_clone c;
     sbx_err e = {0};
     if (request_clone(req, api, NULL, &c, &e) < 0)
-        return respond_clone_error(req, &e);
+        return (void)sbx_http_respond_err(req, &e);
     unsigned running, queued;
     /* A tenant token learns nothing of other tenants' load. */
     const sbx_identity *who = sbx_http_req_identity(req);
@@ -361,7 +343,7 @@ static void h_status(sbx_http_request *req, void *ud)
     const char *session = sbx_http_req_query(req, "sessionID");
     if (session && sbx_ws_segment_check("sessionID", session, strlen(session), &e) < 0) {
         free(ws);
-        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+        sbx_http_respond_err(req, &e);
         return;
     }
     sbx_http_respond_json(req, 200,
@@ -435,7 +417,7 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
     sbx_err e = {0};
     if (request_clone(req, api, body, &c, &e) < 0) {
         json_decref(body);
-        return respond_clone_error(req, &e);
+        return (void)sbx_http_respond_err(req, &e);
     }
     json_t *s = json_object_get(body, "sessionID");
     if (!s)
@@ -581,7 +563,7 @@ static void submit(sbx_http_request *req, struct sbx_api *api, struct parsed_tas
         /* A task that could not even start was answered inside submit. */
         if (rc < 0 || w->answered) {
             if (rc < 0)
-                respond_submit_error(req, &e);
+                sbx_http_respond_err(req, &e);
             free(w);
             return;
         }
@@ -589,7 +571,7 @@ static void submit(sbx_http_request *req, struct sbx_api *api, struct parsed_tas
         return;
     }
     if (rc < 0)
-        return respond_submit_error(req, &e);
+        return (void)sbx_http_respond_err(req, &e);
     struct sbx_store_task *t = NULL;
     if (sbx_store_task_get(api->store, id, NULL, 0, &t, &e) < 0)
         return (void)sbx_http_respond_err(req, &e);
@@ -606,8 +588,7 @@ static void h_exec_or_task(sbx_http_request *req, void *ud, bool sync)
     struct parsed_task p;
     sbx_err e = {0};
     if (parse_task(req, api, body, &p, &e) < 0)
-        e.errnum == EACCES ? respond_clone_error(req, &e)
-                           : (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+        sbx_http_respond_err(req, &e);
     else
         submit(req, api, &p, sync, false);
     free_env_strings(&p);
@@ -658,9 +639,8 @@ static void h_execute(sbx_http_request *req, void *ud)
         request_clone(req, api, NULL, &p.r.clone, &e);
     if (e.msg[0]) {
         json_decref(body);
-        return e.errnum == EACCES
-                   ? respond_clone_error(req, &e)
-                   : (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+        sbx_http_respond_err(req, &e);
+        return;
     }
     const struct sbx_config *cfg = api->cfg;
     json_t *t = json_object_get(body, "timeout"), *pl = json_object_get(body, "pids_limit");
@@ -679,7 +659,7 @@ static void h_execute(sbx_http_request *req, void *ud)
                     json_string_value(mem), (unsigned long long)(cfg->max.memory_bytes >> 20));
     if (e.msg[0]) {
         json_decref(body);
-        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+        sbx_http_respond_err(req, &e);
         return;
     }
     p.r.language = env ? json_string_value(env) : "python";
@@ -696,18 +676,28 @@ static void h_execute(sbx_http_request *req, void *ud)
     json_decref(body);
 }
 
+/* The task id names, if the request's token may see it (a tenant token
+ * sees its tenant's only). Otherwise answers and returns -1. */
+static int find_task(sbx_http_request *req, struct sbx_api *api, const char *id, unsigned flags,
+                     struct sbx_store_task **t)
+{
+    const sbx_identity *who = sbx_http_req_identity(req);
+    sbx_err e = {0};
+    if (sbx_store_task_get(api->store, id, who ? who->tenant : NULL, flags, t, &e) == 0)
+        return 0;
+    if (e.errnum == ENOENT)
+        sbx_http_respond_error(req, SBX_HTTP_NOT_FOUND, "no task %s", id);
+    else
+        sbx_http_respond_err(req, &e);
+    return -1;
+}
+
 static void h_task_get(sbx_http_request *req, void *ud)
 {
     struct sbx_api *api = ud;
-    const sbx_identity *who = sbx_http_req_identity(req);
     struct sbx_store_task *t = NULL;
-    sbx_err e = {0};
-    if (sbx_store_task_get(api->store, sbx_http_req_param(req, "id"), who ? who->tenant : NULL,
-                           SBX_STORE_WITH_OUTPUT, &t, &e) < 0)
-        return e.errnum == ENOENT
-                   ? (void)sbx_http_respond_error(req, SBX_HTTP_NOT_FOUND, "no task %s",
-                                                  sbx_http_req_param(req, "id"))
-                   : (void)sbx_http_respond_err(req, &e);
+    if (find_task(req, api, sbx_http_req_param(req, "id"), SBX_STORE_WITH_OUTPUT, &t) < 0)
+        return;
     sbx_http_respond_json(req, 200, task_json(t, true));
     sbx_store_task_free(t);
 }
@@ -716,13 +706,10 @@ static void h_task_cancel(sbx_http_request *req, void *ud)
 {
     struct sbx_api *api = ud;
     const char *id = sbx_http_req_param(req, "id");
-    const sbx_identity *who = sbx_http_req_identity(req);
     struct sbx_store_task *t = NULL;
     sbx_err e = {0};
-    if (sbx_store_task_get(api->store, id, who ? who->tenant : NULL, 0, &t, &e) < 0)
-        return e.errnum == ENOENT
-                   ? (void)sbx_http_respond_error(req, SBX_HTTP_NOT_FOUND, "no task %s", id)
-                   : (void)sbx_http_respond_err(req, &e);
+    if (find_task(req, api, id, 0, &t) < 0)
+        return;
     bool final = sbx_task_status_final(t->status);
     sbx_store_task_free(t);
     if (final)
@@ -747,26 +734,23 @@ static void h_task_network(sbx_http_request *req, void *ud)
     struct sbx_api *api = ud;
     static const char *const fields[] = {"default", "allow", "deny", NULL};
     const char *id = sbx_http_req_param(req, "id");
-    const sbx_identity *who = sbx_http_req_identity(req);
     struct sbx_store_task *t = NULL;
     sbx_err e = {0};
-    if (sbx_store_task_get(api->store, id, who ? who->tenant : NULL, 0, &t, &e) < 0) {
-        e.errnum == ENOENT ? (void)sbx_http_respond_error(req, SBX_HTTP_NOT_FOUND, "no task %s", id)
-                           : (void)sbx_http_respond_err(req, &e);
+    if (find_task(req, api, id, 0, &t) < 0)
         return;
-    }
     sbx_store_task_free(t);
     json_t *body = sbx_http_req_json(req, fields);
     if (!body)
         return;
     struct parsed_task p = {.r = {.net = -1, .net_default = -1}};
     if (parse_network(req, body, &p, &e) < 0)
-        e.errnum == EACCES ? (void)sbx_http_respond_error(req, SBX_HTTP_FORBIDDEN, "%s", e.msg)
-                           : (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+        sbx_http_respond_err(req, &e);
     else if (audit(req, api, "task_network", id),
              sbx_runtime_set_network(api->rt, id, p.r.net_default, p.r.allow, p.r.deny, &e) < 0)
-        e.errnum == EINVAL ? (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg)
-                           : (void)sbx_http_respond_error(req, SBX_HTTP_CONFLICT, "%s", e.msg);
+        /* The store knows the task: one the runtime does not is no longer
+         * (or not yet) running, a conflict with its state. */
+        e.errnum == ENOENT ? (void)sbx_http_respond_error(req, SBX_HTTP_CONFLICT, "%s", e.msg)
+                           : (void)sbx_http_respond_err(req, &e);
     else
         sbx_http_respond_json(req, 200, json_pack("{s:b, s:s}", "ok", 1, "taskId", id));
     parsed_free(&p);
@@ -795,20 +779,17 @@ static void h_session_network(sbx_http_request *req, void *ud)
         json_pack("{s:O*, s:O*, s:O*}", "default", json_object_get(body, "default"), "allow",
                   json_object_get(body, "allow"), "deny", json_object_get(body, "deny"));
     if (request_clone(req, api, body, &c, &e) < 0) {
-        respond_clone_error(req, &e);
+        sbx_http_respond_err(req, &e);
     } else if (!json_is_string(s) || sbx_ws_segment_check("sessionID", json_string_value(s),
                                                           json_string_length(s), &e) < 0) {
         sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s",
                                e.msg[0] ? e.msg : "sessionID is required");
     } else if (parse_network(req, net, &p, &e) < 0) {
-        e.errnum == EACCES ? (void)sbx_http_respond_error(req, SBX_HTTP_FORBIDDEN, "%s", e.msg)
-                           : (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+        sbx_http_respond_err(req, &e);
     } else if (audit(req, api, "session_network", json_string_value(s)),
                sbx_runtime_session_set_network(api->rt, c.tenant, json_string_value(s),
                                                p.r.net_default, p.r.allow, p.r.deny, &e) < 0) {
-        e.errnum == EINVAL   ? (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg)
-        : e.errnum == ENOENT ? (void)sbx_http_respond_error(req, SBX_HTTP_NOT_FOUND, "%s", e.msg)
-                             : (void)sbx_http_respond_error(req, SBX_HTTP_CONFLICT, "%s", e.msg);
+        sbx_http_respond_err(req, &e);
     } else {
         sbx_http_respond_json(req, 200,
                               json_pack("{s:b, s:s}", "ok", 1, "sessionId", json_string_value(s)));
@@ -838,21 +819,19 @@ static void h_task_list(sbx_http_request *req, void *ud)
     f.session_id = sbx_http_req_query(req, "sessionID");
     if (f.session_id &&
         sbx_ws_segment_check("sessionID", f.session_id, strlen(f.session_id), &e) < 0) {
-        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+        sbx_http_respond_err(req, &e);
         return;
     }
     const char *tenant =
         who && who->tenant ? who->tenant : sbx_http_req_header(req, "X-Tenant-Code");
     if (tenant && sbx_ws_segment_check("tenantCode", tenant, strlen(tenant), &e) < 0) {
-        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+        sbx_http_respond_err(req, &e);
         return;
     }
     f.tenant = tenant;
     struct sbx_store_task_page page = {0};
     if (sbx_store_task_list(api->store, &f, &page, &e) < 0)
-        return e.errnum == EINVAL
-                   ? (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg)
-                   : (void)sbx_http_respond_err(req, &e);
+        return (void)sbx_http_respond_err(req, &e);
     json_t *arr = json_array();
     for (size_t i = 0; i < page.n; i++)
         json_array_append_new(arr, task_json(page.tasks[i], false));
@@ -917,11 +896,11 @@ static void h_stream(sbx_http_request *req, void *ud)
     sbx_err e = {0};
     struct sbx_clone c;
     if (request_clone(req, api, NULL, &c, &e) < 0) {
-        respond_clone_error(req, &e);
+        sbx_http_respond_err(req, &e);
         return;
     }
     if (sbx_ws_segment_check("sessionID", session, strlen(session), &e) < 0)
-        return (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+        return (void)sbx_http_respond_err(req, &e);
     uint64_t after = 0;
     const char *last = sbx_http_req_header(req, "Last-Event-ID");
     if (last && *last && sbx_parse_uint(last, 0, UINT64_MAX, &after, &e) < 0)
@@ -950,29 +929,6 @@ static void h_stream(sbx_http_request *req, void *ud)
 
 /* ---- workspace files ---- */
 
-static void respond_file_error(sbx_http_request *req, const sbx_err *e)
-{
-    switch (e->errnum) {
-    case ENOENT:
-        sbx_http_respond_error(req, SBX_HTTP_NOT_FOUND, "%s", e->msg);
-        break;
-    case EINVAL:
-    case EISDIR:
-    case ENOTDIR:
-    case ELOOP:
-    case EXDEV:
-    case ENAMETOOLONG:
-        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e->msg);
-        break;
-    case EACCES:
-    case EDQUOT:
-        sbx_http_respond_error(req, SBX_HTTP_FORBIDDEN, "%s", e->msg);
-        break;
-    default:
-        sbx_http_respond_err(req, e);
-    }
-}
-
 /* What a file route works on: the clone's workspace (an fd the route closes)
  * with its owner, and the parsed ?path=. */
 struct file_target {
@@ -990,7 +946,7 @@ static int file_target(sbx_http_request *req, struct sbx_api *api, struct file_t
     sbx_err e = {0};
     const char *path = sbx_http_req_query(req, "path");
     if (request_clone(req, api, NULL, &c, &e) < 0) {
-        respond_clone_error(req, &e);
+        sbx_http_respond_err(req, &e);
         return -1;
     }
     if (!path) {
@@ -999,7 +955,7 @@ static int file_target(sbx_http_request *req, struct sbx_api *api, struct file_t
     }
     if (sbx_ws_path_parse(path, strlen(path), &t->p, &e) < 0 ||
         sbx_runtime_workspace(api->rt, &c, &t->ws, &t->uid, &t->gid, &e) < 0) {
-        respond_file_error(req, &e);
+        sbx_http_respond_err(req, &e);
         return -1;
     }
     return 0;
@@ -1014,11 +970,11 @@ static void h_file_get(sbx_http_request *req, void *ud)
     sbx_err e = {0};
     struct sbx_ws_stat st;
     if (sbx_ws_stat(t.ws, &t.p, true, &st, &e) < 0) {
-        respond_file_error(req, &e);
+        sbx_http_respond_err(req, &e);
     } else if (st.type == SBX_WS_DIR) {
         struct sbx_ws_listing l = {0};
         if (sbx_ws_list(t.ws, &t.p, 0, &l, &e) < 0) {
-            respond_file_error(req, &e);
+            sbx_http_respond_err(req, &e);
         } else {
             json_t *arr = json_array();
             for (size_t i = 0; i < l.n; i++)
@@ -1039,7 +995,7 @@ static void h_file_get(sbx_http_request *req, void *ud)
     } else {
         struct sbx_ws_download dl;
         if (sbx_ws_download_open(t.ws, &t.p, &dl, &e) < 0) {
-            respond_file_error(req, &e);
+            sbx_http_respond_err(req, &e);
         } else {
             int fd = dl.fd;
             dl.fd = -1;
@@ -1068,9 +1024,7 @@ static ssize_t upload_chunk(sbx_http_request *req, const char *data, size_t len,
     }
     if (sbx_ws_upload_write(&u->up, data, len, &u->e) < 0) {
         sbx_ws_upload_abort(&u->up);
-        u->e.errnum == ENOSPC || u->e.errnum == EDQUOT
-            ? (void)sbx_http_respond_error_status(req, 507, "insufficient_storage", "%s", u->e.msg)
-            : (void)sbx_http_respond_err(req, &u->e);
+        sbx_http_respond_err(req, &u->e);
         free(u); /* neither end nor cancel follows a refused body */
         return -1;
     }
@@ -1083,7 +1037,7 @@ static void upload_end(sbx_http_request *req, void *ud)
     {
         uint64_t size = u->up.size;
         if (sbx_ws_upload_commit(&u->up, &u->e) < 0)
-            respond_file_error(req, &u->e);
+            sbx_http_respond_err(req, &u->e);
         else
             sbx_http_respond_json(req, 201,
                                   json_pack("{s:b, s:I}", "ok", 1, "size", (json_int_t)size));
@@ -1125,7 +1079,7 @@ static void h_file_put(sbx_http_request *req, void *ud)
     u->max = api->cfg->workspace_quota_bytes;
     if (sbx_ws_upload_begin(t.ws, &t.p, t.uid, t.gid, &u->up, &u->e) < 0) {
         close(t.ws);
-        respond_file_error(req, &u->e);
+        sbx_http_respond_err(req, &u->e);
         free(u);
         return;
     }
@@ -1144,7 +1098,7 @@ static void h_file_delete(sbx_http_request *req, void *ud)
     sbx_err e = {0};
     audit(req, api, "file_delete", t.p.rel);
     if (sbx_ws_delete(t.ws, &t.p, &e) < 0)
-        respond_file_error(req, &e);
+        sbx_http_respond_err(req, &e);
     else
         sbx_http_respond_json(req, 200, json_pack("{s:b}", "ok", 1));
     close(t.ws);

@@ -7,6 +7,7 @@
 
 #include "api/json.h"
 #include "api/sse.h"
+#include "base/log.h"
 #include "base/parse.h"
 #include "workspace/files.h"
 #include "workspace/path.h"
@@ -53,21 +54,30 @@ static int request_clone(sbx_http_request *req, struct sbx_api *api, json_t *bod
     return 0;
 }
 
-/* Every action is audited with the token's name (never the token). */
+/* Every action is audited with the token's name (never the token). A record
+ * the store cannot take goes to the daemon's log instead, and the action
+ * still happens: refusing it would keep an operator from stopping a session,
+ * cancelling a task or deleting files to free the very disk that is full. */
 static void audit(sbx_http_request *req, struct sbx_api *api, const char *action,
                   const char *target)
 {
     const sbx_identity *who = sbx_http_req_identity(req);
     const char *peer = sbx_http_req_peer(req);
     json_t *d = json_pack("{s:s, s:s}", "peer", peer ? peer : "", "route", sbx_http_req_path(req));
-    char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    cleanup_free char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
     json_decref(d);
     struct sbx_store_audit rec = {.identity = who && who->name ? who->name : "",
                                   .action = action,
                                   .target = target ? target : "",
                                   .detail = detail};
-    sbx_store_audit_append(api->store, &rec, NULL);
-    free(detail);
+    sbx_err e = {0};
+    if (sbx_store_audit_append(api->store, &rec, &e) == 0)
+        return;
+    char name[128], what[300], msg[600], why[300];
+    sbx_log(SBX_LOG_ERROR, "audit record not stored action=%s who=%s target=%s peer=%s error=%s",
+            action, sbx_log_safe(rec.identity, name, sizeof(name)),
+            sbx_log_safe(rec.target, what, sizeof(what)), peer ? peer : "",
+            sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
 }
 
 /* ---- task JSON in the original's shape ---- */

@@ -26,7 +26,7 @@ static int request_clone(sbx_http_request *req, struct sbx_api *api, json_t *bod
         {"X-Clone-Key", "cloneKey", offsetof(struct sbx_clone, key)},
         {"X-Clone-Id", "cloneId", offsetof(struct sbx_clone, id)},
     };
-    const char *defaults[] = {api->cfg->tenant_code, api->cfg->clone_key, api->cfg->clone_id};
+    const char *defaults[] = {api->set.tenant_code, api->set.clone_key, api->set.clone_id};
     for (size_t i = 0; i < SBX_ARRAY_LEN(parts); i++) {
         const char *v = sbx_http_req_header(req, parts[i].header);
         if (!v)
@@ -284,18 +284,18 @@ static int parse_task(sbx_http_request *req, struct sbx_api *api, json_t *body,
         number_field(body, "pids", &pids, err) < 0 ||
         number_field(body, "cpu", &p->r.cpu_cores, err) < 0)
         return -1;
-    const struct sbx_config *cfg = api->cfg;
-    if (mem && (mem < 8 || mem > (double)(cfg->max.memory_bytes >> 20)))
+    const struct sbx_limits *max = &api->set.max;
+    if (mem && (mem < 8 || mem > (double)(max->memory_bytes >> 20)))
         return sbx_err_set(err, EINVAL, "memoryMB must be between 8 and %llu",
-                           (unsigned long long)(cfg->max.memory_bytes >> 20));
-    if (pids > (double)cfg->max.pids)
+                           (unsigned long long)(max->memory_bytes >> 20));
+    if (pids > (double)max->pids)
         return sbx_err_set(err, EINVAL, "pids %g is above the maximum %llu", pids,
-                           (unsigned long long)cfg->max.pids);
-    if (p->r.cpu_cores && (p->r.cpu_cores < 0.01 || p->r.cpu_cores > cfg->max.cpu_cores))
-        return sbx_err_set(err, EINVAL, "cpu must be between 0.01 and %g", cfg->max.cpu_cores);
-    if (p->r.timeout_s > cfg->max.timeout_s)
+                           (unsigned long long)max->pids);
+    if (p->r.cpu_cores && (p->r.cpu_cores < 0.01 || p->r.cpu_cores > max->cpu_cores))
+        return sbx_err_set(err, EINVAL, "cpu must be between 0.01 and %g", max->cpu_cores);
+    if (p->r.timeout_s > max->timeout_s)
         return sbx_err_set(err, EINVAL, "timeoutSeconds %g is above the maximum %g", p->r.timeout_s,
-                           cfg->max.timeout_s);
+                           max->timeout_s);
     if (pids && pids != (double)(uint64_t)pids)
         return sbx_err_set(err, EINVAL, "pids must be an integer");
     p->r.memory_bytes = (uint64_t)(mem * (1 << 20));
@@ -349,7 +349,7 @@ static void h_status(sbx_http_request *req, void *ud)
         sbx_runtime_tenant_counts(api->rt, c.tenant, &running, &queued);
     else
         sbx_runtime_counts(api->rt, &running, &queued);
-    char *ws = sbx_ws_dir(api->cfg->workspace_root, c.tenant, c.key, c.id, NULL);
+    char *ws = sbx_ws_dir(api->set.workspace_root, c.tenant, c.key, c.id, NULL);
     const char *session = sbx_http_req_query(req, "sessionID");
     if (session && sbx_ws_segment_check("sessionID", session, strlen(session), &e) < 0) {
         free(ws);
@@ -652,21 +652,19 @@ static void h_execute(sbx_http_request *req, void *ud)
         sbx_http_respond_err(req, &e);
         return;
     }
-    const struct sbx_config *cfg = api->cfg;
+    const struct sbx_limits *max = &api->set.max;
     json_t *t = json_object_get(body, "timeout"), *pl = json_object_get(body, "pids_limit");
     if (t && !json_is_null(t) &&
-        (!json_is_number(t) || json_number_value(t) <= 0 ||
-         json_number_value(t) > cfg->max.timeout_s))
-        sbx_err_set(&e, EINVAL, "timeout must be a number of seconds in (0, %g]",
-                    cfg->max.timeout_s);
+        (!json_is_number(t) || json_number_value(t) <= 0 || json_number_value(t) > max->timeout_s))
+        sbx_err_set(&e, EINVAL, "timeout must be a number of seconds in (0, %g]", max->timeout_s);
     else if (pl && !json_is_null(pl) &&
              (!json_is_integer(pl) || json_integer_value(pl) < 1 ||
-              (uint64_t)json_integer_value(pl) > cfg->max.pids))
+              (uint64_t)json_integer_value(pl) > max->pids))
         sbx_err_set(&e, EINVAL, "pids_limit must be an integer in [1, %llu]",
-                    (unsigned long long)cfg->max.pids);
-    else if (mem && (bytes < (8u << 20) || bytes > cfg->max.memory_bytes))
+                    (unsigned long long)max->pids);
+    else if (mem && (bytes < (8u << 20) || bytes > max->memory_bytes))
         sbx_err_set(&e, EINVAL, "memory_limit '%s' must be between 8m and %llum",
-                    json_string_value(mem), (unsigned long long)(cfg->max.memory_bytes >> 20));
+                    json_string_value(mem), (unsigned long long)(max->memory_bytes >> 20));
     if (e.msg[0]) {
         json_decref(body);
         sbx_http_respond_err(req, &e);
@@ -1072,11 +1070,11 @@ static void h_file_put(sbx_http_request *req, void *ud)
     const char *cl = sbx_http_req_header(req, "Content-Length");
     uint64_t declared;
     if (cl && sbx_parse_uint(cl, 0, UINT64_MAX, &declared, NULL) == 0 &&
-        declared > api->cfg->workspace_quota_bytes) {
+        declared > api->set.workspace_quota_bytes) {
         close(t.ws);
         sbx_http_respond_error(req, SBX_HTTP_TOO_LARGE,
                                "the upload is larger than the workspace quota (%llu bytes)",
-                               (unsigned long long)api->cfg->workspace_quota_bytes);
+                               (unsigned long long)api->set.workspace_quota_bytes);
         return;
     }
     struct upload *u = calloc(1, sizeof(*u));
@@ -1086,7 +1084,7 @@ static void h_file_put(sbx_http_request *req, void *ud)
         return;
     }
     audit(req, api, "file_put", t.p.rel);
-    u->max = api->cfg->workspace_quota_bytes;
+    u->max = api->set.workspace_quota_bytes;
     if (sbx_ws_upload_begin(t.ws, &t.p, t.uid, t.gid, &u->up, &u->e) < 0) {
         close(t.ws);
         sbx_http_respond_err(req, &u->e);

@@ -266,7 +266,12 @@ int sbx_cmd_serve(int argc, char **argv)
                           .sigpipe_ignored = true};
     s.api = (struct sbx_api){.rt = s.rt,
                              .store = s.store,
-                             .cfg = &s.cfg,
+                             .set = {.tenant_code = s.cfg.tenant_code,
+                                     .clone_key = s.cfg.clone_key,
+                                     .clone_id = s.cfg.clone_id,
+                                     .max = s.cfg.max,
+                                     .workspace_root = s.cfg.workspace_root,
+                                     .workspace_quota_bytes = s.cfg.workspace_quota_bytes},
                              .ready = true,
                              .started_at = (int64_t)time(NULL) * 1000};
     if (sbx_http_server_new(s.base, &hc, &s.http, &e) < 0 ||

@@ -1,5 +1,6 @@
 #include "api/routes.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -193,6 +194,47 @@ static int parse_network(sbx_http_request *req, json_t *net, struct parsed_task 
     return 0;
 }
 
+/* The fields a request shape names a task's limits by, for the messages. */
+struct sbx_limit_names {
+    const char *memory, *pids, *cpu, *timeout;
+};
+
+/* A task's limits (0: the default) against the daemon's maxima, and the
+ * least memory and cpu a sandbox can run with. names: NULL for /runtime's
+ * (memoryMB, pids, cpu, timeoutSeconds). */
+static int sbx_task_limits_check(const struct sbx_task_request *r, const struct sbx_limits *max,
+                                 const struct sbx_limit_names *names, sbx_err *err)
+{
+    static const struct sbx_limit_names runtime_names = {"memoryMB", "pids", "cpu",
+                                                         "timeoutSeconds"};
+    const struct sbx_limit_names *n = names ? names : &runtime_names;
+    double mib = (double)r->memory_bytes / (1 << 20);
+    if (r->memory_bytes && r->memory_bytes < (8u << 20))
+        return sbx_err_set(err, EINVAL, "%s %g MiB is below the minimum 8 MiB", n->memory, mib);
+    if (r->memory_bytes > max->memory_bytes)
+        return sbx_err_set(err, EINVAL, "%s %g MiB is above the maximum %llu MiB", n->memory, mib,
+                           (unsigned long long)(max->memory_bytes >> 20));
+    if (r->pids > max->pids)
+        return sbx_err_set(err, EINVAL, "%s %llu is above the maximum %llu", n->pids,
+                           (unsigned long long)r->pids, (unsigned long long)max->pids);
+    if (r->cpu_cores && r->cpu_cores < 0.01)
+        return sbx_err_set(err, EINVAL, "%s %g is below the minimum 0.01", n->cpu, r->cpu_cores);
+    if (r->cpu_cores > max->cpu_cores)
+        return sbx_err_set(err, EINVAL, "%s %g is above the maximum %g", n->cpu, r->cpu_cores,
+                           max->cpu_cores);
+    if (r->timeout_s > max->timeout_s)
+        return sbx_err_set(err, EINVAL, "%s %g is above the maximum %g", n->timeout, r->timeout_s,
+                           max->timeout_s);
+    return 0;
+}
+
+/* v, a count or a size from JSON, as an integer: past the largest one, the
+ * largest (which no maximum reaches), never the undefined conversion. */
+static uint64_t json_u64(double v)
+{
+    return v >= 0x1p64 ? UINT64_MAX : (uint64_t)v;
+}
+
 static int number_field(json_t *body, const char *name, double *out, sbx_err *err)
 {
     json_t *v = json_object_get(body, name);
@@ -284,22 +326,12 @@ static int parse_task(sbx_http_request *req, struct sbx_api *api, json_t *body,
         number_field(body, "pids", &pids, err) < 0 ||
         number_field(body, "cpu", &p->r.cpu_cores, err) < 0)
         return -1;
-    const struct sbx_limits *max = &api->set.max;
-    if (mem && (mem < 8 || mem > (double)(max->memory_bytes >> 20)))
-        return sbx_err_set(err, EINVAL, "memoryMB must be between 8 and %llu",
-                           (unsigned long long)(max->memory_bytes >> 20));
-    if (pids > (double)max->pids)
-        return sbx_err_set(err, EINVAL, "pids %g is above the maximum %llu", pids,
-                           (unsigned long long)max->pids);
-    if (p->r.cpu_cores && (p->r.cpu_cores < 0.01 || p->r.cpu_cores > max->cpu_cores))
-        return sbx_err_set(err, EINVAL, "cpu must be between 0.01 and %g", max->cpu_cores);
-    if (p->r.timeout_s > max->timeout_s)
-        return sbx_err_set(err, EINVAL, "timeoutSeconds %g is above the maximum %g", p->r.timeout_s,
-                           max->timeout_s);
-    if (pids && pids != (double)(uint64_t)pids)
+    p->r.memory_bytes = json_u64(mem * (1 << 20));
+    p->r.pids = json_u64(pids);
+    if (pids != floor(pids))
         return sbx_err_set(err, EINVAL, "pids must be an integer");
-    p->r.memory_bytes = (uint64_t)(mem * (1 << 20));
-    p->r.pids = (uint64_t)pids;
+    if (sbx_task_limits_check(&p->r, &api->set.max, NULL, err) < 0)
+        return -1;
     json_t *s = json_object_get(body, "sessionID");
     if (!s)
         s = json_object_get(body, "sessionId");
@@ -652,31 +684,26 @@ static void h_execute(sbx_http_request *req, void *ud)
         sbx_http_respond_err(req, &e);
         return;
     }
-    const struct sbx_limits *max = &api->set.max;
+    static const struct sbx_limit_names names = {"memory_limit", "pids_limit", "cpu", "timeout"};
     json_t *t = json_object_get(body, "timeout"), *pl = json_object_get(body, "pids_limit");
-    if (t && !json_is_null(t) &&
-        (!json_is_number(t) || json_number_value(t) <= 0 || json_number_value(t) > max->timeout_s))
-        sbx_err_set(&e, EINVAL, "timeout must be a number of seconds in (0, %g]", max->timeout_s);
-    else if (pl && !json_is_null(pl) &&
-             (!json_is_integer(pl) || json_integer_value(pl) < 1 ||
-              (uint64_t)json_integer_value(pl) > max->pids))
-        sbx_err_set(&e, EINVAL, "pids_limit must be an integer in [1, %llu]",
-                    (unsigned long long)max->pids);
-    else if (mem && (bytes < (8u << 20) || bytes > max->memory_bytes))
-        sbx_err_set(&e, EINVAL, "memory_limit '%s' must be between 8m and %llum",
-                    json_string_value(mem), (unsigned long long)(max->memory_bytes >> 20));
-    if (e.msg[0]) {
+    if (t && !json_is_null(t) && (!json_is_number(t) || json_number_value(t) <= 0))
+        sbx_err_set(&e, EINVAL, "timeout must be a positive number of seconds");
+    else if (pl && !json_is_null(pl) && (!json_is_integer(pl) || json_integer_value(pl) < 1))
+        sbx_err_set(&e, EINVAL, "pids_limit must be a positive integer");
+    else if (mem && !bytes)
+        sbx_err_set(&e, EINVAL, "memory_limit must be a positive size");
+    p.r.memory_bytes = bytes;
+    if (t && !json_is_null(t))
+        p.r.timeout_s = json_number_value(t);
+    if (pl && !json_is_null(pl))
+        p.r.pids = (uint64_t)json_integer_value(pl);
+    if (e.msg[0] || sbx_task_limits_check(&p.r, &api->set.max, &names, &e) < 0) {
         json_decref(body);
         sbx_http_respond_err(req, &e);
         return;
     }
     p.r.language = env ? json_string_value(env) : "python";
     p.r.code = json_string_value(code);
-    p.r.memory_bytes = bytes;
-    if (t && !json_is_null(t))
-        p.r.timeout_s = json_number_value(t);
-    if (pl && !json_is_null(pl))
-        p.r.pids = (uint64_t)json_integer_value(pl);
     json_t *in = json_object_get(body, "stdin");
     if (json_is_string(in))
         p.r.stdin_data = json_string_value(in), p.r.stdin_len = json_string_length(in);

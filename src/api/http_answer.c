@@ -288,18 +288,10 @@ int sbx_http_respond_err(sbx_http_request *req, const sbx_err *err)
                                   strerror(err->errnum));
 }
 
-int sbx_http_respond_data(sbx_http_request *req, unsigned status, const char *content_type,
-                          const void *data, size_t len)
+/* Answer with r, of content_type (may be NULL); r NULL: out of memory. */
+static int answer_typed(sbx_http_request *req, unsigned status, const char *content_type,
+                        struct MHD_Response *r)
 {
-    if (req->answered || req->gone)
-        return -1;
-    char *copy = malloc(len ? len : 1);
-    if (!copy) {
-        sbx_http__answer_oom(req);
-        return -1;
-    }
-    memcpy(copy, data, len);
-    struct MHD_Response *r = buffer_response(copy, len);
     if (!r) {
         sbx_http__answer_oom(req);
         return -1;
@@ -307,6 +299,17 @@ int sbx_http_respond_data(sbx_http_request *req, unsigned status, const char *co
     if (content_type)
         sbx_mhd.add_response_header(r, "Content-Type", content_type);
     return sbx_http__answer(req, status, r);
+}
+
+int sbx_http_respond_data(sbx_http_request *req, unsigned status, const char *content_type,
+                          const void *data, size_t len)
+{
+    if (req->answered || req->gone)
+        return -1;
+    char *copy = malloc(len ? len : 1);
+    if (copy)
+        memcpy(copy, data, len);
+    return answer_typed(req, status, content_type, copy ? buffer_response(copy, len) : NULL);
 }
 
 int sbx_http_respond_file(sbx_http_request *req, unsigned status, const char *content_type, int fd,
@@ -317,14 +320,9 @@ int sbx_http_respond_file(sbx_http_request *req, unsigned status, const char *co
         return -1;
     }
     struct MHD_Response *r = sbx_mhd.create_response_from_fd_at_offset64(size, fd, offset);
-    if (!r) {
+    if (!r)
         close(fd);
-        sbx_http__answer_oom(req);
-        return -1;
-    }
-    if (content_type)
-        sbx_mhd.add_response_header(r, "Content-Type", content_type);
-    return sbx_http__answer(req, status, r);
+    return answer_typed(req, status, content_type, r);
 }
 
 struct producer {
@@ -366,12 +364,7 @@ int sbx_http_respond_stream(sbx_http_request *req, unsigned status, const char *
     uint64_t total = size == SBX_HTTP_SIZE_UNKNOWN ? MHD_SIZE_UNKNOWN : size;
     struct MHD_Response *r =
         sbx_mhd.create_response_from_callback(total, PRODUCER_BLOCK, produce, p, producer_free);
-    if (!r) {
+    if (!r)
         producer_free(p);
-        sbx_http__answer_oom(req);
-        return -1;
-    }
-    if (content_type)
-        sbx_mhd.add_response_header(r, "Content-Type", content_type);
-    return sbx_http__answer(req, status, r);
+    return answer_typed(req, status, content_type, r);
 }

@@ -32,7 +32,6 @@ struct event_base;
 
 typedef struct sbx_http_server sbx_http_server;
 typedef struct sbx_http_request sbx_http_request;
-typedef struct sbx_sse sbx_sse;
 
 typedef struct sbx_http_config {
     const char *listen;        /* "host:port", ":port", "[::1]:port", "unix:/path" */
@@ -162,10 +161,12 @@ int sbx_http_respond_error(sbx_http_request *req, sbx_http_error kind, const cha
 /* The same, status and code given. */
 int sbx_http_respond_error_status(sbx_http_request *req, unsigned status, const char *code,
                                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-/* An error of a lower layer, its errno mapped to a status (ENOENT 404,
- * EEXIST/EBUSY 409, EACCES/EPERM 403, EINVAL 400, EFBIG 413, ENOSPC 507,
- * EAGAIN 429, else 500); the message is err->msg, so lower layers must name
- * what the client named, never host paths. */
+/* An error of a lower layer, its errno mapped to a status by the API's one
+ * mapping, sbx_http_error_for_errno() (ENOENT 404; EEXIST, EBUSY, ENOTSUP
+ * 409; EACCES, EPERM, EDQUOT 403; EINVAL 400; EFBIG 413; ENOSPC 507; EAGAIN
+ * 429; else 500). The message is err->msg, followed by strerror() unless the
+ * errno is the client's own doing (ENOENT, EINVAL, EACCES, EAGAIN, ...), so
+ * lower layers must name what the client named, never host paths. */
 int sbx_http_respond_err(sbx_http_request *req, const sbx_err *err);
 sbx_http_error sbx_http_error_for_errno(int errnum);
 unsigned sbx_http_error_status(sbx_http_error kind);

@@ -1,5 +1,11 @@
-/* Shared by http.c and sse.c only: the server's and a request's insides. */
+/* The server's and a request's insides, shared by the three files of the
+ * HTTP server (http.c: the loop, connections and parking; http_request.c:
+ * headers, auth, routing and bodies; http_answer.c: answers) and by what
+ * answers on top of it (sse.c). The server knows nothing of the last: a
+ * request tells whoever keeps its answer of its end through `ended`. */
 #pragma once
+
+#include <time.h>
 
 #include <event2/event.h>
 #include "api/mhd.h"
@@ -7,7 +13,6 @@
 #include "api/http.h"
 #include "api/listen.h"
 #include "api/router.h"
-#include "api/sse.h"
 
 struct route_rec {
     struct route_rec *next;
@@ -89,16 +94,43 @@ struct sbx_http_request {
     bool body_paused;    /* the sink took part of a chunk: suspended until resumed */
     bool resume_asked;   /* sbx_http_req_resume_body() from inside the chunk callback */
     struct event *watch; /* notices a disconnect while parked */
-    sbx_sse *sse;
+    /* Called once when the request ends with its answer still kept by its
+     * maker (an event stream): the client is gone, or the server stops. */
+    void (*ended)(void *ud);
+    void *ended_ud;
     double t0; /* CLOCK_MONOTONIC at its start, for the request log */
 };
 
-/* Give req its answer (takes resp). */
-int sbx_http__answer(sbx_http_request *req, unsigned status, struct MHD_Response *resp);
+/* ---- http.c: the server, its connections, parking ---- */
 /* Park / wake the connection of req (parking only from an MHD callback). */
 void sbx_http__suspend(sbx_http_request *req);
 void sbx_http__resume(sbx_http_request *req);
+/* The client is gone (or nothing can be said to it): tell the owner, and
+ * wake the connection so MHD closes it. */
+void sbx_http__client_gone(sbx_http_request *req);
+struct conn_ctx *sbx_http__conn_of(struct MHD_Connection *conn);
 
-/* sse.c: the request of sse has ended (the client is gone, the server is
- * stopping, or the stream was finished). */
-void sbx_sse__request_ended(sbx_sse *sse);
+/* ---- http_request.c: headers, auth, routing, bodies ---- */
+/* MHD's access handler. */
+enum MHD_Result sbx_http__on_access(void *cls, struct MHD_Connection *conn, const char *url,
+                                    const char *method, const char *version, const char *upload,
+                                    size_t *upload_size, void **con_cls);
+
+/* ---- http_answer.c: answers ---- */
+/* Give req its answer (takes resp). */
+int sbx_http__answer(sbx_http_request *req, unsigned status, struct MHD_Response *resp);
+/* Hand the pending answer to MHD; only from the access handler (or while
+ * the connection is parked). */
+enum MHD_Result sbx_http__flush(sbx_http_request *req);
+/* Out of memory while answering: still say something. */
+void sbx_http__answer_oom(sbx_http_request *req);
+void sbx_http__free_headers(sbx_http_request *req);
+
+/* CLOCK_MONOTONIC in seconds: the request log gives tenths of a
+ * millisecond, finer than sbx_mono_ms(). */
+static inline double sbx_http__mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}

@@ -3,13 +3,11 @@
 #pragma once
 
 #include "api/http.h"
-#include "daemon/config.h"
 #include "runtime/runtime.h"
 
 struct sbx_api {
     struct sbx_runtime *rt;
     struct sbx_store *store;
-    const struct sbx_config *cfg;
     bool ready; /* the store is open and the engine's self-check passed */
     int64_t started_at;
 };

@@ -1,3 +1,5 @@
+#include "api/sse.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -215,8 +217,11 @@ void sbx_sse_close(sbx_sse *sse)
         sbx_http__resume(sse->req);
 }
 
-void sbx_sse__request_ended(sbx_sse *sse)
+/* The request has ended (the client is gone, the server is stopping, or
+ * the stream was finished). */
+static void request_ended(void *ud)
 {
+    sbx_sse *sse = ud;
     sse->req = NULL;
     if (sse->heartbeat)
         event_del(sse->heartbeat);
@@ -261,7 +266,8 @@ sbx_sse *sbx_http_respond_sse(sbx_http_request *req, const sbx_sse_opts *opts)
     if (sbx_http__answer(req, 200, r) < 0)
         return NULL; /* the response, and with it sse, is gone */
     sse->refs++;
-    req->sse = sse;
+    req->ended = request_ended;
+    req->ended_ud = sse;
     if (sse->heartbeat) {
         struct timeval tv = {.tv_sec = opts->heartbeat_ms / 1000,
                              .tv_usec = (suseconds_t)(opts->heartbeat_ms % 1000) * 1000};

@@ -15,6 +15,8 @@
 #include "api/http.h"
 #include "base/err.h"
 
+typedef struct sbx_sse sbx_sse;
+
 typedef struct sbx_sse_opts {
     /* The client went away, or the server is stopping. The handle is freed
      * after it returns. Not called after sbx_sse_close(). */

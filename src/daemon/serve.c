@@ -276,11 +276,8 @@ int sbx_cmd_serve(int argc, char **argv)
                           .idle_timeout_s = (unsigned)s.cfg.connection_idle_timeout_s,
                           .header_timeout_s = (unsigned)s.cfg.header_timeout_s,
                           .sigpipe_ignored = true};
-    s.api = (struct sbx_api){.rt = s.rt,
-                             .store = s.store,
-                             .cfg = &s.cfg,
-                             .ready = true,
-                             .started_at = (int64_t)time(NULL) * 1000};
+    s.api = (struct sbx_api){
+        .rt = s.rt, .store = s.store, .ready = true, .started_at = (int64_t)time(NULL) * 1000};
     if (sbx_http_server_new(s.base, &hc, &s.http, &e) < 0 ||
         sbx_api_routes(s.http, &s.api, &e) < 0 || sbx_http_server_listen(s.http, &e) < 0)
         goto fail;

@@ -63,11 +63,18 @@ struct sbx_task_request {
     double cpu_cores;
 };
 
+/* The names a request shape gives the limits, for messages. */
+struct sbx_limit_names {
+    const char *memory, *pids, *cpu, *timeout;
+};
 /* Whether the limits a request asks for (0: the default) are within the
- * settings' maxima; EINVAL naming the first that is not ("pids 300 is above
- * the maximum 256"). Submit checks it; the API may check first. */
+ * settings' maxima and above the least memory and cpu a sandbox can run
+ * with; EINVAL naming the first that is not ("pids 300 is above the maximum
+ * 256"). names NULL: /runtime's (memoryMB, pids, cpu, timeoutSeconds).
+ * Submit checks it; the API checks first, with its request's names. */
 int sbx_runtime_check_limits(const struct sbx_runtime_settings *set,
-                             const struct sbx_task_request *req, sbx_err *err);
+                             const struct sbx_task_request *req,
+                             const struct sbx_limit_names *names, sbx_err *err);
 
 /* When the task ends: t is its final record as the runtime stored it, with
  * its outputs, valid during the call (no need to read it back). */

@@ -361,23 +361,31 @@ char **rt_task_env(const struct sbx_runtime_settings *set, enum sbx_net_policy n
     return env;
 }
 
-static int bounded(const char *what, double v, double max, sbx_err *err)
-{
-    if (v < 0 || v > max)
-        return sbx_err_set(err, EINVAL, "%s %g is above the maximum %g", what, v, max);
-    return 0;
-}
-
 int sbx_runtime_check_limits(const struct sbx_runtime_settings *set,
-                             const struct sbx_task_request *req, sbx_err *err)
+                             const struct sbx_task_request *r, const struct sbx_limit_names *names,
+                             sbx_err *err)
 {
     const struct sbx_limits *max = &set->max;
-    if (bounded("timeoutSeconds", req->timeout_s, max->timeout_s, err) < 0 ||
-        bounded("memoryMB", (double)req->memory_bytes / (1 << 20),
-                (double)max->memory_bytes / (1 << 20), err) < 0 ||
-        bounded("pids", (double)req->pids, (double)max->pids, err) < 0 ||
-        bounded("cpu", req->cpu_cores, max->cpu_cores, err) < 0)
-        return -1;
+    static const struct sbx_limit_names runtime_names = {"memoryMB", "pids", "cpu",
+                                                         "timeoutSeconds"};
+    const struct sbx_limit_names *n = names ? names : &runtime_names;
+    double mib = (double)r->memory_bytes / (1 << 20);
+    if (r->memory_bytes && r->memory_bytes < (8u << 20))
+        return sbx_err_set(err, EINVAL, "%s %g MiB is below the minimum 8 MiB", n->memory, mib);
+    if (r->memory_bytes > max->memory_bytes)
+        return sbx_err_set(err, EINVAL, "%s %g MiB is above the maximum %llu MiB", n->memory, mib,
+                           (unsigned long long)(max->memory_bytes >> 20));
+    if (r->pids > max->pids)
+        return sbx_err_set(err, EINVAL, "%s %llu is above the maximum %llu", n->pids,
+                           (unsigned long long)r->pids, (unsigned long long)max->pids);
+    if (r->cpu_cores && r->cpu_cores < 0.01)
+        return sbx_err_set(err, EINVAL, "%s %g is below the minimum 0.01", n->cpu, r->cpu_cores);
+    if (r->cpu_cores > max->cpu_cores)
+        return sbx_err_set(err, EINVAL, "%s %g is above the maximum %g", n->cpu, r->cpu_cores,
+                           max->cpu_cores);
+    if (r->timeout_s > max->timeout_s)
+        return sbx_err_set(err, EINVAL, "%s %g is above the maximum %g", n->timeout, r->timeout_s,
+                           max->timeout_s);
     return 0;
 }
 
@@ -388,7 +396,7 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     struct rt_tenant *q = rt_tenant_queue(rt, req->clone.tenant, false);
     if ((q && q->queued >= set->queue_per_tenant) || rt->queued >= set->queue_size)
         return sbx_err_set(err, EAGAIN, "the task queue of tenant '%s' is full", req->clone.tenant);
-    if (sbx_runtime_check_limits(set, req, err) < 0)
+    if (sbx_runtime_check_limits(set, req, NULL, err) < 0)
         return -1;
     struct rt_task *t = calloc(1, sizeof(*t));
     if (!t)

@@ -1359,9 +1359,39 @@ static void stop_with_pending(void **state)
     }
 }
 
+/* The API's one errno -> status mapping: what the routes answer for the
+ * errors of the layers below. */
+static void errno_mapping(void **state)
+{
+    static const struct {
+        int errnum;
+        unsigned status;
+        const char *code;
+    } cases[] = {
+        {ENOENT, 404, "not_found"},
+        {EEXIST, 409, "conflict"},
+        {ENOTSUP, 409, "conflict"},
+        {EACCES, 403, "forbidden"},
+        {EDQUOT, 403, "forbidden"},
+        {EINVAL, 400, "bad_request"},
+        {ENAMETOOLONG, 400, "bad_request"},
+        {EFBIG, 413, "too_large"},
+        {ENOSPC, 507, "insufficient_storage"},
+        {EAGAIN, 429, "too_many_requests"},
+        {ENOMEM, 500, "internal"},
+        {0, 500, "internal"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        sbx_http_error kind = sbx_http_error_for_errno(cases[i].errnum);
+        assert_int_equal(sbx_http_error_status(kind), cases[i].status);
+        assert_string_equal(sbx_http_error_code(kind), cases[i].code);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(errno_mapping),
         cmocka_unit_test_setup_teardown(get_json, setup, teardown),
         cmocka_unit_test_setup_teardown(post_echo, setup, teardown),
         cmocka_unit_test_setup_teardown(malformed_json, setup, teardown),

@@ -97,7 +97,7 @@ static void test_limits_checked(void **state)
     struct sbx_task_request r = fx_request("a", true_argv);
     r.pids = fx->set.max.pids + 1;
     sbx_err e = {0};
-    assert_int_equal(sbx_runtime_check_limits(&fx->set, &r, &e), -1);
+    assert_int_equal(sbx_runtime_check_limits(&fx->set, &r, NULL, &e), -1);
     assert_int_equal(e.errnum, EINVAL);
     assert_string_equal(e.msg, "pids 33 is above the maximum 32");
     char id[SBX_ID_SIZE];
@@ -106,7 +106,7 @@ static void test_limits_checked(void **state)
     assert_string_equal(e.msg, "pids 33 is above the maximum 32");
     r.pids = 0;
     r.timeout_s = fx->set.max.timeout_s;
-    assert_int_equal(sbx_runtime_check_limits(&fx->set, &r, &e), 0);
+    assert_int_equal(sbx_runtime_check_limits(&fx->set, &r, NULL, &e), 0);
 }
 
 int main(void)

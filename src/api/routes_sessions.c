@@ -1,0 +1,178 @@
+#include "api/routes_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "workspace/path.h"
+
+/* ---- sessions: /runtime/start, /runtime/stop, /runtime/network ---- */
+
+/* The answer of a start (once the session is ready) or a stop, with its
+ * event on the session's stream unless the runtime sent it (a session that
+ * became ready says so once, whoever waited for it). */
+static void session_answer(sbx_http_request *req, struct sbx_api *api, const struct sbx_clone *c,
+                           const char *session, bool start, bool emit)
+{
+    sbx_err e = {0};
+    if (emit) {
+        json_t *d = start ? json_pack("{s:s, s:s, s:s}", "runtimeId", session, "cloneId", c->id,
+                                      "tenantCode", c->tenant)
+                          : json_pack("{s:s, s:s}", "runtimeId", session, "reason", "stopped");
+        if (sbx_runtime_emit(api->rt, c->tenant, session,
+                             start ? "runtime_started" : "runtime_stopped", d, &e) < 0) {
+            (void)sbx_http_respond_err(req, &e);
+            return;
+        }
+    }
+    sbx_http_respond_json(req, 200,
+                          json_pack("{s:b, s:s, s:s}", "ok", 1, "status",
+                                    start ? "ready" : "stopped", "sessionId", session));
+}
+
+/* A start request waiting for its session's sandbox. */
+struct start_wait {
+    sbx_http_request *req;
+    struct sbx_api *api;
+    struct sbx_clone clone;
+    char session[SBX_SEGMENT_MAX + 1];
+};
+
+static void start_ready(void *ud, const sbx_err *err)
+{
+    struct start_wait *w = ud;
+    if (err)
+        sbx_http_respond_err(w->req, err);
+    else
+        session_answer(w->req, w->api, &w->clone, w->session, true, false);
+    free(w);
+}
+
+static void start_cancel(sbx_http_request *req, void *ud)
+{
+    struct start_wait *w = ud;
+    /* The client left: the session goes on being set up, unwaited. */
+    sbx_runtime_session_unwait(w->api->rt, w);
+    free(w);
+}
+
+static void h_start_stop(sbx_http_request *req, void *ud, bool start)
+{
+    struct sbx_api *api = ud;
+    static const char *const fields[] = {"sessionID", "sessionId", "tenantCode",
+                                         "cloneKey",  "cloneId",   NULL};
+    json_t *body = sbx_http_req_json(req, fields);
+    if (!body)
+        return;
+    struct sbx_clone c;
+    sbx_err e = {0};
+    if (api_request_clone(req, api, body, &c, &e) < 0) {
+        json_decref(body);
+        return (void)sbx_http_respond_err(req, &e);
+    }
+    json_t *s = json_object_get(body, "sessionID");
+    if (!s)
+        s = json_object_get(body, "sessionId");
+    char session[SBX_SEGMENT_MAX + 1];
+    if (s && (!json_is_string(s) || sbx_ws_segment_check("sessionID", json_string_value(s),
+                                                         json_string_length(s), &e) < 0)) {
+        json_decref(body);
+        {
+            (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s",
+                                         e.msg[0] ? e.msg : "sessionID must be a string");
+            return;
+        }
+    }
+    if (s) {
+        snprintf(session, sizeof(session), "%s", json_string_value(s));
+    } else if (start) {
+        char id[SBX_ID_SIZE];
+        if (sbx_id_new(id, &e) < 0) {
+            json_decref(body);
+            sbx_http_respond_err(req, &e);
+            return;
+        }
+        snprintf(session, sizeof(session), "%s", id);
+    } else {
+        snprintf(session, sizeof(session), "%s", sbx_runtime_default_session(api->rt));
+    }
+    json_decref(body);
+    api_audit(req, api, start ? "session_start" : "session_stop", session);
+    if (!start) {
+        sbx_runtime_session_stop(api->rt, c.tenant, session);
+        session_answer(req, api, &c, session, false, true);
+        return;
+    }
+    /* A live sandbox for the session: its tasks share /tmp, processes, the
+     * workspace and the egress until stop or the idle timeout. The answer
+     * waits until it is set up, without holding the loop. */
+    struct start_wait *w = calloc(1, sizeof(*w));
+    if (!w) {
+        sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "out of memory");
+        return;
+    }
+    *w = (struct start_wait){.req = req, .api = api, .clone = c};
+    snprintf(w->session, sizeof(w->session), "%s", session);
+    int rc = sbx_runtime_session_start(api->rt, &c, session, start_ready, w, &e);
+    if (rc == 0) {
+        sbx_http_req_defer(req, start_cancel, w);
+        return;
+    }
+    free(w);
+    if (rc < 0)
+        sbx_http_respond_err(req, &e);
+    else
+        session_answer(req, api, &c, session, true, true);
+}
+
+void h_start(sbx_http_request *req, void *ud)
+{
+    h_start_stop(req, ud, true);
+}
+
+void h_stop(sbx_http_request *req, void *ud)
+{
+    h_start_stop(req, ud, false);
+}
+
+/* POST /runtime/network {sessionID, default, allow, deny}: a live session's
+ * egress rules, for its new connections from now on; a tenant token may only
+ * narrow. */
+void h_session_network(sbx_http_request *req, void *ud)
+{
+    struct sbx_api *api = ud;
+    static const char *const fields[] = {"sessionID", "sessionId", "tenantCode",
+                                         "cloneKey",  "cloneId",   "default",
+                                         "allow",     "deny",      NULL};
+    json_t *body = sbx_http_req_json(req, fields);
+    if (!body)
+        return;
+    sbx_err e = {0};
+    struct sbx_clone c;
+    struct parsed_task p = {.r = {.net = -1, .net_default = -1}};
+    json_t *s = json_object_get(body, "sessionID");
+    if (!s)
+        s = json_object_get(body, "sessionId");
+    json_t *net =
+        json_pack("{s:O*, s:O*, s:O*}", "default", json_object_get(body, "default"), "allow",
+                  json_object_get(body, "allow"), "deny", json_object_get(body, "deny"));
+    if (api_request_clone(req, api, body, &c, &e) < 0) {
+        sbx_http_respond_err(req, &e);
+    } else if (!json_is_string(s) || sbx_ws_segment_check("sessionID", json_string_value(s),
+                                                          json_string_length(s), &e) < 0) {
+        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s",
+                               e.msg[0] ? e.msg : "sessionID is required");
+    } else if (task_request_network(req, net, &p, &e) < 0) {
+        sbx_http_respond_err(req, &e);
+    } else if (api_audit(req, api, "session_network", json_string_value(s)),
+               sbx_runtime_session_set_network(api->rt, c.tenant, json_string_value(s),
+                                               p.r.net_default, p.r.allow, p.r.deny, &e) < 0) {
+        sbx_http_respond_err(req, &e);
+    } else {
+        sbx_http_respond_json(req, 200,
+                              json_pack("{s:b, s:s}", "ok", 1, "sessionId", json_string_value(s)));
+    }
+    task_request_free(&p);
+    json_decref(net);
+    json_decref(body);
+}

@@ -1,0 +1,349 @@
+#include "api/routes_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/parse.h"
+#include "workspace/path.h"
+
+/* ---- tasks: /runtime/exec, /runtime/tasks, /execute; JSON in the original's shape ---- */
+
+static json_t *task_json(const struct sbx_store_task *t, bool with_output)
+{
+    json_error_t je;
+    json_t *cmd = json_loads(t->command ? t->command : "[]", 0, &je);
+    json_t *o = json_pack(
+        "{s:s, s:o, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:s, s:s, s:s}", "id", t->id,
+        "command", cmd ? cmd : json_array(), "backend", t->backend ? t->backend : "sandbox",
+        "skill", t->skill ? t->skill : "", "skillSource", t->skill_source ? t->skill_source : "",
+        "skillTrustLevel", t->skill_trust_level ? t->skill_trust_level : "", "status",
+        sbx_task_status_name(t->status), "createdAt", sbx_json_time(t->created_at), "startedAt",
+        sbx_json_time(t->started_at), "endedAt", sbx_json_time(t->ended_at), "error",
+        t->error ? t->error : "", "tenantCode", t->tenant ? t->tenant : "", "cloneKey",
+        t->clone_key ? t->clone_key : "", "cloneId", t->clone_id ? t->clone_id : "", "sessionId",
+        t->session_id ? t->session_id : "");
+    if (t->language)
+        json_object_set_new(o, "language", json_string(t->language));
+    json_t *report = t->result ? json_loads(t->result, 0, &je) : NULL;
+    if (report) {
+        json_t *r = json_object();
+        json_object_set(r, "exitCode", json_object_get(report, "exitCode"));
+        if (with_output) {
+            json_object_set_new(r, "stdout", sbx_json_text(t->stdout_data, t->stdout_len));
+            json_object_set_new(r, "stderr", sbx_json_text(t->stderr_data, t->stderr_len));
+        }
+        json_object_set_new(r, "startedAt", sbx_json_time(t->started_at));
+        json_object_set_new(r, "endedAt", sbx_json_time(t->ended_at));
+        json_object_set_new(r, "report", report);
+        json_object_set_new(o, "result", r);
+    } else {
+        json_object_set_new(o, "result", json_null());
+    }
+    return o;
+}
+
+/* A synchronous exec: the answer waits for the task. */
+struct exec_wait {
+    struct sbx_api *api;
+    sbx_http_request *req;
+    char id[SBX_ID_SIZE];
+    bool opensandbox; /* /execute's answer shape */
+    bool submitting;  /* inside sbx_runtime_submit: its caller frees */
+    bool answered;
+};
+
+static void exec_release(struct exec_wait *w)
+{
+    if (w->submitting)
+        w->answered = true;
+    else
+        free(w);
+}
+
+/* t is the final record as the runtime stored it (outputs included). */
+static void exec_done(void *ud, const struct sbx_store_task *t)
+{
+    struct exec_wait *w = ud;
+    json_error_t je;
+    json_t *report = t->result ? json_loads(t->result, 0, &je) : NULL;
+    json_int_t code = report ? json_integer_value(json_object_get(report, "exitCode")) : 125;
+    json_t *o;
+    if (w->opensandbox) {
+        double secs = report ? json_number_value(json_object_get(report, "wallSeconds")) : 0;
+        o = json_pack("{s:o, s:o, s:I, s:f}", "stdout",
+                      sbx_json_text(t->stdout_data, t->stdout_len), "stderr",
+                      sbx_json_text(t->stderr_data, t->stderr_len), "return_code", code,
+                      "execution_time", secs);
+        json_decref(report);
+    } else {
+        o = json_pack("{s:s, s:I, s:o, s:o, s:o, s:o, s:s, s:s, s:o}", "taskId", t->id, "exitCode",
+                      code, "stdout", sbx_json_text(t->stdout_data, t->stdout_len), "stderr",
+                      sbx_json_text(t->stderr_data, t->stderr_len), "startedAt",
+                      sbx_json_time(t->started_at), "endedAt", sbx_json_time(t->ended_at), "status",
+                      sbx_task_status_name(t->status), "error", t->error ? t->error : "", "report",
+                      report ? report : json_null());
+    }
+    sbx_http_respond_json(w->req, 200, o);
+    exec_release(w);
+}
+
+static void exec_cancel(sbx_http_request *req, void *ud)
+{
+    struct exec_wait *w = ud;
+    /* The client left: the task goes on to its end, recorded as usual. */
+    sbx_runtime_forget(w->api->rt, w->id);
+    free(w);
+}
+
+static void submit(sbx_http_request *req, struct sbx_api *api, struct parsed_task *p, bool sync,
+                   bool opensandbox)
+{
+    sbx_err e = {0};
+    char id[SBX_ID_SIZE];
+    struct exec_wait *w = sync ? calloc(1, sizeof(*w)) : NULL;
+    if (sync && !w)
+        return (void)sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "out of memory");
+    if (w) {
+        w->api = api, w->req = req, w->opensandbox = opensandbox, w->submitting = true;
+        sbx_http_req_defer(req, exec_cancel, w);
+    }
+    int rc = sbx_runtime_submit(api->rt, &p->r, sync ? exec_done : NULL, w, id, &e);
+    api_audit(req, api, rc < 0 ? "task_refused" : "task_submit", rc < 0 ? e.msg : id);
+    if (w) {
+        w->submitting = false;
+        /* A task that could not even start was answered inside submit. */
+        if (rc < 0 || w->answered) {
+            if (rc < 0)
+                sbx_http_respond_err(req, &e);
+            free(w);
+            return;
+        }
+        memcpy(w->id, id, SBX_ID_SIZE);
+        return;
+    }
+    if (rc < 0)
+        return (void)sbx_http_respond_err(req, &e);
+    struct sbx_store_task *t = NULL;
+    if (sbx_store_task_get(api->store, id, NULL, 0, &t, &e) < 0)
+        return (void)sbx_http_respond_err(req, &e);
+    sbx_http_respond_json(req, 202, task_json(t, false));
+    sbx_store_task_free(t);
+}
+
+static void h_exec_or_task(sbx_http_request *req, void *ud, bool sync)
+{
+    struct sbx_api *api = ud;
+    json_t *body = sbx_http_req_json(req, task_request_fields);
+    if (!body)
+        return;
+    struct parsed_task p;
+    sbx_err e = {0};
+    if (task_request_parse(req, api, body, &p, &e) < 0)
+        sbx_http_respond_err(req, &e);
+    else
+        submit(req, api, &p, sync, false);
+    task_request_free(&p);
+    json_decref(body);
+}
+
+void h_exec(sbx_http_request *req, void *ud)
+{
+    h_exec_or_task(req, ud, true);
+}
+
+void h_task_create(sbx_http_request *req, void *ud)
+{
+    h_exec_or_task(req, ud, false);
+}
+
+/* POST /execute: {code, env (an environment name), timeout, memory_limit,
+ * pids_limit, capabilities} -> {stdout, stderr, return_code, execution_time}. */
+void h_execute(sbx_http_request *req, void *ud)
+{
+    struct sbx_api *api = ud;
+    static const char *const fields[] = {"code",       "env",          "timeout", "memory_limit",
+                                         "pids_limit", "capabilities", "stdin",   NULL};
+    json_t *body = sbx_http_req_json(req, fields);
+    if (!body)
+        return;
+    struct parsed_task p = {.r = {.net = -1, .net_default = -1}};
+    sbx_err e = {0};
+    json_t *code = json_object_get(body, "code"), *env = json_object_get(body, "env");
+    json_t *caps = json_object_get(body, "capabilities");
+    json_t *add = caps ? json_object_get(caps, "add") : NULL;
+    json_t *mem = json_object_get(body, "memory_limit");
+    uint64_t bytes = 0;
+    if (!json_is_string(code))
+        sbx_err_set(&e, EINVAL, "code must be a string");
+    else if (env && !json_is_string(env))
+        sbx_err_set(&e, EINVAL, "env must be the name of an environment");
+    else if (caps && !json_is_object(caps))
+        sbx_err_set(&e, EINVAL, "capabilities must be an object");
+    else if (add && (!json_is_array(add) || json_array_size(add) > 0))
+        sbx_err_set(&e, EINVAL, "capabilities.add: adding capabilities is refused");
+    else if (mem &&
+             !(json_is_string(mem) && sbx_parse_size(json_string_value(mem), &bytes, &e) == 0))
+        sbx_err_set(&e, EINVAL, "memory_limit: '%s' is not a size like 256m or 1g",
+                    json_is_string(mem) ? json_string_value(mem) : "?");
+    if (!e.msg[0])
+        api_request_clone(req, api, NULL, &p.r.clone, &e);
+    if (e.msg[0]) {
+        json_decref(body);
+        sbx_http_respond_err(req, &e);
+        return;
+    }
+    static const struct sbx_limit_names names = {"memory_limit", "pids_limit", "cpu", "timeout"};
+    json_t *t = json_object_get(body, "timeout"), *pl = json_object_get(body, "pids_limit");
+    if (t && !json_is_null(t) && (!json_is_number(t) || json_number_value(t) <= 0))
+        sbx_err_set(&e, EINVAL, "timeout must be a positive number of seconds");
+    else if (pl && !json_is_null(pl) && (!json_is_integer(pl) || json_integer_value(pl) < 1))
+        sbx_err_set(&e, EINVAL, "pids_limit must be a positive integer");
+    else if (mem && !bytes)
+        sbx_err_set(&e, EINVAL, "memory_limit must be a positive size");
+    p.r.memory_bytes = bytes;
+    if (t && !json_is_null(t))
+        p.r.timeout_s = json_number_value(t);
+    if (pl && !json_is_null(pl))
+        p.r.pids = (uint64_t)json_integer_value(pl);
+    if (e.msg[0] || sbx_runtime_check_limits(api_set(api), &p.r, &names, &e) < 0) {
+        json_decref(body);
+        sbx_http_respond_err(req, &e);
+        return;
+    }
+    p.r.language = env ? json_string_value(env) : "python";
+    p.r.code = json_string_value(code);
+    json_t *in = json_object_get(body, "stdin");
+    if (json_is_string(in))
+        p.r.stdin_data = json_string_value(in), p.r.stdin_len = json_string_length(in);
+    submit(req, api, &p, true, true);
+    json_decref(body);
+}
+
+/* The task id names, if the request's token may see it (a tenant token
+ * sees its tenant's only). Otherwise answers and returns -1. */
+static int find_task(sbx_http_request *req, struct sbx_api *api, const char *id, unsigned flags,
+                     struct sbx_store_task **t)
+{
+    const sbx_identity *who = sbx_http_req_identity(req);
+    sbx_err e = {0};
+    if (sbx_store_task_get(api->store, id, who ? who->tenant : NULL, flags, t, &e) == 0)
+        return 0;
+    if (e.errnum == ENOENT)
+        sbx_http_respond_error(req, SBX_HTTP_NOT_FOUND, "no task %s", id);
+    else
+        sbx_http_respond_err(req, &e);
+    return -1;
+}
+
+void h_task_get(sbx_http_request *req, void *ud)
+{
+    struct sbx_api *api = ud;
+    struct sbx_store_task *t = NULL;
+    if (find_task(req, api, sbx_http_req_param(req, "id"), SBX_STORE_WITH_OUTPUT, &t) < 0)
+        return;
+    sbx_http_respond_json(req, 200, task_json(t, true));
+    sbx_store_task_free(t);
+}
+
+void h_task_cancel(sbx_http_request *req, void *ud)
+{
+    struct sbx_api *api = ud;
+    const char *id = sbx_http_req_param(req, "id");
+    struct sbx_store_task *t = NULL;
+    sbx_err e = {0};
+    if (find_task(req, api, id, 0, &t) < 0)
+        return;
+    bool final = sbx_task_status_final(t->status);
+    sbx_store_task_free(t);
+    if (final)
+        return (void)sbx_http_respond_error(req, SBX_HTTP_CONFLICT, "task %s has already ended",
+                                            id);
+    api_audit(req, api, "task_cancel", id);
+    if (sbx_runtime_cancel(api->rt, id, &e) < 0)
+        return (void)sbx_http_respond_err(req, &e);
+    /* A running task is recorded canceled once its tree is dead; answer with
+     * what the store says now. */
+    if (sbx_store_task_get(api->store, id, NULL, 0, &t, &e) < 0)
+        return (void)sbx_http_respond_err(req, &e);
+    sbx_http_respond_json(req, 200, task_json(t, false));
+    sbx_store_task_free(t);
+}
+
+/* POST /runtime/tasks/{id}/network {default, allow, deny}: a running task's
+ * egress policy, for its new connections from now on; a tenant token may
+ * only narrow. */
+void h_task_network(sbx_http_request *req, void *ud)
+{
+    struct sbx_api *api = ud;
+    static const char *const fields[] = {"default", "allow", "deny", NULL};
+    const char *id = sbx_http_req_param(req, "id");
+    struct sbx_store_task *t = NULL;
+    sbx_err e = {0};
+    if (find_task(req, api, id, 0, &t) < 0)
+        return;
+    sbx_store_task_free(t);
+    json_t *body = sbx_http_req_json(req, fields);
+    if (!body)
+        return;
+    struct parsed_task p = {.r = {.net = -1, .net_default = -1}};
+    if (task_request_network(req, body, &p, &e) < 0)
+        sbx_http_respond_err(req, &e);
+    else if (api_audit(req, api, "task_network", id),
+             sbx_runtime_set_network(api->rt, id, p.r.net_default, p.r.allow, p.r.deny, &e) < 0)
+        /* The store knows the task: one the runtime does not is no longer
+         * (or not yet) running, a conflict with its state. */
+        e.errnum == ENOENT ? (void)sbx_http_respond_error(req, SBX_HTTP_CONFLICT, "%s", e.msg)
+                           : (void)sbx_http_respond_err(req, &e);
+    else
+        sbx_http_respond_json(req, 200, json_pack("{s:b, s:s}", "ok", 1, "taskId", id));
+    task_request_free(&p);
+    json_decref(body);
+}
+
+void h_task_list(sbx_http_request *req, void *ud)
+{
+    struct sbx_api *api = ud;
+    const sbx_identity *who = sbx_http_req_identity(req);
+    struct sbx_store_task_filter f = {.limit = 50};
+    sbx_err e = {0};
+    const char *status = sbx_http_req_query(req, "status");
+    const char *limit = sbx_http_req_query(req, "limit");
+    uint64_t n;
+    if (status && sbx_task_status_parse(status, &f.status, &e) < 0)
+        return (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "status: %s", e.msg);
+    if (limit) {
+        if (sbx_parse_uint(limit, 1, SBX_STORE_LIST_MAX, &n, &e) < 0)
+            return (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "limit: %s", e.msg);
+        f.limit = (unsigned)n;
+    }
+    f.cursor = sbx_http_req_query(req, "cursor");
+    f.session_id = sbx_http_req_query(req, "sessionID");
+    if (f.session_id &&
+        sbx_ws_segment_check("sessionID", f.session_id, strlen(f.session_id), &e) < 0) {
+        sbx_http_respond_err(req, &e);
+        return;
+    }
+    const char *tenant =
+        who && who->tenant ? who->tenant : sbx_http_req_header(req, "X-Tenant-Code");
+    if (tenant && sbx_ws_segment_check("tenantCode", tenant, strlen(tenant), &e) < 0) {
+        sbx_http_respond_err(req, &e);
+        return;
+    }
+    f.tenant = tenant;
+    struct sbx_store_task_page page = {0};
+    if (sbx_store_task_list(api->store, &f, &page, &e) < 0)
+        return (void)sbx_http_respond_err(req, &e);
+    json_t *arr = json_array();
+    for (size_t i = 0; i < page.n; i++)
+        json_array_append_new(arr, task_json(page.tasks[i], false));
+    json_t *o = json_pack("{s:o, s:s}", "tasks", arr, "nextCursor", page.next_cursor);
+    sbx_store_task_page_free(&page);
+    /* The original answered a bare array; ?format=array keeps that shape. */
+    const char *fmt = sbx_http_req_query(req, "format");
+    if (fmt && strcmp(fmt, "array") == 0) {
+        json_t *a = json_incref(json_object_get(o, "tasks"));
+        json_decref(o);
+        o = a;
+    }
+    sbx_http_respond_json(req, 200, o);
+}

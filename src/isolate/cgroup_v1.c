@@ -19,6 +19,15 @@ static int limit_memory_v1(const char *dir, uint64_t bytes, sbx_err *err)
         cg_write_u64(dir, "memory.memsw.limit_in_bytes", bytes, err) < 0)
         return -1;
     (void)cg_write(dir, "memory.swappiness", "0", CG_OPTIONAL, NULL); /* best effort */
+    /* v1 keeps TCP buffers out of memory.limit_in_bytes: without this one
+     * sandbox could hold the host's whole tcp_mem in unread socket queues
+     * (every TCP socket on the host stalls there). Capped at the memory
+     * limit, the kernel makes the sandbox's senders wait instead. It must be
+     * set before the first socket of the cgroup, which it is: nothing has
+     * joined yet. (v2 charges socket memory to memory.max by itself.) */
+    if (cg_exists(dir, "memory.kmem.tcp.limit_in_bytes") &&
+        cg_write_u64(dir, "memory.kmem.tcp.limit_in_bytes", bytes, err) < 0)
+        return -1;
     return 0;
 }
 

@@ -574,4 +574,50 @@ def p26_vsock_and_unneeded_socket_families_and_modify_ldt_refused_everywhere():
         shutil.rmtree(ws, ignore_errors=True)
 
 
+# TCP buffers are memory too: with a 32 MiB limit, unread queues on many
+# loopback connections must not grow past the limit (on v1 they are outside
+# memory.limit_in_bytes unless memory.kmem.tcp is capped). The probe stops
+# itself at 160 MiB and 400 connections, far below the host's tcp_mem, and
+# frees everything when it exits.
+TCP_FILL = r"""
+import socket, sys
+CAP = 160 << 20
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(512)
+port = srv.getsockname()[1]
+total, conns, chunk = 0, [], b"x" * 65536
+while total < CAP and len(conns) < 400:
+    c = socket.create_connection(("127.0.0.1", port)); a, _ = srv.accept()
+    c.setblocking(False); conns.append((c, a))
+    while total < CAP:
+        try:
+            total += c.send(chunk)
+        except BlockingIOError:
+            break
+print("queued", total, "conns", len(conns))
+"""
+
+
+@suite.case
+def p27_tcp_buffers_count_against_the_memory_limit():
+    ws = tempfile.mkdtemp(prefix="sbx-ws-")
+    os.chmod(ws, 0o755)
+    try:
+        with open(os.path.join(ws, "tcpfill.py"), "w") as f:
+            f.write(TCP_FILL)
+        res = run(["python3", "/workspace/tcpfill.py"], "--host-id-base", str(BASE),
+                  "--net", "none", "--memory", "32M", "--timeout", "60",
+                  workspace=ws, stdin=b"", timeout=90)
+        expect_mode(res, HOST_MODE)
+        m = re.search(r"queued (\d+) conns (\d+)", text(res.stdout))
+        check(res.code == 0 and m, "the filler did not end cleanly", res)
+        queued, conns = int(m.group(1)), int(m.group(2))
+        # the limit, plus the one packet per socket the kernel always lets through
+        check(queued < 32 * MIB + conns * 128 * 1024,
+              "%d MiB of TCP buffers queued on %d connections under a 32 MiB limit" %
+              (queued >> 20, conns), res)
+        assert_no_leftovers()
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+
+
 suite.finish()

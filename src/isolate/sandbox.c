@@ -140,6 +140,41 @@ static int set_hostname(sbx_err *err)
     return 0;
 }
 
+/* Limits of the sandbox's own user namespace (/proc/sys/user, read through
+ * the writer's namespace). The kernel charges inotify instances and watches
+ * and fanotify groups and marks at every level up to the host, where all
+ * sandboxes count against root's (128 inotify instances by default): a
+ * sandbox bounded below that cannot take them all, and the host can still
+ * inotify_init while one holds its maximum. New namespaces are never needed
+ * inside (seccomp refuses them too); the cgroup namespace is made in a later
+ * step, so its count stays. A kernel without one of the files lacks that
+ * limit's object too: skipped. */
+static int set_user_limits(sbx_err *err)
+{
+    static const struct {
+        const char *name;
+        const char *value;
+    } limits[] = {
+        {"max_inotify_instances", "16"}, {"max_inotify_watches", "8192"},
+        {"max_fanotify_groups", "16"},   {"max_fanotify_marks", "8192"},
+        {"max_user_namespaces", "0"},    {"max_mnt_namespaces", "0"},
+        {"max_net_namespaces", "0"},     {"max_pid_namespaces", "0"},
+        {"max_ipc_namespaces", "0"},     {"max_uts_namespaces", "0"},
+        {"max_time_namespaces", "0"},
+    };
+    for (size_t i = 0; i < SBX_ARRAY_LEN(limits); i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/sys/user/%s", limits[i].name);
+        cleanup_fd int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT)
+            continue;
+        size_t len = strlen(limits[i].value);
+        if (fd < 0 || write(fd, limits[i].value, len) != (ssize_t)len)
+            return sbx_err_at(err, SBX_STAGE_USER_LIMITS, errno, "%s", path);
+    }
+    return 0;
+}
+
 static int loopback_up(sbx_err *err)
 {
     cleanup_fd int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -246,6 +281,7 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
     STEP(become_root(&e));
     STEP(set_pdeathsig(&e));
     STEP(set_hostname(&e));
+    STEP(set_user_limits(&e));
     if (!spec->host_net)
         STEP(loopback_up(&e));
     STEP(build_root(spec, ws, &e));

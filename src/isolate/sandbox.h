@@ -35,6 +35,7 @@
  *   user namespace    become root inside
  *   pdeathsig         again: the id change cleared it
  *   hostname          "sandbox"
+ *   user limits       inotify/fanotify bounds of its own, no new namespaces
  *   loopback          up (unless the host's network is shared)
  *   rootfs (sbx_rootfs_setup, steps[] in rootfs.c): make / private, mount
  *                     tmpfs (the new root), bind mount the system dirs, write

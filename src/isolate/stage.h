@@ -22,6 +22,7 @@
     X(SETUP, "setup")                                                                              \
     X(PDEATHSIG, "pdeathsig")                                                                      \
     X(HOSTNAME, "hostname")                                                                        \
+    X(USER_LIMITS, "user limits")                                                                  \
     X(LOOPBACK, "loopback")                                                                        \
     X(MAKE_PRIVATE, "make / private")                                                              \
     X(MKDIR, "mkdir")                                                                              \

@@ -12,6 +12,7 @@ the captured output). Probes that need the network test bed or the HTTP API
 Every sandbox here maps its ids to a host range of its own, far from the
 default 100000, so "no process of the sandbox's uid is left on the host" sees
 only our sandboxes even while other suites run."""
+import ctypes
 import hashlib
 import json
 import os
@@ -615,6 +616,63 @@ def p27_tcp_buffers_count_against_the_memory_limit():
         check(queued < 32 * MIB + conns * 128 * 1024,
               "%d MiB of TCP buffers queued on %d connections under a 32 MiB limit" %
               (queued >> 20, conns), res)
+        assert_no_leftovers()
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+
+
+# inotify instances are counted up to the host, against root's (128 by
+# default): a sandbox has a bound of its own below that, and the host can
+# still make one while a sandbox holds its maximum. No new namespace can be
+# counted inside either. The probe holds at most its sandbox's bound (16).
+INOTIFY_HOLD = r"""
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fds = []
+while len(fds) < 100:
+    fd = libc.inotify_init1(0)
+    if fd < 0:
+        print("refused", errno.errorcode.get(ctypes.get_errno()))
+        break
+    fds.append(fd)
+for name in ("max_user_namespaces", "max_net_namespaces", "max_mnt_namespaces"):
+    with open("/proc/sys/user/" + name) as f:
+        print(name, f.read().strip())
+print("held", len(fds), flush=True)
+sys.stdin.readline()
+"""
+
+
+@suite.case
+def p28_inotify_instances_bounded_per_sandbox_host_keeps_its_own():
+    ws = tempfile.mkdtemp(prefix="sbx-ws-")
+    os.chmod(ws, 0o755)
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        with open(os.path.join(ws, "hold.py"), "w") as f:
+            f.write(INOTIFY_HOLD)
+        p = subprocess.Popen([sbxtest.SANDBOXD, "run", "--host-id-base", str(BASE), "--net",
+                              "none", "--workspace", ws, "--", "python3", "/workspace/hold.py"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            lines = []
+            while not (lines and lines[-1].startswith("held")):
+                line = p.stdout.readline().decode()
+                if not line:
+                    check(False, "the holder ended early: %r %r" % (lines, p.stderr.read()))
+                lines.append(line.strip())
+            held = int(lines[-1].split()[1])
+            check(held == 16 and "refused EMFILE" in lines,
+                  "a sandbox held %d inotify instances (want its bound, 16): %r" % (held, lines))
+            for name in ("max_user_namespaces", "max_net_namespaces", "max_mnt_namespaces"):
+                check(name + " 0" in lines, "%s inside is not 0: %r" % (name, lines))
+            fd = libc.inotify_init1(0)
+            check(fd >= 0, "the host cannot make an inotify instance while a sandbox holds its "
+                  "bound: %s" % os.strerror(ctypes.get_errno()))
+            os.close(fd)
+        finally:
+            p.communicate(b"\n", timeout=30)
+        check(p.returncode == 0, "the holder exited %r" % p.returncode)
         assert_no_leftovers()
     finally:
         shutil.rmtree(ws, ignore_errors=True)

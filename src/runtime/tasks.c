@@ -238,6 +238,27 @@ static void on_task_done(void *ud, struct sbx_task *et)
     rt_start_next(rt);
 }
 
+/* A task in a session shares the session's network namespace and egress:
+ * it can get neither less (policy none) nor rules of its own, so asking for
+ * them is refused rather than silently given the session's network. */
+static int session_network_differs(const struct rt_task *t, const struct rt_session *x,
+                                   sbx_err *err)
+{
+    const struct sbx_runtime_settings *set = &t->rt->settings;
+    if (t->net != set->net)
+        return sbx_err_set(err, EINVAL,
+                           "the task asks for network policy %s, but session '%s' has %s: a "
+                           "session's tasks share its network",
+                           sbx_net_policy_name(t->net), x->name, sbx_net_policy_name(set->net));
+    if (t->own_policy)
+        return sbx_err_set(err, EINVAL,
+                           "the task asks for egress rules of its own, but session '%s' shares "
+                           "one egress with all its tasks (change the session's rules with POST "
+                           "/runtime/network)",
+                           x->name);
+    return 0;
+}
+
 int rt_task_start(struct rt_task *t, sbx_err *err)
 {
     struct sbx_runtime *rt = t->rt;
@@ -279,6 +300,8 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
     };
     /* Inside the live session of that name, if there is one. */
     struct rt_session *x = rt_find_session(rt, t->clone.tenant, t->session);
+    if (x && session_network_differs(t, x, err) < 0)
+        return -1;
     if (x) {
         to.spec.join_pidfd = x->sb.pidfd;
         to.spec.join_cg = &x->sb.cg;

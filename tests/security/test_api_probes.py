@@ -632,6 +632,38 @@ def probe21_clone_names_never_nest_workspaces():
     check(r["exitCode"] == 0 and r["stdout"] == "outer\n", "the keyless clone still works", r)
 
 
+@case
+def probe16_a_task_in_a_session_gets_no_more_network_than_it_asked():
+    """A session's tasks share its network namespace and egress: a task that
+    asks for policy none, or for egress rules of its own, is refused (it
+    would otherwise reach the session's proxy), and never runs."""
+    # Sessions with the egress (proxy policy); no test here connects anywhere.
+    P = Daemon(os.path.join(TMP, "proxy-state"), extra=["--net", "proxy"]).start()
+    h = {"X-Tenant-Code": "t1", "X-Clone-Id": "netsess"}
+    st, b, _ = P.req("POST", "/runtime/start", {"sessionID": "netsess"}, headers=h, timeout=30)
+    check(st == 200, "session started", (st, b, P.output()))
+    try:
+        marker = "/tmp/ran-" + secrets.token_hex(4)
+        for net, want in (({"policy": "none"}, "network policy none"),
+                          ({"deny": ["*.example.com"]}, "egress rules of its own"),
+                          ({"default": "deny"}, "egress rules of its own")):
+            st, b, _ = P.req("POST", "/runtime/exec", {
+                "command": ["/bin/sh", "-c", "touch %s; echo ran" % marker],
+                "sessionID": "netsess", "network": net}, headers=h, timeout=30)
+            check(st == 200 and b.get("status") == "failed" and want in b.get("error", "") and
+                  b.get("stdout") == "", "network %r in a session: %d %r" % (net, st, b))
+        r = P.req("POST", "/runtime/exec", {"command": ["/bin/sh", "-c", "ls %s || echo none"
+                                                        % marker], "sessionID": "netsess"},
+                  headers=h, timeout=30)[1]
+        check(r.get("exitCode") == 0 and "none" in r.get("stdout", ""),
+              "a refused task ran in the session anyway", r)
+    finally:
+        st, b, _ = P.req("POST", "/runtime/stop", {"sessionID": "netsess"}, headers=h)
+        rc = P.stop()
+        check(st == 200, "session stopped", (st, b))
+        check(rc == 0, "the proxy daemon stopped cleanly (%r)" % rc, P.output())
+
+
 # ---- end ----
 
 rc = D.stop()

@@ -47,7 +47,7 @@ struct sbx_task {
     bool init_gone, timed_out, canceled, finished;
     bool released;            /* the sandbox is gone (or given up on) */
     int64_t release_deadline; /* sbx_mono_ms() */
-    bool draining;            /* reading what a session's task left in its pipes */
+    bool draining;            /* init is gone: reading what is left in the pipes */
     struct sbx_init_msg exited, setup_error, exec_error;
     bool have_exited, have_setup_error, have_exec_error;
     struct timespec t0;
@@ -132,26 +132,25 @@ static void build_report(struct sbx_task *t)
 static void on_stream(evutil_socket_t fd, short what, void *arg);
 static void release_try(struct sbx_task *t);
 
-/* Everything is over when init is gone and both output pipes reached EOF. A
- * session's task is over when its sub-init is: what it left running in the
- * background may hold its pipes for as long as the session lives, so what is
- * in them now is read and the rest is not waited for. */
+/* Everything is over when init is gone: its pidfd is readable only once
+ * every process of its pid namespace is dead (a session's task: when its
+ * sub-init is). What is in the output pipes now is read and the rest is not
+ * waited for, since the pipes' write ends may live on elsewhere: in what a
+ * session's task left running in the background, or in any process the
+ * task handed them to over a unix socket (SCM_RIGHTS), which could
+ * otherwise keep the task "running" past its timeout and its cancel. */
 static void maybe_finish(struct sbx_task *t)
 {
     if (t->finished || !t->init_gone)
         return;
-    if (t->sb.joined) {
-        t->draining = true;
-        for (int i = 0; i < 2; i++)
-            for (int rounds = 0; rounds < 16 && !t->out[i].eof; rounds++)
-                on_stream(event_get_fd(t->out[i].ev), EV_READ, &t->out[i]);
-        for (int i = 0; i < 2; i++)
-            if (!t->out[i].eof)
-                event_del(t->out[i].ev);
-        t->out[0].eof = t->out[1].eof = true;
-    }
-    if (!t->out[0].eof || !t->out[1].eof)
-        return;
+    t->draining = true;
+    for (int i = 0; i < 2; i++)
+        for (int rounds = 0; rounds < 16 && !t->out[i].eof; rounds++)
+            on_stream(event_get_fd(t->out[i].ev), EV_READ, &t->out[i]);
+    for (int i = 0; i < 2; i++)
+        if (!t->out[i].eof)
+            event_del(t->out[i].ev);
+    t->out[0].eof = t->out[1].eof = true;
     t->finished = true;
     event_del(t->ev_timer);
     event_del(t->ev_sync);

@@ -678,4 +678,56 @@ def p28_inotify_instances_bounded_per_sandbox_host_keeps_its_own():
         shutil.rmtree(ws, ignore_errors=True)
 
 
+# A task ends when its process tree ends, whoever holds its pipes: here it
+# hands its stdout and stderr to a process of another sandbox sharing its
+# workspace (SCM_RIGHTS over a unix socket), which lives on.
+FD_KEEPER = r"""
+import socket, time
+s = socket.socket(socket.AF_UNIX); s.bind("/workspace/fd.sock"); s.listen(1)
+print("ready", flush=True)
+c, _ = s.accept()
+msg, anc, flags, addr = c.recvmsg(1, socket.CMSG_LEN(8))
+print("got", len(anc), flush=True)
+time.sleep(120)
+"""
+FD_GIVER = r"""
+import array, socket
+c = socket.socket(socket.AF_UNIX); c.connect("/workspace/fd.sock")
+print("handing over", flush=True)
+c.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [1, 2]))])
+"""
+
+
+@suite.case
+def p29_a_task_ends_with_its_tree_even_when_its_pipes_live_on_elsewhere():
+    ws = tempfile.mkdtemp(prefix="sbx-ws-")
+    os.chmod(ws, 0o755)
+    keeper = None
+    try:
+        for name, src in (("keeper.py", FD_KEEPER), ("giver.py", FD_GIVER)):
+            with open(os.path.join(ws, name), "w") as f:
+                f.write(src)
+        keeper = subprocess.Popen([sbxtest.SANDBOXD, "run", "--host-id-base", str(BASE), "--net",
+                                   "none", "--timeout", "120", "--workspace", ws, "--",
+                                   "python3", "/workspace/keeper.py"],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL)
+        check(keeper.stdout.readline() == b"ready\n", "the keeper did not start")
+        t0 = time.monotonic()
+        res = run(["python3", "/workspace/giver.py"], "--host-id-base", str(BASE), "--net",
+                  "none", "--timeout", "10", workspace=ws, stdin=b"", timeout=60)
+        wall = time.monotonic() - t0
+        check(keeper.stdout.readline() == b"got 1\n", "the keeper did not get the fds")
+        check(res.code == 0 and res.report["outcome"] == "exited" and wall < 5,
+              "the task that handed its pipes away ended after %.1fs as %r (want exited at "
+              "once)" % (wall, res.report and res.report["outcome"]), res)
+        check(b"handing over" in res.stdout, "its output before the hand-over was lost", res)
+    finally:
+        if keeper:
+            keeper.terminate()
+            keeper.wait(timeout=30)
+        shutil.rmtree(ws, ignore_errors=True)
+    assert_no_leftovers()
+
+
 suite.finish()

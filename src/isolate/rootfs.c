@@ -259,6 +259,28 @@ static int mount_proc(const struct sbx_rootfs_opts *o, sbx_err *err)
     return 0;
 }
 
+/* What a fresh /proc shows of the host that no task needs: the kernel's
+ * command line and build configuration, its symbols, keys and timers. Each is
+ * covered by /dev/null (reads are empty, writes vanish), as container
+ * runtimes do; a kernel without one has nothing to cover. */
+static int mask_proc(const struct sbx_rootfs_opts *o, sbx_err *err)
+{
+    (void)o;
+    static const char *const masked[] = {
+        "cmdline",    "config.gz",   "kallsyms",      "kcore",       "keys",
+        "timer_list", "sched_debug", "latency_stats", "timer_stats",
+    };
+    char path[64];
+    for (size_t i = 0; i < SBX_ARRAY_LEN(masked); i++) {
+        snprintf(path, sizeof(path), NEWROOT "/proc/%s", masked[i]);
+        if (access(path, F_OK) < 0)
+            continue;
+        if (mount(NEWROOT "/dev/null", path, NULL, MS_BIND, NULL) < 0)
+            return sbx_err_at(err, SBX_STAGE_MOUNT_PROC, errno, "mask %s", path + strlen(NEWROOT));
+    }
+    return 0;
+}
+
 static int mount_tmp_and_home(const struct sbx_rootfs_opts *o, sbx_err *err)
 {
     char opts[128];
@@ -343,6 +365,7 @@ static int (*const steps[])(const struct sbx_rootfs_opts *o, sbx_err *err) = {
     setup_etc,          /* a generated /etc and a few host files */
     setup_dev,          /* a minimal /dev */
     mount_proc,         /* a fresh /proc */
+    mask_proc,          /* /dev/null over the host's kernel details in it */
     mount_tmp_and_home, /* size-capped tmpfs /tmp and /home/runner */
     bind_host_view,     /* /host, only without the mount sandbox */
     bind_workspace,     /* /workspace read-write */

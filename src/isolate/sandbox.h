@@ -39,8 +39,9 @@
  *   loopback          up (unless the host's network is shared)
  *   rootfs (sbx_rootfs_setup, steps[] in rootfs.c): make / private, mount
  *                     tmpfs (the new root), bind mount the system dirs, write
- *                     /etc, /dev, mount /proc, /tmp and home, /host (without the
- *                     mount sandbox), /workspace, pivot_root, detach old root,
+ *                     /etc, /dev, mount /proc and mask the host's kernel
+ *                     details in it, /tmp and home, /host (without the mount
+ *                     sandbox), /workspace, pivot_root, detach old root,
  *                     remount / read-only, chdir /workspace
  *   cgroup namespace  unshare, rooted at the sandbox's cgroup
  *   fds               receive init and seccomp fds; stdio, sync, seccomp at 0-4

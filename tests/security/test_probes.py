@@ -730,4 +730,23 @@ def p29_a_task_ends_with_its_tree_even_when_its_pipes_live_on_elsewhere():
     assert_no_leftovers()
 
 
+@suite.case
+def p30_host_kernel_details_in_proc_masked():
+    masked = ["cmdline", "config.gz", "kallsyms", "keys", "timer_list"]
+    present = [m for m in masked if os.path.exists("/proc/" + m)]
+    with open("/proc/cmdline", "rb") as f:
+        check(f.read().strip(), "the host's /proc/cmdline is empty: nothing to test against")
+    script = "for f in %s; do printf '%%s %%s\\n' $f $(cat /proc/$f 2>/dev/null | wc -c); done" \
+        % " ".join(present)
+    for opts in [(), RLIMIT]:
+        res = run(["/bin/sh", "-c", script], "--host-id-base", str(BASE), "--net", "none", *opts,
+                  stdin=b"", timeout=60)
+        got = dict(line.split() for line in text(res.stdout).splitlines())
+        check(res.code == 0 and set(got) == set(present), "the probe ran %r" % (opts,), res)
+        leaked = {k: v for k, v in got.items() if v != "0"}
+        check(not leaked, "bytes of the host's kernel details readable in /proc %r: %r" %
+              (opts, leaked), res)
+    assert_no_leftovers()
+
+
 suite.finish()

@@ -297,6 +297,37 @@ static int add_socket_denials(scmp_filter_ctx ctx, sbx_err *err)
                     SBX_ARRAY_LEN(netlink), netlink, err);
 }
 
+/* No setuid or setgid file is ever made: a workspace outlives the sandbox on
+ * the host (in `run --workspace DIR`, on a filesystem that may not be
+ * nosuid), where such a file would run as the clone's host uid for anyone
+ * who can reach it. Every syscall that sets a mode is refused when the mode
+ * has S_ISUID or S_ISGID (one rule per bit: a syscall's rules are
+ * alternatives); openat2 carries its mode in memory seccomp cannot read, so
+ * it answers ENOSYS and libc falls back to openat. */
+static int add_setid_mode_denials(scmp_filter_ctx ctx, sbx_err *err)
+{
+    static const struct {
+        const char *name;
+        unsigned arg; /* the mode's position */
+    } setters[] = {
+        {"chmod", 1},  {"fchmod", 1}, {"fchmodat", 2}, {"fchmodat2", 2}, {"open", 2},
+        {"openat", 3}, {"creat", 1},  {"mknod", 1},    {"mknodat", 2},
+    };
+    static const unsigned long bits[] = {S_ISUID, S_ISGID};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(setters); i++) {
+        int nr = seccomp_syscall_resolve_name(setters[i].name);
+        if (nr < 0)
+            continue;
+        for (size_t b = 0; b < SBX_ARRAY_LEN(bits); b++) {
+            struct scmp_arg_cmp cmp =
+                SCMP_CMP(setters[i].arg, SCMP_CMP_MASKED_EQ, bits[b], bits[b]);
+            if (rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, setters[i].name, 1, &cmp, err) < 0)
+                return -1;
+        }
+    }
+    return named_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), "openat2", err);
+}
+
 static int add_ioctl_denials(scmp_filter_ctx ctx, sbx_err *err)
 {
     static const unsigned long requests[] = {TIOCSTI, TIOCLINUX};
@@ -350,7 +381,8 @@ static int add_deny_rules(scmp_filter_ctx ctx, sbx_err *err)
             return -1;
     }
     if (add_clone_denials(ctx, err) < 0 || add_ioctl_denials(ctx, err) < 0 ||
-        add_persona_denials(ctx, err) < 0 || add_socket_denials(ctx, err) < 0)
+        add_persona_denials(ctx, err) < 0 || add_socket_denials(ctx, err) < 0 ||
+        add_setid_mode_denials(ctx, err) < 0)
         return -1;
     return 0;
 }

@@ -20,6 +20,7 @@ import random
 import re
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -746,6 +747,65 @@ def p30_host_kernel_details_in_proc_masked():
         leaked = {k: v for k, v in got.items() if v != "0"}
         check(not leaked, "bytes of the host's kernel details readable in /proc %r: %r" %
               (opts, leaked), res)
+    assert_no_leftovers()
+
+
+# No setuid or setgid file is made in a workspace, which outlives the sandbox
+# on the host: every mode-setting syscall, with each of the two bits.
+SETID_PROBE = r"""
+import ctypes, errno, os, stat
+libc = ctypes.CDLL(None, use_errno=True)
+L = ctypes.c_long
+def sc(nr, *a):
+    ctypes.set_errno(0)
+    r = libc.syscall(L(nr), *a)
+    return "ok" if r >= 0 else errno.errorcode.get(ctypes.get_errno())
+AT = L(-100)
+p = lambda n: ctypes.c_char_p(("/workspace/" + n).encode())
+open("/workspace/f", "w").close()
+fd = os.open("/workspace/f", os.O_RDONLY)
+res = {
+ "chmod-4755": sc(90, p("f"), L(0o4755)), "chmod-2755": sc(90, p("f"), L(0o2755)),
+ "fchmod-4755": sc(91, L(fd), L(0o4755)), "fchmodat-6755": sc(268, AT, p("f"), L(0o6755)),
+ "fchmodat2-4755": sc(452, AT, p("f"), L(0o4755), L(0)),
+ "open-creat-4755": sc(2, p("o"), L(os.O_CREAT | os.O_WRONLY), L(0o4755)),
+ "openat-creat-4755": sc(257, AT, p("oa"), L(os.O_CREAT | os.O_WRONLY), L(0o4755)),
+ "creat-2755": sc(85, p("c"), L(0o2755)),
+ "mknod-4755": sc(133, p("m"), L(stat.S_IFREG | 0o4755), L(0)),
+ "mknodat-4755": sc(259, AT, p("ma"), L(stat.S_IFREG | 0o4755), L(0)),
+ "openat2": sc(437, AT, p("f"), ctypes.c_char_p(b"\0" * 24), L(24)),
+ "chmod-755": sc(90, p("f"), L(0o755)), "open-creat-644": sc(2, p("plain"), L(os.O_CREAT | os.O_WRONLY), L(0o644)),
+}
+for k, v in res.items(): print(k, v)
+for n in os.listdir("/workspace"):
+    m = os.stat("/workspace/" + n).st_mode
+    if m & (stat.S_ISUID | stat.S_ISGID): print("SETID", n)
+"""
+SETID_REFUSED = ["chmod-4755", "chmod-2755", "fchmod-4755", "fchmodat-6755", "fchmodat2-4755",
+                 "open-creat-4755", "openat-creat-4755", "creat-2755", "mknod-4755", "mknodat-4755"]
+
+
+@suite.case
+def p31_no_setuid_or_setgid_file_reaches_the_host():
+    for opts in [("--seccomp", "default"), ("--seccomp", "strict"), ("--seccomp", "default") + RLIMIT]:
+        ws = tempfile.mkdtemp(prefix="sbx-ws-")
+        os.chmod(ws, 0o755)
+        try:
+            with open(os.path.join(ws, "setid.py"), "w") as f:
+                f.write(SETID_PROBE)
+            res = run(["python3", "/workspace/setid.py"], "--host-id-base", str(BASE), "--net",
+                      "none", *opts, workspace=ws, stdin=b"", timeout=60)
+            got = dict(l.split(None, 1) for l in text(res.stdout).splitlines())
+            check(res.code == 0, "the probe ran under %r" % (opts,), res)
+            bad = {k: got.get(k) for k in SETID_REFUSED if got.get(k) != "EPERM"}
+            check(not bad, "set-id modes not refused under %r: %r" % (opts, bad), res)
+            check(got.get("openat2") == "ENOSYS" and got.get("chmod-755") == "ok" and
+                  got.get("open-creat-644") == "ok", "plain modes and openat2 %r" % got, res)
+            setid = [n for n in os.listdir(ws)
+                     if os.lstat(os.path.join(ws, n)).st_mode & (stat.S_ISUID | stat.S_ISGID)]
+            check(not setid, "set-id files on the host: %r" % setid)
+        finally:
+            shutil.rmtree(ws, ignore_errors=True)
     assert_no_leftovers()
 
 

@@ -129,6 +129,13 @@ static void text_host(const struct doctor *d)
     line("pidfd", "%s", p->pidfd.ok ? "yes" : no_because(p->pidfd.errnum, buf, sizeof(buf)));
 }
 
+/* What `--net host` gives away besides the network: abstract unix sockets
+ * live in the network namespace (CVE-2020-15257 reached containerd's shim
+ * through one). */
+#define NET_HOST_SHARES                                                                            \
+    "shares the host's network namespace, its abstract unix sockets included (dbus, X11, "         \
+    "container shims): trusted code only"
+
 static void text_plan(const struct sbx_isolation_plan *plan)
 {
     char ns[128] = "";
@@ -145,6 +152,7 @@ static void text_plan(const struct sbx_isolation_plan *plan)
     line("processes", "%s", plan->pids_by);
     line("cpu share", "%s", plan->cpu_by ? plan->cpu_by : "NOT enforced");
     line("kill", "%s", plan->kill_by);
+    line("--net host", "%s", NET_HOST_SHARES);
     line("seccomp", "%s",
          plan->seccomp_profile ? "default profile (--seccomp strict available)" : "NONE");
     printf("\nWarnings\n");
@@ -203,6 +211,7 @@ static json_t *plan_json(const struct sbx_isolation_plan *plan)
     json_object_set_new(o, "cpu", plan->cpu_by ? json_string(plan->cpu_by) : json_null());
     json_object_set_new(o, "cpuShareEnforced", json_boolean(plan->cpu_enforced));
     json_object_set_new(o, "kill", json_string(plan->kill_by));
+    json_object_set_new(o, "netHost", json_string(NET_HOST_SHARES));
     json_object_set_new(o, "seccomp",
                         plan->seccomp_profile ? json_string(plan->seccomp_profile) : json_null());
     json_object_set_new(o, "full", json_boolean(plan->full));

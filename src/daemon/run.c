@@ -76,6 +76,8 @@ static void run_usage(FILE *f)
             "  --net none|proxy|host  network policy (default proxy, or none when\n"
             "                       CLAW_ENABLE_SANDBOX_NET=false): none is loopback only,\n"
             "                       proxy egress through the daemon's policy, host the host's\n"
+            "                       network namespace (trusted code only: it also shares the\n"
+            "                       host's abstract unix sockets: dbus, X11, container shims)\n"
             "  --proxy-port N       the SOCKS5 port inside the sandbox (default 1080, or\n"
             "                       CLAW_SANDBOX_PROXY_PORT)\n"
             "  --allow RULE, --deny RULE  egress rules (repeatable): name, *.suffix,\n"

@@ -43,6 +43,7 @@ def json_reports_this_host():
     check(iso["limits"] == "cgroup-v1", "limits through cgroup v1", iso)
     check(iso["cpuShareEnforced"] is (cg["controllers"]["cpu"] is True), "cpu share", iso)
     check(iso["seccomp"] == "default" and iso["full"] is True, "seccomp default, full", iso)
+    check("abstract unix sockets" in iso["netHost"], "what --net host shares is said", iso)
     check(d["missing"] == [], "nothing required missing", d["warnings"])
     check(isinstance(d["warnings"], list), "warnings list", d)
 
@@ -56,6 +57,7 @@ def text_is_readable():
     check("user namespaces:" in out and "seccomp:" in out, "features listed", out)
     check("Isolation sandboxd run will apply" in out, "the plan", out)
     check("full isolation available" in out, "the verdict", out)
+    check("abstract unix sockets" in out, "what --net host shares is said", out)
     # key: value lines, values aligned in one column
     cols = {line.index(":") for line in out.splitlines()
             if line.startswith("  ") and not line.startswith("  -") and ":" in line}

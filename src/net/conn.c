@@ -871,25 +871,3 @@ void sbx_conn_ctx_close_all(struct sbx_conn_ctx *ctx)
         conn_end(c);
     }
 }
-
-bool sbx_net_name_valid(const char *name)
-{
-    size_t len = strlen(name);
-    if (len == 0 || len > 253 || name[0] == '.')
-        return false;
-    size_t label = 0;
-    for (size_t i = 0; i < len; i++) {
-        char ch = name[i];
-        if (ch == '.') {
-            if (label == 0)
-                return false;
-            label = 0;
-            continue;
-        }
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                  (ch >= '0' && ch <= '9') || ch == '-' || ch == '_';
-        if (!ok || ++label > 63)
-            return false;
-    }
-    return true;
-}

@@ -1128,10 +1128,10 @@ static void via_names(void **state)
     assert_string_equal(sbx_flow_via_name(SBX_VIA_HTTP), "http");
     assert_string_equal(sbx_flow_via_name(SBX_VIA_TRANSPARENT), "transparent");
     assert_string_equal(sbx_flow_via_name(SBX_VIA_DNS), "dns");
-    assert_true(sbx_net_name_valid("a-b.c_d.example."));
-    assert_false(sbx_net_name_valid("a..b"));
-    assert_false(sbx_net_name_valid(""));
-    assert_false(sbx_net_name_valid("a b"));
+    assert_true(sbx_dns_name_valid("a-b.c_d.example."));
+    assert_false(sbx_dns_name_valid("a..b"));
+    assert_false(sbx_dns_name_valid(""));
+    assert_false(sbx_dns_name_valid("a b"));
 }
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)

@@ -29,8 +29,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "base/time.h"
 
 #define DEFAULT_MAX_CONNS 256
 #define DEFAULT_IDLE_S 300.0
@@ -72,8 +73,8 @@ struct sbx_conn {
     int cfd, ufd;
     bool reset; /* close the client with SO_LINGER 0 */
     struct event *cev, *uev, *timer;
-    double t0;   /* CLOCK_MONOTONIC: the flow's duration needs sub-tick precision */
-    double last; /* CLOCK_MONOTONIC_COARSE: idle tracking, read on every pump */
+    double t0;       /* sbx_mono_s(): the flow's duration needs sub-millisecond precision */
+    int64_t last_ms; /* CLOCK_MONOTONIC_COARSE: idle tracking, read on every pump */
     uint8_t *in;
     size_t in_len, in_cap;
     /* target */
@@ -91,21 +92,11 @@ struct sbx_conn {
     struct sbx_flow flow;
 };
 
-static double clock_now(clockid_t id)
+/* Idle tracking reads the clock after every chunk: the coarse clock is
+ * cheaper, and a tick's error is nothing against an idle timeout. */
+static int64_t idle_clock_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double mono_now(void)
-{
-    return clock_now(CLOCK_MONOTONIC_COARSE);
-}
-
-static double real_now(void)
-{
-    return clock_now(CLOCK_REALTIME);
+    return sbx_ms_of(CLOCK_MONOTONIC_COARSE);
 }
 
 static struct timeval tv_of(double s)
@@ -217,8 +208,7 @@ static void conn_end(struct sbx_conn *c)
         c->free_state(c->state);
     free(c->in);
 
-    c->flow.duration_s =
-        c->flow.verdict == SBX_VERDICT_ALLOW ? clock_now(CLOCK_MONOTONIC) - c->t0 : 0;
+    c->flow.duration_s = c->flow.verdict == SBX_VERDICT_ALLOW ? sbx_mono_s() - c->t0 : 0;
     report(ctx, &c->flow);
     free(c);
 }
@@ -390,7 +380,7 @@ static void pump_run(struct pump *p)
             conn_end(c); /* a reset or error on either side ends both */
             return;
         }
-        c->last = mono_now();
+        c->last_ms = idle_clock_ms();
     }
     pump_wait(p);
 }
@@ -434,7 +424,7 @@ static void start_relay(struct sbx_conn *c)
         conn_end(c);
         return;
     }
-    c->last = mono_now();
+    c->last_ms = idle_clock_ms();
     arm_timer(c, idle_s(c->ctx));
     pump_wait(&c->p[0]);
     pump_wait(&c->p[1]);
@@ -659,7 +649,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         end_failed(c, ETIMEDOUT, c->resolving ? "resolve" : "connect");
         return;
     case PH_RELAY: {
-        double idle = mono_now() - c->last;
+        double idle = (double)(idle_clock_ms() - c->last_ms) / 1e3;
         if (idle >= idle_s(c->ctx)) {
             set_rule(c, "idle timeout");
             conn_end(c);
@@ -699,7 +689,7 @@ static void init_flow(struct sbx_flow *f, enum sbx_flow_via via, const struct sb
                       uint16_t port)
 {
     memset(f, 0, sizeof(*f));
-    f->start = real_now();
+    f->start = (double)sbx_now_ms() / 1e3;
     f->via = via;
     f->verdict = SBX_VERDICT_DENY;
     if (addr)
@@ -757,7 +747,7 @@ struct sbx_conn *sbx_conn_new(struct sbx_conn_ctx *ctx, int fd, const struct sbx
     c->ufd = -1;
     c->in_cap = in_cap;
     c->p[0].pipe[0] = c->p[0].pipe[1] = c->p[1].pipe[0] = c->p[1].pipe[1] = -1;
-    c->t0 = clock_now(CLOCK_MONOTONIC);
+    c->t0 = sbx_mono_s();
     init_flow(&c->flow, ops->via, addr, port);
     set_rule(c, "%s: closed before naming a target", ops->proto);
     int one = 1;

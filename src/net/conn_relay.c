@@ -217,9 +217,8 @@ void conn_relay_start(struct sbx_conn *c)
     pump_wait(&c->p[1]);
 }
 
-int sbx_conn_queue_client(struct sbx_conn *c, const void *buf, size_t n)
+static int pump_queue(struct conn_pump *p, const void *buf, size_t n)
 {
-    struct conn_pump *p = &c->p[1];
     if (buf_reserve(p, n) < 0)
         return -1;
     memcpy(p->buf + p->len, buf, n);
@@ -227,13 +226,15 @@ int sbx_conn_queue_client(struct sbx_conn *c, const void *buf, size_t n)
     return 0;
 }
 
+int sbx_conn_queue_client(struct sbx_conn *c, const void *buf, size_t n)
+{
+    return pump_queue(&c->p[1], buf, n);
+}
+
 int sbx_conn_queue_upstream(struct sbx_conn *c, const void *buf, size_t n)
 {
-    struct conn_pump *p = &c->p[0];
-    if (buf_reserve(p, n) < 0)
+    if (pump_queue(&c->p[0], buf, n) < 0)
         return -1;
-    memcpy(p->buf + p->len, buf, n);
-    p->len += n;
     c->flow.bytes_out += n;
     c->ctx->bytes_total += n;
     return 0;

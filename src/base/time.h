@@ -21,3 +21,11 @@ static inline int64_t sbx_mono_ms(void)
 {
     return sbx_ms_of(CLOCK_MONOTONIC);
 }
+/* Seconds of CLOCK_MONOTONIC, to the nanosecond: for durations that must not
+ * round to zero (a fast local flow takes well under a millisecond). */
+static inline double sbx_mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}

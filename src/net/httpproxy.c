@@ -404,7 +404,7 @@ static void http_data(struct sbx_conn *c)
         addr.family = AF_INET;
     else if (inet_pton(AF_INET6, req.host, &addr.u.v6) == 1)
         addr.family = AF_INET6;
-    else if (!sbx_net_name_valid(req.host)) {
+    else if (!sbx_dns_name_valid(req.host)) {
         send_status(c, 400, "Bad Request", "sandbox egress: invalid host name");
         sbx_conn_fail(c, "400 invalid host name");
         return;

@@ -21,9 +21,8 @@
 #define SBX_PARSE_MORE 0
 #define SBX_PARSE_BAD (-1)
 
-/* A domain we are willing to resolve: 1..253 characters of letters, digits,
- * '-', '_' and '.', no empty label (a trailing dot is fine). */
-bool sbx_net_name_valid(const char *name);
+/* A handshake's target name is checked by resolve.h's sbx_dns_name_valid(),
+ * the rule the resolver and our DNS server apply. */
 
 /* RFC 1928 method selection: VER 5, NMETHODS >= 1, METHODS. *no_auth tells
  * whether method 0x00 was offered. */

@@ -16,7 +16,8 @@
 struct sbx_resolver;
 
 /* A DNS name we would ask about: labels of 1-63 letters, digits, '-' or '_',
- * at most 253 characters, an optional trailing dot. */
+ * at most 253 characters not counting an optional trailing dot. The egress
+ * handlers check the names their clients send with it as well. */
 bool sbx_dns_name_valid(const char *name);
 
 /* Upstream: nameservers "ip" or "ip:port" (NULL-terminated), or NULL for the

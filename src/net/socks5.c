@@ -54,7 +54,7 @@ static int take_name(struct sbx_socks5_req *out, const uint8_t *p, size_t n)
     } else if (inet_pton(AF_INET6, out->name, &out->addr.u.v6) == 1) {
         out->addr.family = AF_INET6;
         out->name[0] = 0;
-    } else if (!sbx_net_name_valid(out->name)) {
+    } else if (!sbx_dns_name_valid(out->name)) {
         return bad(out, SBX_SOCKS5_HOST_UNREACH, "invalid name");
     }
     return 0;

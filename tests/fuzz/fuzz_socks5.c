@@ -40,7 +40,7 @@ static void check_request(const uint8_t *data, size_t size)
     if (req.name[0]) {
         assert(req.addr.family == 0);
         assert(strlen(req.name) < sizeof(req.name));
-        assert(sbx_net_name_valid(req.name));
+        assert(sbx_dns_name_valid(req.name));
     } else {
         assert(req.addr.family == AF_INET || req.addr.family == AF_INET6);
     }

@@ -332,6 +332,34 @@ static void malformed_names_never_asked(void **state)
     assert_int_equal(e->up.nseen, 0);
 }
 
+/* The edges of the one name check the resolver, the DNS server and the
+ * egress handlers share: 253 characters, the trailing dot not counted. */
+static void name_check_edges(void **state)
+{
+    (void)state;
+    char name[300];
+    memset(name, 0, sizeof(name));
+    for (int i = 0; i < 3; i++)
+        strcat(name,
+               "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa."); /* 63 + dot */
+    strcat(name, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");  /* 61: 253 */
+    assert_int_equal(strlen(name), 253);
+    assert_true(sbx_dns_name_valid(name));
+    strcat(name, ".");
+    assert_true(sbx_dns_name_valid(name));
+    strcat(name, ".");
+    assert_false(sbx_dns_name_valid(name));
+    name[253] = 'a';
+    name[254] = '\0';
+    assert_false(sbx_dns_name_valid(name));
+    assert_true(sbx_dns_name_valid("a-b.c_d.example."));
+    assert_false(sbx_dns_name_valid("."));
+    assert_false(sbx_dns_name_valid(".a"));
+    assert_false(sbx_dns_name_valid("a..b"));
+    assert_false(sbx_dns_name_valid("a\x80"
+                                    "b"));
+}
+
 static void bad_family(void **state)
 {
     struct env *e = *state;
@@ -517,6 +545,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(free_with_lookups_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(callback_may_free_the_resolver, setup, teardown),
         cmocka_unit_test_setup_teardown(upstream_configuration, setup, teardown),
+        cmocka_unit_test(name_check_edges),
         cmocka_unit_test(answers_latest_wins),
         cmocka_unit_test(answers_bounded_oldest_evicted),
     };

@@ -104,3 +104,9 @@ json_t *sbx_json_error_body(const char *code, const char *message)
         return NULL;
     return json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", clean);
 }
+
+json_t *sbx_json_session(const json_t *body)
+{
+    json_t *s = json_object_get(body, "sessionID");
+    return s ? s : json_object_get(body, "sessionId");
+}

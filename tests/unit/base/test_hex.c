@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 
+#include "base/digest.h"
 #include "base/hex.h"
 #include "base/id.h"
 #include "base/log.h"
@@ -50,6 +51,10 @@ static void users_unchanged(void **state)
     assert_string_equal(text, "017f22e2-79b0-7cc3-98c4-dc0c0c07398f");
     char out[64];
     assert_string_equal(sbx_log_safe("\x01\xab z", out, sizeof(out)), "\\x01\\xab\\x20z");
+    char sha[SBX_SHA256_HEX_SIZE];
+    sbx_err e = {0};
+    assert_int_equal(sbx_sha256_hex("abc", 3, sha, &e), 0); /* FIPS 180-2, B.1 */
+    assert_string_equal(sha, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 int main(void)

@@ -1,8 +1,9 @@
 #include "api/json.h"
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/json.h"
 
 /* Longest key quoted back in an error message. */
 #define KEY_QUOTE_MAX 64
@@ -72,32 +73,6 @@ int sbx_json_check_fields(const json_t *obj, const char *where, const char *cons
     return 0;
 }
 
-/* Bytes of the UTF-8 sequence at s (1-4), or 0 when it is not valid. */
-static size_t utf8_seq(const unsigned char *s)
-{
-    size_t n;
-    uint32_t cp;
-    if (s[0] < 0x80)
-        return 1;
-    if ((s[0] & 0xE0) == 0xC0)
-        n = 2, cp = s[0] & 0x1F;
-    else if ((s[0] & 0xF0) == 0xE0)
-        n = 3, cp = s[0] & 0x0F;
-    else if ((s[0] & 0xF8) == 0xF0)
-        n = 4, cp = s[0] & 0x07;
-    else
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return n;
-}
-
 /* Messages quote what a client sent and may have been cut mid-character:
  * keep them valid UTF-8 so the error body can always be encoded. */
 static char *clean_utf8(const char *s)
@@ -108,7 +83,7 @@ static char *clean_utf8(const char *s)
         return NULL;
     size_t o = 0;
     for (size_t i = 0; i < len;) {
-        size_t n = utf8_seq((const unsigned char *)s + i);
+        size_t n = sbx_utf8_seq((const unsigned char *)s + i, len - i);
         if (n == 0) {
             out[o++] = '?';
             i++;
@@ -128,4 +103,10 @@ json_t *sbx_json_error_body(const char *code, const char *message)
     if (!clean)
         return NULL;
     return json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", clean);
+}
+
+json_t *sbx_json_session(const json_t *body)
+{
+    json_t *s = json_object_get(body, "sessionID");
+    return s ? s : json_object_get(body, "sessionId");
 }

@@ -24,3 +24,8 @@ int sbx_json_check_fields(const json_t *obj, const char *where, const char *cons
 
 /* {"error":{"code":code,"message":message}}; NULL when out of memory. */
 json_t *sbx_json_error_body(const char *code, const char *message);
+
+/* The session a request body names: "sessionID", else its other spelling
+ * "sessionId" (both are accepted everywhere); NULL when it names none. A
+ * borrowed reference. */
+json_t *sbx_json_session(const json_t *body);

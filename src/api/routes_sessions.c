@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/json.h"
 #include "workspace/path.h"
 
 /* ---- sessions: /runtime/start, /runtime/stop, /runtime/network ---- */
@@ -70,9 +71,7 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
         json_decref(body);
         return (void)sbx_http_respond_err(req, &e);
     }
-    json_t *s = json_object_get(body, "sessionID");
-    if (!s)
-        s = json_object_get(body, "sessionId");
+    json_t *s = sbx_json_session(body);
     char session[SBX_SEGMENT_MAX + 1];
     if (s && (!json_is_string(s) || sbx_ws_segment_check("sessionID", json_string_value(s),
                                                          json_string_length(s), &e) < 0)) {
@@ -150,9 +149,7 @@ void h_session_network(sbx_http_request *req, void *ud)
     sbx_err e = {0};
     struct sbx_clone c;
     struct parsed_task p = {.r = {.net = -1, .net_default = -1}};
-    json_t *s = json_object_get(body, "sessionID");
-    if (!s)
-        s = json_object_get(body, "sessionId");
+    json_t *s = sbx_json_session(body);
     json_t *net =
         json_pack("{s:O*, s:O*, s:O*}", "default", json_object_get(body, "default"), "allow",
                   json_object_get(body, "allow"), "deny", json_object_get(body, "deny"));

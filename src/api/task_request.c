@@ -177,9 +177,7 @@ int task_request_parse(sbx_http_request *req, struct sbx_api *api, json_t *body,
         return sbx_err_set(err, EINVAL, "pids must be an integer");
     if (sbx_runtime_check_limits(sbx_runtime_settings(api->rt), &p->r, NULL, err) < 0)
         return -1;
-    json_t *s = json_object_get(body, "sessionID");
-    if (!s)
-        s = json_object_get(body, "sessionId");
+    json_t *s = sbx_json_session(body);
     if (s && !json_is_null(s)) {
         if (!json_is_string(s) ||
             sbx_ws_segment_check("sessionID", json_string_value(s), json_string_length(s), err) < 0)

@@ -8,6 +8,8 @@
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include "base/digest.h"
 
+#include "base/hex.h"
+
 #include <openssl/sha.h>
 
 static int hash(const void *data, size_t len, uint8_t md[SBX_SHA256_SIZE])
@@ -29,14 +31,9 @@ int sbx_sha256(const void *data, size_t len, uint8_t md[SBX_SHA256_SIZE], sbx_er
 
 int sbx_sha256_hex(const void *data, size_t len, char hex[SBX_SHA256_HEX_SIZE], sbx_err *err)
 {
-    static const char digits[] = "0123456789abcdef";
     uint8_t md[SBX_SHA256_SIZE];
     if (sbx_sha256(data, len, md, err) < 0)
         return -1;
-    for (size_t i = 0; i < sizeof(md); i++) {
-        hex[2 * i] = digits[md[i] >> 4];
-        hex[2 * i + 1] = digits[md[i] & 15];
-    }
-    hex[2 * sizeof(md)] = '\0';
+    *sbx_hex_encode(md, sizeof(md), hex) = '\0';
     return 0;
 }

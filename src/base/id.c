@@ -4,6 +4,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "base/hex.h"
 #include "base/parse.h"
 
 static int fill_random(uint8_t *buf, size_t len, sbx_err *err)
@@ -74,15 +75,13 @@ static bool dash_at(size_t pos)
 
 void sbx_id_format(const uint8_t id[16], char out[SBX_ID_SIZE])
 {
-    static const char hex[] = "0123456789abcdef";
-    size_t o = 0;
+    char *o = out;
     for (size_t i = 0; i < 16; i++) {
-        if (dash_at(o))
-            out[o++] = '-';
-        out[o++] = hex[id[i] >> 4];
-        out[o++] = hex[id[i] & 0x0f];
+        if (dash_at((size_t)(o - out)))
+            *o++ = '-';
+        o = sbx_hex_encode(id + i, 1, o);
     }
-    out[o] = '\0';
+    *o = '\0';
 }
 
 int sbx_id_parse(const char *s, uint8_t out[16])

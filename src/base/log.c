@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/hex.h"
+
 static enum sbx_log_level level = SBX_LOG_INFO;
 
 const char *sbx_log_level_name(enum sbx_log_level l)
@@ -49,7 +51,6 @@ void sbx_log(enum sbx_log_level l, const char *fmt, ...)
 
 const char *sbx_log_safe(const char *s, char *out, size_t len)
 {
-    static const char hex[] = "0123456789abcdef";
     size_t o = 0;
     if (len < 8)
         return len ? (out[0] = '\0', out) : "";
@@ -62,7 +63,8 @@ const char *sbx_log_safe(const char *s, char *out, size_t len)
         if (plain) {
             out[o++] = (char)*p;
         } else {
-            out[o++] = '\\', out[o++] = 'x', out[o++] = hex[*p >> 4], out[o++] = hex[*p & 15];
+            out[o++] = '\\', out[o++] = 'x';
+            o = (size_t)(sbx_hex_encode(p, 1, out + o) - out);
         }
     }
     out[o] = '\0';

@@ -121,12 +121,12 @@ static int set_defaults(struct loader *L)
     c->host_id_base = SBX_DEFAULT_HOST_ID_BASE;
 
     c->network.def = SBX_DEFAULT_ALLOW;
-    c->network.proxy_port = 1080;
-    c->network.max_connections = 256;
-    c->network.total_connections = 4096;
-    c->network.max_bytes = 0;
-    c->network.idle_timeout_s = 300;
-    c->network.connect_timeout_s = 10;
+    c->network.limits.proxy_port = 1080;
+    c->network.limits.max_connections = 256;
+    c->network.limits.total_connections = 4096;
+    c->network.limits.max_bytes = 0;
+    c->network.limits.idle_timeout_s = 300;
+    c->network.limits.connect_timeout_s = 10;
 
     c->retention.max_age_s = 7 * DAY;
     c->retention.max_tasks = 10000;
@@ -164,7 +164,7 @@ static int resolve_env(struct loader *L, char **envp, const struct sbx_strv *key
 static int check_proxy_port(struct loader *L, const char *name)
 {
     sbx_err pe = {0};
-    if (sbx_egress_socks_port_check(L->c->network.proxy_port, &pe) < 0)
+    if (sbx_egress_socks_port_check(L->c->network.limits.proxy_port, &pe) < 0)
         return sbx_err_set(L->err, EINVAL, "%s%s", name, pe.msg);
     return 0;
 }

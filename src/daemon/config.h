@@ -196,15 +196,10 @@ struct sbx_config {
         struct sbx_strv allow, deny;  /* rules */
         struct sbx_strv hosts;        /* "name=address" */
         struct sbx_strv dns_upstream; /* "ip" or "ip:port"; empty: /etc/resolv.conf */
-        uint16_t proxy_port;
         /* The original's comma-separated lists, as sbx_policy_opts takes
          * them (NULL when unset). */
         char *allowed_cidrs, *allowed_ports, *allowed_internal_targets, *blocked_cidrs;
-        uint64_t max_connections;   /* per sandbox */
-        uint64_t total_connections; /* all sandboxes */
-        uint64_t max_bytes;         /* per sandbox; 0: unlimited */
-        double idle_timeout_s;
-        double connect_timeout_s;
+        struct sbx_egress_settings limits; /* proxy_port and network.limits */
     } network;
 
     struct sbx_tenant_conf *tenants;

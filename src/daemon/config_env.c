@@ -126,7 +126,7 @@ int cfg_load_env(struct loader *L, char **envp)
             return cfg_fail(L, name, EINVAL,
                             "unknown setting (see docs/configuration.md; no CLAW_* variable is "
                             "passed to tasks)");
-        if (!cfg_strv_has(&c->ignored_env, name) && cfg_strv_push(&c->ignored_env, name) < 0)
+        if (!sbx_strv_has(&c->ignored_env, name) && cfg_strv_push(&c->ignored_env, name) < 0)
             return cfg_oom(L);
     }
     return 0;

@@ -243,7 +243,7 @@ static int yenv_names(struct loader *L, const yaml_node_t *n, const char *path)
                 continue;
             for (size_t k = 0; k < b->aliases.n; k++)
                 if (strcmp(b->aliases.v[k], a->name) == 0 ||
-                    (i < j && cfg_strv_has(&a->aliases, b->aliases.v[k])))
+                    (i < j && sbx_strv_has(&a->aliases, b->aliases.v[k])))
                     return cfg_yfail(L, n, path, "alias '%s' of %s also names %s", b->aliases.v[k],
                                      b->name, a->name);
         }

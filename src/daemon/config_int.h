@@ -130,7 +130,6 @@ int cfg_oom(struct loader *L);
 void cfg_free_secret(char *s);
 void cfg_strv_clear(struct sbx_strv *s, bool secret);
 int cfg_strv_push(struct sbx_strv *s, const char *str);
-bool cfg_strv_has(const struct sbx_strv *s, const char *str);
 int cfg_set_str(char **dst, const char *src);
 const char *cfg_env_get(char **envp, const char *name);
 bool cfg_is_blank(char ch);

@@ -65,14 +65,6 @@ int cfg_strv_push(struct sbx_strv *s, const char *str)
     return strv_push_len(s, str, strlen(str));
 }
 
-bool cfg_strv_has(const struct sbx_strv *s, const char *str)
-{
-    for (size_t i = 0; i < s->n; i++)
-        if (strcmp(s->v[i], str) == 0)
-            return true;
-    return false;
-}
-
 int cfg_set_str(char **dst, const char *src)
 {
     char *copy = NULL;
@@ -323,7 +315,7 @@ static int split_keys(const char *text, struct sbx_strv *out, sbx_err *e)
                 cfg_strv_clear(&v, false);
                 return sbx_err_set(e, EINVAL, "'%s' %s", key, why);
             }
-            if (!cfg_strv_has(&v, key) && cfg_strv_push(&v, key) < 0) {
+            if (!sbx_strv_has(&v, key) && cfg_strv_push(&v, key) < 0) {
                 cfg_strv_clear(&v, false);
                 return sbx_err_set(e, ENOMEM, "out of memory");
             }

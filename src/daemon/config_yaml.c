@@ -462,7 +462,7 @@ static int ytenants(struct loader *L, const yaml_node_t *map, const char *path)
             cfg_keypath(kpath, epath, key);
             if (why)
                 return cfg_yfail(L, vk, kpath, "'%.80s' %s", key, why);
-            if (cfg_strv_has(&t->env_keys, key))
+            if (sbx_strv_has(&t->env_keys, key))
                 return cfg_yfail(L, vk, kpath, "is also in env_keys: give one");
             if (cfg_yscalar(L, cfg_ynode(L, q->value), kpath, &val) < 0)
                 return -1;
@@ -491,7 +491,7 @@ static int ypool_special(struct loader *L, const char *key, const yaml_node_t *k
         int rc = 0;
         if (!env)
             rc = cfg_yfail(L, k, path, "'%s' is not an environment", names.v[i]);
-        else if (!cfg_strv_has(&L->c->pool.environments, env->name) &&
+        else if (!sbx_strv_has(&L->c->pool.environments, env->name) &&
                  cfg_strv_push(&L->c->pool.environments, env->name) < 0)
             rc = cfg_oom(L);
         if (rc < 0) {

@@ -450,7 +450,7 @@ static void run_defaults(const struct sbx_config *c, struct run_opts *o)
     o->net = c->net;
     o->seccomp = c->seccomp;
     o->net_default = c->network.def;
-    o->socks_port = c->network.proxy_port;
+    o->socks_port = c->network.limits.proxy_port;
     o->allowed_cidrs = c->network.allowed_cidrs;
     o->allowed_ports = c->network.allowed_ports;
     o->allowed_internal_targets = c->network.allowed_internal_targets;

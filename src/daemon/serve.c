@@ -12,6 +12,7 @@
 
 #include "api/auth.h"
 #include "api/routes.h"
+#include "base/time.h"
 #include "daemon/cmd.h"
 #include "daemon/config.h"
 #include "daemon/settings.h"
@@ -147,9 +148,7 @@ static void recover(struct serve *s)
 {
     struct sbx_store_recovery r = {0};
     sbx_err e = {0};
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    if (sbx_store_recover(s->store, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, &r, &e) < 0) {
+    if (sbx_store_recover(s->store, sbx_now_ms(), &r, &e) < 0) {
         sbx_log(SBX_LOG_ERROR, "recovery: %s", e.msg);
         return;
     }
@@ -171,9 +170,7 @@ static void recover(struct serve *s)
 static void on_prune(evutil_socket_t fd, short what, void *ud)
 {
     struct serve *s = ud;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    int64_t now = sbx_now_ms();
     int64_t older =
         s->cfg.retention.max_age_s > 0 ? now - (int64_t)(s->cfg.retention.max_age_s * 1000) : 0;
     struct sbx_store_prune_counts c = {0};

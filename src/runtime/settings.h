@@ -49,6 +49,18 @@ struct sbx_environment {
     struct sbx_limits limits; /* defaults of a task in it, within the maxima */
 };
 
+/* The egress proxy of `proxy` sandboxes: the port a sandbox reaches it on
+ * and what it lets through. The configuration fills it (network.proxy_port,
+ * network.limits) and the runtime takes it whole. */
+struct sbx_egress_settings {
+    uint16_t proxy_port;
+    uint64_t max_connections;   /* per sandbox */
+    uint64_t total_connections; /* all sandboxes */
+    uint64_t max_bytes;         /* per sandbox; 0: unlimited */
+    double idle_timeout_s;
+    double connect_timeout_s;
+};
+
 /* Warm sandboxes (accepted, not used yet). */
 struct sbx_pool_settings {
     bool enabled;
@@ -81,14 +93,7 @@ struct sbx_runtime_settings {
     uint32_t host_id_base;           /* host id of the first clone's range */
     struct sbx_strv task_env;        /* "KEY=VALUE" injected into every task */
 
-    struct {
-        uint16_t proxy_port;
-        uint64_t max_connections;   /* per sandbox */
-        uint64_t total_connections; /* all sandboxes */
-        uint64_t max_bytes;         /* per sandbox; 0: unlimited */
-        double idle_timeout_s;
-        double connect_timeout_s;
-    } network;
+    struct sbx_egress_settings network;
 
     const struct sbx_environment *environments;
     size_t n_environments;

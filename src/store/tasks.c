@@ -1,6 +1,7 @@
 /* Task records: insert, transitions, reads, listings, counts, recovery. */
 #include "store/store_int.h"
 
+#include "base/hex.h"
 #include "base/time.h"
 
 #include <stdio.h>
@@ -408,17 +409,12 @@ static void list_sql(unsigned mask, char *buf, size_t len)
 /* Cursor: hex of created_at (8 bytes, big-endian) and the id's 16 bytes. */
 static void cursor_encode(int64_t created_at, const char *id, char out[SBX_STORE_CURSOR_SIZE])
 {
-    static const char hex[] = "0123456789abcdef";
     uint8_t raw[24];
     for (int i = 0; i < 8; i++)
         raw[i] = (uint8_t)((uint64_t)created_at >> (56 - 8 * i));
     if (sbx_id_parse(id, raw + 8) < 0)
         memset(raw + 8, 0, 16);
-    for (size_t i = 0; i < sizeof(raw); i++) {
-        out[2 * i] = hex[raw[i] >> 4];
-        out[2 * i + 1] = hex[raw[i] & 15];
-    }
-    out[2 * sizeof(raw)] = '\0';
+    *sbx_hex_encode(raw, sizeof(raw), out) = '\0';
 }
 
 /* Lower-case hex only: our cursors never hold anything else. */

@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/hex.h"
+
 /* Room for a quoted value in a message: the message buffer is 256 bytes. */
 #define QUOTE_MAX 96
 
@@ -15,7 +17,6 @@ static size_t quoted_len(unsigned char c)
 
 const char *sbx_ws_quote(const char *s, size_t len, char *out, size_t out_len)
 {
-    static const char hex[] = "0123456789abcdef";
     size_t total = 0;
     for (size_t i = 0; i < len; i++)
         total += quoted_len((unsigned char)s[i]);
@@ -36,8 +37,7 @@ const char *sbx_ws_quote(const char *s, size_t len, char *out, size_t out_len)
         } else {
             out[o] = '\\';
             out[o + 1] = 'x';
-            out[o + 2] = hex[c >> 4];
-            out[o + 3] = hex[c & 0xf];
+            sbx_hex_encode(&c, 1, out + o + 2);
         }
         o += n;
     }

@@ -132,7 +132,7 @@ static void defaults(void **state)
     assert_true(c.mount_sandbox);
     assert_int_equal(c.seccomp, SBX_SECCOMP_DEFAULT);
     assert_int_equal(c.runner_uid, 10001);
-    assert_int_equal(c.network.proxy_port, 1080);
+    assert_int_equal(c.network.limits.proxy_port, 1080);
     assert_int_equal(c.network.def, SBX_DEFAULT_ALLOW);
     assert_null(c.network.allowed_cidrs);
     assert_int_equal(c.network.allow.n, 0);
@@ -290,12 +290,12 @@ static void yaml_overrides_defaults(void **state)
     assert_string_equal(c.network.deny.v[0], "*.internal.example");
     assert_string_equal(c.network.hosts.v[0], "db.local=10.1.2.3");
     assert_int_equal(c.network.dns_upstream.n, 2);
-    assert_int_equal(c.network.proxy_port, 1081);
+    assert_int_equal(c.network.limits.proxy_port, 1081);
     assert_string_equal(c.network.allowed_cidrs, "172.17.0.1/32,10.9.0.0/16");
     assert_string_equal(c.network.allowed_ports, "19091, 19092");
-    assert_int_equal(c.network.max_connections, 64);
-    assert_int_equal(c.network.max_bytes, 1ull << 30);
-    assert_true(c.network.connect_timeout_s == 3);
+    assert_int_equal(c.network.limits.max_connections, 64);
+    assert_int_equal(c.network.limits.max_bytes, 1ull << 30);
+    assert_true(c.network.limits.connect_timeout_s == 3);
 
     /* injected variables: values from the environment given, absent ones skipped */
     assert_int_equal(c.task_env_keys.n, 2);
@@ -395,7 +395,7 @@ static void env_overrides_yaml(void **state)
     assert_string_equal(c.network.allowed_ports, "19091");
     assert_string_equal(c.network.allowed_internal_targets, "10.0.0.5:5432");
     assert_string_equal(c.network.blocked_cidrs, "203.0.113.0/24");
-    assert_int_equal(c.network.proxy_port, 1090);
+    assert_int_equal(c.network.limits.proxy_port, 1090);
     assert_string_equal(c.tenant_code, "t2");
     assert_null(c.clone_key); /* empty is unset */
     assert_string_equal(c.clone_id, "c2");

@@ -49,7 +49,7 @@ static void defaults_are_serves(void **state)
     assert_int_equal(r.runner_gid, SBX_RUNNER_ID);
     assert_int_equal(r.host_id_base, SBX_DEFAULT_HOST_ID_BASE);
     assert_int_equal(r.network.def, SBX_DEFAULT_ALLOW);
-    assert_int_equal(r.network.proxy_port, 1080);
+    assert_int_equal(r.network.limits.proxy_port, 1080);
     assert_null(r.network.allowed_cidrs);
     assert_null(r.config_path);
     sbx_config_free(&r);
@@ -69,7 +69,7 @@ static void network_variables_taken(void **state)
                    NULL};
     assert_int_equal(load_run(&c, env, &e), 0);
     assert_int_equal(c.net, SBX_NET_NONE);
-    assert_int_equal(c.network.proxy_port, 1081);
+    assert_int_equal(c.network.limits.proxy_port, 1081);
     assert_string_equal(c.network.allowed_cidrs, "172.16.0.0/12");
     assert_string_equal(c.network.allowed_ports, "443");
     assert_string_equal(c.network.allowed_internal_targets, "10.0.0.5:5432");
@@ -79,7 +79,7 @@ static void network_variables_taken(void **state)
     char *on[] = {"CLAW_ENABLE_SANDBOX_NET=true", "CLAW_SANDBOX_PROXY_PORT=", NULL};
     assert_int_equal(load_run(&c, on, &e), 0);
     assert_int_equal(c.net, SBX_NET_PROXY);
-    assert_int_equal(c.network.proxy_port, 1080); /* empty is unset */
+    assert_int_equal(c.network.limits.proxy_port, 1080); /* empty is unset */
     sbx_config_free(&c);
 }
 

@@ -103,6 +103,17 @@ struct rt_format {
     struct rt_format *next;
 };
 
+/* An ended session's sandbox being released from the loop: killed, then
+ * reaped and its cgroup removed when the kernel lets it (sessions.c). */
+struct rt_release {
+    struct sbx_runtime *rt;
+    struct sbx_sandbox sb;
+    char cgname[48];
+    int64_t deadline; /* sbx_mono_ms(): past it the cgroup is left */
+    struct event *ev; /* the next try */
+    struct rt_release *next;
+};
+
 struct mounted_ws {
     char *path;
     struct mounted_ws *next;
@@ -120,6 +131,7 @@ struct sbx_runtime {
     struct mounted_ws *mounted; /* workspace images this daemon mounted */
     struct rt_format *formats;  /* workspace images being formatted */
     struct rt_session *sessions;
+    struct rt_release *releasing; /* sandboxes of ended sessions */
     struct sbx_subscriber *subs;
 };
 
@@ -165,7 +177,12 @@ char **rt_task_env(const struct sbx_runtime_settings *set, enum sbx_net_policy n
 struct rt_session *rt_find_session(struct sbx_runtime *rt, const char *tenant, const char *name);
 /* Activity: the idle timeout counts again from now. */
 void rt_session_touch(struct rt_session *x);
+/* Gone for the API at once; its sandbox is killed and released from the
+ * loop afterwards. */
 void rt_session_free(struct rt_session *x);
+/* At the runtime's end: the releases still going on, finished now (the
+ * bounded synchronous release: the loop is ending). */
+void rt_releases_finish(struct sbx_runtime *rt);
 
 /* workspace.c */
 /* The workspace of a clone, made and mounted on first use: its directory

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/time.h"
 #include "exec/env.h"
 #include "runtime/runtime_int.h"
 
@@ -16,6 +17,83 @@
 #define SESSION_START_MS 10000
 static const struct timeval session_start_limit = {.tv_sec = SESSION_START_MS / 1000,
                                                    .tv_usec = (SESSION_START_MS % 1000) * 1000};
+
+/* An ended session's release: the kernel gives no event for a cgroup that is
+ * empty and removable, so it is tried again every RELEASE_RETRY_MS for at
+ * most RELEASE_BOUND_MS (as exec/task.c does for tasks); past that the cgroup
+ * is left (a stale one is swept at the next start) and the log says so. */
+#define RELEASE_RETRY_MS 10
+#define RELEASE_BOUND_MS 1500
+
+static void release_free(struct rt_release *r)
+{
+    for (struct rt_release **p = &r->rt->releasing; *p; p = &(*p)->next)
+        if (*p == r) {
+            *p = r->next;
+            break;
+        }
+    event_free(r->ev);
+    free(r);
+}
+
+static void release_try(struct rt_release *r)
+{
+    sbx_err e = {0};
+    if (sbx_sandbox_release_step(&r->sb, &e) == 0) {
+        release_free(r);
+        return;
+    }
+    if (e.errnum == EBUSY && sbx_mono_ms() < r->deadline) {
+        struct timeval tv = {.tv_usec = RELEASE_RETRY_MS * 1000};
+        if (event_add(r->ev, &tv) == 0)
+            return;
+    }
+    sbx_sandbox_abandon(&r->sb);
+    char msg[600], why[300];
+    sbx_err_wrap(&e, "release");
+    sbx_log(SBX_LOG_WARN, "session sandbox left cgroup=%s error=%s", r->cgname,
+            sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
+    release_free(r);
+}
+
+static void on_release(evutil_socket_t fd, short what, void *arg)
+{
+    release_try(arg);
+}
+
+/* Kill x's sandbox and release it from the loop; without a record for it,
+ * the bounded synchronous release (only when memory is short). */
+static void session_release(struct rt_session *x)
+{
+    struct sbx_runtime *rt = x->rt;
+    sbx_sandbox_kill(&x->sb);
+    if (sbx_sandbox_release_step(&x->sb, NULL) == 0)
+        return; /* never spawned, or gone already */
+    struct rt_release *r = calloc(1, sizeof(*r));
+    if (!r || !(r->ev = evtimer_new(rt->o.base, on_release, r))) {
+        free(r);
+        sbx_sandbox_release(&x->sb, NULL);
+        return;
+    }
+    r->rt = rt;
+    r->sb = x->sb;
+    snprintf(r->cgname, sizeof(r->cgname), "%s", x->cgname);
+    r->deadline = sbx_mono_ms() + RELEASE_BOUND_MS;
+    r->next = rt->releasing;
+    rt->releasing = r;
+    struct timeval tv = {.tv_usec = RELEASE_RETRY_MS * 1000};
+    if (event_add(r->ev, &tv) < 0)
+        release_try(r); /* not armed: given up on (or done) now */
+}
+
+void rt_releases_finish(struct sbx_runtime *rt)
+{
+    while (rt->releasing) {
+        struct rt_release *r = rt->releasing;
+        sbx_sandbox_release(&r->sb, NULL);
+        release_free(r);
+    }
+}
 
 struct rt_session *rt_find_session(struct sbx_runtime *rt, const char *tenant, const char *name)
 {
@@ -63,8 +141,7 @@ void rt_session_free(struct rt_session *x)
     if (x->ev_idle)
         event_free(x->ev_idle);
     sbx_egress_free(x->egress);
-    sbx_sandbox_kill(&x->sb);
-    sbx_sandbox_release(&x->sb, NULL);
+    session_release(x);
     rt_policies_free(x->own_policy, x->retired);
     sbx_env_free(x->env);
     free(x->workspace);

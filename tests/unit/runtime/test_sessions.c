@@ -1,0 +1,129 @@
+/* Live sessions from the runtime's side: a stop returns at once (the session
+ * is gone for the API, its name free again) while its sandbox is released
+ * from the loop afterwards, cgroup and all. Real sandboxes. */
+#include <dirent.h>
+
+#include "rt_fixture.h"
+
+/* The base directory sandbox cgroups are made in, or NULL without cgroups. */
+static const char *cg_base(const struct fx *fx)
+{
+    if (fx->cg_host.mode == SBX_CG_V2)
+        return fx->cg_host.v2_base;
+    if (fx->cg_host.mode == SBX_CG_V1)
+        for (int i = 0; i < SBX_CGC_COUNT; i++)
+            if (fx->cg_host.v1_has[i])
+                return fx->cg_host.v1_base[i];
+    return NULL;
+}
+
+/* How many session cgroups exist now (0 without cgroups). */
+static unsigned session_cgroups(const struct fx *fx)
+{
+    const char *base = cg_base(fx);
+    DIR *d = base ? opendir(base) : NULL;
+    unsigned n = 0;
+    if (!d)
+        return 0;
+    for (struct dirent *de; (de = readdir(d));)
+        if (strncmp(de->d_name, "session-", 8) == 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+struct ready {
+    bool called;
+    bool ok;
+};
+
+static void on_ready(void *ud, const sbx_err *err)
+{
+    struct ready *r = ud;
+    r->called = true;
+    r->ok = err == NULL;
+}
+
+static void start(struct fx *fx, const char *name)
+{
+    struct sbx_clone c = {.tenant = "acme", .id = "default"};
+    struct ready r = {0};
+    sbx_err e = {0};
+    int rc = sbx_runtime_session_start(fx->rt, &c, name, on_ready, &r, &e);
+    if (rc < 0)
+        fx_fail("session start", &e);
+    assert_int_equal(rc, 0);
+    while (!r.called && !fx->timed_out)
+        event_base_loop(fx->base, EVLOOP_ONCE);
+    assert_false(fx->timed_out);
+    assert_true(r.ok);
+}
+
+/* Run the loop until no session cgroup is left (at most about 3 s). */
+static void until_released(struct fx *fx)
+{
+    for (int i = 0; i < 300 && session_cgroups(fx) > 0; i++) {
+        struct timeval tv = {.tv_usec = 10000};
+        event_base_loopexit(fx->base, &tv);
+        event_base_dispatch(fx->base);
+    }
+    assert_int_equal(session_cgroups(fx), 0);
+}
+
+static void test_stop_releases_later(void **state)
+{
+    struct fx *fx = *state;
+    fx_start(fx);
+    fx_warm(fx, "acme");
+    start(fx, "s1");
+    assert_true(sbx_runtime_session_live(fx->rt, "acme", "s1"));
+    bool cgroups = cg_base(fx) != NULL;
+    if (cgroups)
+        assert_int_equal(session_cgroups(fx), 1);
+    assert_int_equal(sbx_runtime_session_stop(fx->rt, "acme", "s1"), 0);
+    /* Gone for the API at once; its init was only just killed, so its
+     * sandbox is still being released. */
+    assert_false(sbx_runtime_session_live(fx->rt, "acme", "s1"));
+    assert_int_equal(sbx_runtime_session_stop(fx->rt, "acme", "s1"), -1);
+    if (cgroups)
+        assert_int_equal(session_cgroups(fx), 1);
+    until_released(fx);
+}
+
+static void test_name_free_during_release(void **state)
+{
+    struct fx *fx = *state;
+    fx_start(fx);
+    fx_warm(fx, "acme");
+    start(fx, "s1");
+    assert_int_equal(sbx_runtime_session_stop(fx->rt, "acme", "s1"), 0);
+    start(fx, "s1"); /* a new one, while the old one's release goes on */
+    assert_true(sbx_runtime_session_live(fx->rt, "acme", "s1"));
+    assert_int_equal(sbx_runtime_session_stop(fx->rt, "acme", "s1"), 0);
+    until_released(fx);
+}
+
+/* At the runtime's end a release still going on is finished: no cgroup is
+ * left behind. */
+static void test_free_finishes_release(void **state)
+{
+    struct fx *fx = *state;
+    fx_start(fx);
+    fx_warm(fx, "acme");
+    start(fx, "s1");
+    start(fx, "s2");
+    assert_int_equal(sbx_runtime_session_stop(fx->rt, "acme", "s1"), 0);
+    sbx_runtime_free(fx->rt); /* s1 being released, s2 live */
+    fx->rt = NULL;
+    assert_int_equal(session_cgroups(fx), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_stop_releases_later, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_name_free_during_release, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_free_finishes_release, fx_setup, fx_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

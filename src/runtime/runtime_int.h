@@ -71,6 +71,7 @@ struct rt_session {
     struct sbx_runtime *rt;
     char tenant[SBX_SEGMENT_MAX + 1];
     char name[SBX_SEGMENT_MAX + 1];
+    char clone_key[SBX_SEGMENT_MAX + 1];
     char clone_id[SBX_SEGMENT_MAX + 1];
     char cgname[48];
     char *workspace;
@@ -81,11 +82,20 @@ struct rt_session {
     struct event *ev_exit, *ev_idle;
     struct event *ev_ready; /* init's first message, while not ready */
     bool ready;             /* its pid 1 holds the namespaces: tasks may join */
+    bool formatting;        /* waiting for its workspace image, not spawned yet */
     struct session_waiter *waiters;
     unsigned tasks;
     struct sbx_policy *own_policy;  /* set through the API, or NULL */
     struct retired_policy *retired; /* replaced ones, freed with the session */
     struct rt_session *next;
+};
+
+/* Someone else waiting for a workspace image (a session start, a file
+ * request): told from the loop once it is formatted. */
+struct ws_waiter {
+    sbx_workspace_ready_fn fn;
+    void *ud;
+    struct ws_waiter *next;
 };
 
 /* A clone's first workspace image being formatted (mkfs.ext4 watched by its
@@ -97,6 +107,7 @@ struct rt_format {
     struct sbx_ws_format f;
     struct event *ev;        /* the pidfd is readable */
     struct rt_task *waiters; /* tasks that hold a slot for it (linked by next) */
+    struct ws_waiter *others;
     bool finished;           /* reaped (rc, err: how it went) */
     int rc;
     sbx_err err;
@@ -194,7 +205,8 @@ char *rt_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, uid_t *uid
  * in the queue: the format's end starts it), -1 with err. */
 int rt_task_workspace(struct rt_task *t, sbx_err *err);
 /* Kill a format still running (at the runtime's end) and free it; the
- * tasks that waited for it are left to the caller (active, not queued). */
+ * tasks that waited for it are left to the caller (active, not queued), the
+ * others are told it failed. */
 void rt_format_free(struct rt_format *x);
 /* t no longer waits for its workspace image (it was canceled). */
 void rt_format_unwait(struct rt_task *t);

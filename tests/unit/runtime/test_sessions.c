@@ -118,12 +118,78 @@ static void test_free_finishes_release(void **state)
     assert_int_equal(session_cgroups(fx), 0);
 }
 
+/* A fresh clone's session waits for its first workspace image, formatted
+ * off the loop, then starts. */
+static void test_start_waits_for_workspace(void **state)
+{
+    struct fx *fx = *state;
+    fx_start(fx);
+    start(fx, "s1");
+    assert_true(sbx_runtime_session_live(fx->rt, "acme", "s1"));
+    assert_int_equal(sbx_runtime_session_stop(fx->rt, "acme", "s1"), 0);
+    until_released(fx);
+}
+
+/* Stopped while its workspace is being formatted: its waiter hears it ended,
+ * and the format's end does not find it. */
+static void test_stop_while_formatting(void **state)
+{
+    struct fx *fx = *state;
+    fx_start(fx);
+    struct sbx_clone c = {.tenant = "acme", .id = "default"};
+    struct ready r = {0};
+    sbx_err e = {0};
+    assert_int_equal(sbx_runtime_session_start(fx->rt, &c, "s1", on_ready, &r, &e), 0);
+    assert_int_equal(sbx_runtime_session_stop(fx->rt, "acme", "s1"), 0);
+    assert_true(r.called);
+    assert_false(r.ok);
+    struct ready w = {0};
+    int rc = sbx_runtime_workspace_when_ready(fx->rt, &c, on_ready, &w, &e);
+    assert_true(rc >= 0);
+    while (rc == 0 && !w.called && !fx->timed_out)
+        event_base_loop(fx->base, EVLOOP_ONCE);
+    assert_false(fx->timed_out);
+    assert_int_equal(session_cgroups(fx), 0);
+}
+
+/* A file request for a new clone: told when its image is made, then the
+ * workspace is had at once (and the next request does not wait). */
+static void test_files_wait_for_workspace(void **state)
+{
+    struct fx *fx = *state;
+    fx_start(fx);
+    struct sbx_clone c = {.tenant = "acme", .id = "fresh"};
+    struct ready r = {0}, gone = {0};
+    sbx_err e = {0};
+    assert_int_equal(sbx_runtime_workspace_when_ready(fx->rt, &c, on_ready, &r, &e), 0);
+    /* One that went away is forgotten. */
+    assert_int_equal(sbx_runtime_workspace_when_ready(fx->rt, &c, on_ready, &gone, &e), 0);
+    sbx_runtime_workspace_unwait(fx->rt, &gone);
+    while (!r.called && !fx->timed_out)
+        event_base_loop(fx->base, EVLOOP_ONCE);
+    assert_false(fx->timed_out);
+    assert_true(r.ok);
+    assert_false(gone.called);
+    int fd = -1;
+    uid_t uid;
+    gid_t gid;
+    if (sbx_runtime_workspace(fx->rt, &c, &fd, &uid, &gid, &e) < 0)
+        fx_fail("workspace", &e);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(sbx_runtime_workspace_when_ready(fx->rt, &c, on_ready, &gone, &e), 1);
+    assert_false(gone.called);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_stop_releases_later, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_name_free_during_release, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_free_finishes_release, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_start_waits_for_workspace, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_stop_while_formatting, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_files_wait_for_workspace, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -92,7 +92,9 @@ void sbx_runtime_forget(struct sbx_runtime *rt, const char *id);
 int sbx_runtime_cancel(struct sbx_runtime *rt, const char *id, sbx_err *err);
 
 /* The workspace of a clone (created on first use, owned by the clone's host
- * ids): an O_PATH fd the caller closes, and the ids files should get. */
+ * ids): an O_PATH fd the caller closes, and the ids files should get. A
+ * clone's first image is formatted here when nobody asked
+ * sbx_runtime_workspace_when_ready first: a caller on the loop does. */
 int sbx_runtime_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, int *ws_fd, uid_t *uid,
                           gid_t *gid, sbx_err *err);
 

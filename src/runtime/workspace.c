@@ -184,8 +184,9 @@ static struct rt_format *format_start(struct sbx_runtime *rt, const struct sbx_c
 
 /* The clone's workspace as a filesystem of its own (its quota image), mounted
  * once per daemon run and remembered for the unmount at stop. A format still
- * running is waited for here (a caller that cannot wait asks
- * rt_task_workspace instead); its tasks are still started from the loop. */
+ * running is waited for here: the loop's callers ask first (rt_task_workspace,
+ * sbx_runtime_workspace_when_ready), so that only a caller off the loop
+ * does; its tasks are still started from the loop. */
 static int mount_quota(struct sbx_runtime *rt, const char *dir, uid_t uid, gid_t gid, sbx_err *err)
 {
     if (is_mounted(rt, dir))

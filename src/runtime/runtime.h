@@ -92,9 +92,22 @@ void sbx_runtime_forget(struct sbx_runtime *rt, const char *id);
 int sbx_runtime_cancel(struct sbx_runtime *rt, const char *id, sbx_err *err);
 
 /* The workspace of a clone (created on first use, owned by the clone's host
- * ids): an O_PATH fd the caller closes, and the ids files should get. */
+ * ids): an O_PATH fd the caller closes, and the ids files should get. A
+ * clone's first image is formatted here when nobody asked
+ * sbx_runtime_workspace_when_ready first: a caller on the loop does. */
 int sbx_runtime_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, int *ws_fd, uid_t *uid,
                           gid_t *gid, sbx_err *err);
+
+/* Whether the clone's workspace can be had at once (sbx_runtime_workspace
+ * does not wait): 1 when it can (fn is not called), 0 when its first image is
+ * being formatted and fn(ud, err) will be called once, from the loop, when it
+ * is done (err NULL) or failed (err set), -1 with err. */
+typedef void (*sbx_workspace_ready_fn)(void *ud, const sbx_err *err);
+int sbx_runtime_workspace_when_ready(struct sbx_runtime *rt, const struct sbx_clone *c,
+                                     sbx_workspace_ready_fn fn, void *ud, sbx_err *err);
+/* Forget the waiters of sbx_runtime_workspace_when_ready with ud (its request
+ * went away). */
+void sbx_runtime_workspace_unwait(struct sbx_runtime *rt, void *ud);
 
 /* Change the egress policy of a running task (proxy policy): its default
  * and extra rules, on top of the operator's, for new connections and DNS

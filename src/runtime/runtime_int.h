@@ -71,6 +71,7 @@ struct rt_session {
     struct sbx_runtime *rt;
     char tenant[SBX_SEGMENT_MAX + 1];
     char name[SBX_SEGMENT_MAX + 1];
+    char clone_key[SBX_SEGMENT_MAX + 1];
     char clone_id[SBX_SEGMENT_MAX + 1];
     char cgname[48];
     char *workspace;
@@ -81,11 +82,20 @@ struct rt_session {
     struct event *ev_exit, *ev_idle;
     struct event *ev_ready; /* init's first message, while not ready */
     bool ready;             /* its pid 1 holds the namespaces: tasks may join */
+    bool formatting;        /* waiting for its workspace image, not spawned yet */
     struct session_waiter *waiters;
     unsigned tasks;
     struct sbx_policy *own_policy;  /* set through the API, or NULL */
     struct retired_policy *retired; /* replaced ones, freed with the session */
     struct rt_session *next;
+};
+
+/* Someone else waiting for a workspace image (a session start, a file
+ * request): told from the loop once it is formatted. */
+struct ws_waiter {
+    sbx_workspace_ready_fn fn;
+    void *ud;
+    struct ws_waiter *next;
 };
 
 /* A clone's first workspace image being formatted (mkfs.ext4 watched by its
@@ -97,10 +107,22 @@ struct rt_format {
     struct sbx_ws_format f;
     struct event *ev;        /* the pidfd is readable */
     struct rt_task *waiters; /* tasks that hold a slot for it (linked by next) */
+    struct ws_waiter *others;
     bool finished;           /* reaped (rc, err: how it went) */
     int rc;
     sbx_err err;
     struct rt_format *next;
+};
+
+/* An ended session's sandbox being released from the loop: killed, then
+ * reaped and its cgroup removed when the kernel lets it (sessions.c). */
+struct rt_release {
+    struct sbx_runtime *rt;
+    struct sbx_sandbox sb;
+    char cgname[48];
+    int64_t deadline; /* sbx_mono_ms(): past it the cgroup is left */
+    struct event *ev; /* the next try */
+    struct rt_release *next;
 };
 
 struct mounted_ws {
@@ -120,6 +142,7 @@ struct sbx_runtime {
     struct mounted_ws *mounted; /* workspace images this daemon mounted */
     struct rt_format *formats;  /* workspace images being formatted */
     struct rt_session *sessions;
+    struct rt_release *releasing; /* sandboxes of ended sessions */
     struct sbx_subscriber *subs;
 };
 
@@ -165,7 +188,12 @@ char **rt_task_env(const struct sbx_runtime_settings *set, enum sbx_net_policy n
 struct rt_session *rt_find_session(struct sbx_runtime *rt, const char *tenant, const char *name);
 /* Activity: the idle timeout counts again from now. */
 void rt_session_touch(struct rt_session *x);
+/* Gone for the API at once; its sandbox is killed and released from the
+ * loop afterwards. */
 void rt_session_free(struct rt_session *x);
+/* At the runtime's end: the releases still going on, finished now (the
+ * bounded synchronous release: the loop is ending). */
+void rt_releases_finish(struct sbx_runtime *rt);
 
 /* workspace.c */
 /* The workspace of a clone, made and mounted on first use: its directory
@@ -177,7 +205,8 @@ char *rt_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, uid_t *uid
  * in the queue: the format's end starts it), -1 with err. */
 int rt_task_workspace(struct rt_task *t, sbx_err *err);
 /* Kill a format still running (at the runtime's end) and free it; the
- * tasks that waited for it are left to the caller (active, not queued). */
+ * tasks that waited for it are left to the caller (active, not queued), the
+ * others are told it failed. */
 void rt_format_free(struct rt_format *x);
 /* t no longer waits for its workspace image (it was canceled). */
 void rt_format_unwait(struct rt_task *t);

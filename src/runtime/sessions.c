@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/time.h"
 #include "exec/env.h"
 #include "runtime/runtime_int.h"
 
@@ -16,6 +17,83 @@
 #define SESSION_START_MS 10000
 static const struct timeval session_start_limit = {.tv_sec = SESSION_START_MS / 1000,
                                                    .tv_usec = (SESSION_START_MS % 1000) * 1000};
+
+/* An ended session's release: the kernel gives no event for a cgroup that is
+ * empty and removable, so it is tried again every RELEASE_RETRY_MS for at
+ * most RELEASE_BOUND_MS (as exec/task.c does for tasks); past that the cgroup
+ * is left (a stale one is swept at the next start) and the log says so. */
+#define RELEASE_RETRY_MS 10
+#define RELEASE_BOUND_MS 1500
+
+static void release_free(struct rt_release *r)
+{
+    for (struct rt_release **p = &r->rt->releasing; *p; p = &(*p)->next)
+        if (*p == r) {
+            *p = r->next;
+            break;
+        }
+    event_free(r->ev);
+    free(r);
+}
+
+static void release_try(struct rt_release *r)
+{
+    sbx_err e = {0};
+    if (sbx_sandbox_release_step(&r->sb, &e) == 0) {
+        release_free(r);
+        return;
+    }
+    if (e.errnum == EBUSY && sbx_mono_ms() < r->deadline) {
+        struct timeval tv = {.tv_usec = RELEASE_RETRY_MS * 1000};
+        if (event_add(r->ev, &tv) == 0)
+            return;
+    }
+    sbx_sandbox_abandon(&r->sb);
+    char msg[600], why[300];
+    sbx_err_wrap(&e, "release");
+    sbx_log(SBX_LOG_WARN, "session sandbox left cgroup=%s error=%s", r->cgname,
+            sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
+    release_free(r);
+}
+
+static void on_release(evutil_socket_t fd, short what, void *arg)
+{
+    release_try(arg);
+}
+
+/* Kill x's sandbox and release it from the loop; without a record for it,
+ * the bounded synchronous release (only when memory is short). */
+static void session_release(struct rt_session *x)
+{
+    struct sbx_runtime *rt = x->rt;
+    sbx_sandbox_kill(&x->sb);
+    if (sbx_sandbox_release_step(&x->sb, NULL) == 0)
+        return; /* never spawned, or gone already */
+    struct rt_release *r = calloc(1, sizeof(*r));
+    if (!r || !(r->ev = evtimer_new(rt->o.base, on_release, r))) {
+        free(r);
+        sbx_sandbox_release(&x->sb, NULL);
+        return;
+    }
+    r->rt = rt;
+    r->sb = x->sb;
+    snprintf(r->cgname, sizeof(r->cgname), "%s", x->cgname);
+    r->deadline = sbx_mono_ms() + RELEASE_BOUND_MS;
+    r->next = rt->releasing;
+    rt->releasing = r;
+    struct timeval tv = {.tv_usec = RELEASE_RETRY_MS * 1000};
+    if (event_add(r->ev, &tv) < 0)
+        release_try(r); /* not armed: given up on (or done) now */
+}
+
+void rt_releases_finish(struct sbx_runtime *rt)
+{
+    while (rt->releasing) {
+        struct rt_release *r = rt->releasing;
+        sbx_sandbox_release(&r->sb, NULL);
+        release_free(r);
+    }
+}
 
 struct rt_session *rt_find_session(struct sbx_runtime *rt, const char *tenant, const char *name)
 {
@@ -48,6 +126,8 @@ void rt_session_free(struct rt_session *x)
     }
     if (x->ev_ready)
         event_free(x->ev_ready);
+    if (x->formatting)
+        sbx_runtime_workspace_unwait(rt, x);
     /* Its running tasks end as canceled (124), not as a sandbox that broke
      * under them. */
     for (struct rt_task *t = rt->active; t; t = t->all_next)
@@ -63,8 +143,7 @@ void rt_session_free(struct rt_session *x)
     if (x->ev_idle)
         event_free(x->ev_idle);
     sbx_egress_free(x->egress);
-    sbx_sandbox_kill(&x->sb);
-    sbx_sandbox_release(&x->sb, NULL);
+    session_release(x);
     rt_policies_free(x->own_policy, x->retired);
     sbx_env_free(x->env);
     free(x->workspace);
@@ -124,6 +203,20 @@ void rt_session_touch(struct rt_session *x)
     }
 }
 
+/* x could not be set up: its waiters hear why, it is freed. */
+static void session_failed(struct rt_session *x, const sbx_err *e)
+{
+    char tenant_s[128], name_s[128], msg[600], why[300];
+    sbx_log(SBX_LOG_WARN, "session failed to start tenant=%s session=%s error=%s",
+            sbx_log_safe(x->tenant, tenant_s, sizeof(tenant_s)),
+            sbx_log_safe(x->name, name_s, sizeof(name_s)),
+            sbx_log_safe(sbx_err_format(e, msg, sizeof(msg)), why, sizeof(why)));
+    struct sbx_runtime *rt = x->rt;
+    session_notify(x, e);
+    rt_session_free(x);
+    rt_start_next(rt); /* what waited for it runs now, without it */
+}
+
 /* init's first message: STARTED (ready), a set-up error, or nothing in time. */
 static void on_session_started(evutil_socket_t fd, short what, void *arg)
 {
@@ -159,15 +252,7 @@ static void on_session_started(evutil_socket_t fd, short what, void *arg)
         sbx_err_stage(&e, m.stage, m.errnum, "%s", m.text);
     } else
         sbx_err_stage(&e, "session", n < 0 ? errno : EPIPE, "its init ended before it started");
-    char tenant_s[128], name_s[128], msg[600], why[300];
-    sbx_log(SBX_LOG_WARN, "session failed to start tenant=%s session=%s error=%s",
-            sbx_log_safe(x->tenant, tenant_s, sizeof(tenant_s)),
-            sbx_log_safe(x->name, name_s, sizeof(name_s)),
-            sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
-    struct sbx_runtime *rt = x->rt;
-    session_notify(x, &e);
-    rt_session_free(x);
-    rt_start_next(rt); /* what waited for it runs now, without it */
+    session_failed(x, &e);
 }
 
 void sbx_runtime_session_unwait(struct sbx_runtime *rt, void *ud)
@@ -183,46 +268,21 @@ void sbx_runtime_session_unwait(struct sbx_runtime *rt, void *ud)
             }
 }
 
-int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
-                              sbx_session_ready_fn ready, void *ud, sbx_err *err)
+/* Make x's sandbox (its workspace is ready): set up from the loop, its
+ * STARTED message tells it is ready. */
+static int session_spawn(struct rt_session *x, sbx_err *err)
 {
+    struct sbx_runtime *rt = x->rt;
     const struct sbx_runtime_settings *set = &rt->settings;
-    struct rt_session *x = rt_find_session(rt, c->tenant, name);
-    if (x && x->ready)
-        return 1;
-    if (x) { /* being set up: one more waiter */
-        struct session_waiter *w = calloc(1, sizeof(*w));
-        if (!w)
-            return sbx_err_set(err, ENOMEM, "session");
-        *w = (struct session_waiter){.fn = ready, .ud = ud, .next = x->waiters};
-        x->waiters = w;
-        return 0;
-    }
-    x = calloc(1, sizeof(*x));
-    if (!x)
-        return sbx_err_set(err, ENOMEM, "session");
-    x->rt = rt;
-    x->sb.pidfd = x->sb.sync_fd = x->sb.stdin_fd = x->sb.stdout_fd = x->sb.stderr_fd = -1;
-    snprintf(x->tenant, sizeof(x->tenant), "%s", c->tenant);
-    snprintf(x->name, sizeof(x->name), "%s", name);
-    snprintf(x->clone_id, sizeof(x->clone_id), "%s", c->id);
-    char id[SBX_ID_SIZE];
-    if (sbx_id_new(id, err) < 0) {
-        free(x);
-        return -1;
-    }
-    snprintf(x->cgname, sizeof(x->cgname), "session-%.36s", id);
+    struct sbx_clone c = {0};
+    snprintf(c.tenant, sizeof(c.tenant), "%s", x->tenant);
+    snprintf(c.key, sizeof(c.key), "%s", x->clone_key);
+    snprintf(c.id, sizeof(c.id), "%s", x->clone_id);
     uid_t uid;
     gid_t gid;
-    if (!(x->workspace = rt_workspace(rt, c, &uid, &gid, err))) {
-        free(x);
+    if (!(x->workspace = rt_workspace(rt, &c, &uid, &gid, err)) ||
+        !(x->env = rt_task_env(set, set->net, x->tenant, NULL, err)))
         return -1;
-    }
-    x->env = rt_task_env(set, set->net, c->tenant, NULL, err);
-    x->next = rt->sessions;
-    rt->sessions = x;
-    if (!x->env)
-        goto fail;
     struct sbx_spec spec = {.envp = x->env,
                             .workspace = x->workspace,
                             .uid = set->runner_uid,
@@ -241,32 +301,82 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
                             .host_view = !set->mount_sandbox,
                             .join_pidfd = -1};
     if (sbx_sandbox_spawn(&spec, &x->sb, err) < 0)
-        goto fail;
+        return -1;
     if (set->net == SBX_NET_PROXY) {
         x->egress_opts = rt_egress_opts(rt, rt->o.policy, rt_session_flow, x);
         if (!(x->egress = sbx_egress_start_in(&x->egress_opts, x->sb.init_pid, err)))
-            goto fail;
+            return -1;
     }
     if (sbx_sandbox_send_fds(&x->sb, &rt->o.fds[set->seccomp], err) < 0)
-        goto fail;
+        return -1;
     /* Tasks join the session's namespaces: not before its pid 1 has built the
      * root and holds them (a task that joined earlier found a half-made mount
      * namespace). Its STARTED message says so; the loop goes on meanwhile. */
-    struct session_waiter *w = calloc(1, sizeof(*w));
     x->ev_exit = event_new(rt->o.base, x->sb.pidfd, EV_READ, on_session_exit, x);
     x->ev_idle = evtimer_new(rt->o.base, on_session_idle, x);
     x->ev_ready = event_new(rt->o.base, x->sb.sync_fd, EV_READ, on_session_started, x);
-    if (!w || !x->ev_exit || !x->ev_idle || !x->ev_ready || event_add(x->ev_exit, NULL) < 0 ||
-        event_add(x->ev_ready, &session_start_limit) < 0) {
-        free(w);
-        sbx_err_set(err, ENOMEM, "session events");
-        goto fail;
-    }
-    *w = (struct session_waiter){.fn = ready, .ud = ud};
-    x->waiters = w;
+    if (!x->ev_exit || !x->ev_idle || !x->ev_ready || event_add(x->ev_exit, NULL) < 0 ||
+        event_add(x->ev_ready, &session_start_limit) < 0)
+        return sbx_err_set(err, ENOMEM, "session events");
     rt_session_touch(x);
     return 0;
-fail:
+}
+
+/* The clone's first workspace image is made: the sandbox now. */
+static void on_session_workspace(void *ud, const sbx_err *err)
+{
+    struct rt_session *x = ud;
+    sbx_err e = {0};
+    x->formatting = false;
+    if (err)
+        session_failed(x, err);
+    else if (session_spawn(x, &e) < 0)
+        session_failed(x, &e);
+}
+
+int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
+                              sbx_session_ready_fn ready, void *ud, sbx_err *err)
+{
+    struct rt_session *x = rt_find_session(rt, c->tenant, name);
+    if (x && x->ready)
+        return 1;
+    struct session_waiter *w = calloc(1, sizeof(*w));
+    if (!w)
+        return sbx_err_set(err, ENOMEM, "session");
+    *w = (struct session_waiter){.fn = ready, .ud = ud, .next = x ? x->waiters : NULL};
+    if (x) { /* being set up: one more waiter */
+        x->waiters = w;
+        return 0;
+    }
+    char id[SBX_ID_SIZE];
+    if (!(x = calloc(1, sizeof(*x)))) {
+        free(w);
+        return sbx_err_set(err, ENOMEM, "session");
+    }
+    if (sbx_id_new(id, err) < 0) {
+        free(w);
+        free(x);
+        return -1;
+    }
+    x->rt = rt;
+    x->sb.pidfd = x->sb.sync_fd = x->sb.stdin_fd = x->sb.stdout_fd = x->sb.stderr_fd = -1;
+    snprintf(x->tenant, sizeof(x->tenant), "%s", c->tenant);
+    snprintf(x->name, sizeof(x->name), "%s", name);
+    snprintf(x->clone_key, sizeof(x->clone_key), "%s", c->key);
+    snprintf(x->clone_id, sizeof(x->clone_id), "%s", c->id);
+    snprintf(x->cgname, sizeof(x->cgname), "session-%.36s", id);
+    x->next = rt->sessions;
+    rt->sessions = x;
+    /* A clone's first image is formatted off the loop: the sandbox is made
+     * once it is (the name is taken meanwhile). */
+    int rc = sbx_runtime_workspace_when_ready(rt, c, on_session_workspace, x, err);
+    if (rc == 0)
+        x->formatting = true;
+    if (rc == 0 || (rc > 0 && session_spawn(x, err) == 0)) {
+        x->waiters = w;
+        return 0;
+    }
+    free(w); /* told by the -1, not by ready */
     rt_session_free(x);
     return -1;
 }

@@ -55,10 +55,41 @@ void rt_format_unwait(struct rt_task *t)
     t->rt->preparing--;
 }
 
+/* Tell the others who waited for a format how it went (err NULL: formatted). */
+static void others_notify(struct ws_waiter *w, const sbx_err *err)
+{
+    while (w) {
+        struct ws_waiter *next = w->next;
+        w->fn(w->ud, err);
+        free(w);
+        w = next;
+    }
+}
+
+void sbx_runtime_workspace_unwait(struct sbx_runtime *rt, void *ud)
+{
+    for (struct rt_format *x = rt->formats; x; x = x->next)
+        for (struct ws_waiter **p = &x->others; *p;)
+            if ((*p)->ud == ud) {
+                struct ws_waiter *w = *p;
+                *p = w->next;
+                free(w);
+            } else {
+                p = &(*p)->next;
+            }
+}
+
 void rt_format_free(struct rt_format *x)
 {
     while (x->waiters)
         rt_format_unwait(x->waiters);
+    if (x->others) {
+        sbx_err e = {0};
+        sbx_err_set(&e, ECANCELED, "the daemon stopped before the workspace was made");
+        struct ws_waiter *others = x->others;
+        x->others = NULL;
+        others_notify(others, &e);
+    }
     for (struct rt_format **p = &x->rt->formats; *p; p = &(*p)->next)
         if (*p == x) {
             *p = x->next;
@@ -99,7 +130,10 @@ static void on_formatted(evutil_socket_t fd, short what, void *arg)
                 sbx_log_safe(x->clone.id, id_s, sizeof(id_s)), sbx_log_safe(msg, why, sizeof(why)));
     }
     struct rt_task *waiters = x->waiters;
+    struct ws_waiter *others = x->others;
+    sbx_err ferr = x->err;
     x->waiters = NULL;
+    x->others = NULL;
     rt_format_free(x);
     for (struct rt_task *t = waiters, *next; t; t = next) {
         next = t->next;
@@ -114,6 +148,7 @@ static void on_formatted(evutil_socket_t fd, short what, void *arg)
     /* Not retried for them: each would format again and fail alike. */
     if (msg[0])
         rt_fail_queued(rt, &clone, msg);
+    others_notify(others, msg[0] ? &ferr : NULL);
     rt_start_next(rt);
 }
 
@@ -149,8 +184,9 @@ static struct rt_format *format_start(struct sbx_runtime *rt, const struct sbx_c
 
 /* The clone's workspace as a filesystem of its own (its quota image), mounted
  * once per daemon run and remembered for the unmount at stop. A format still
- * running is waited for here (a caller that cannot wait asks
- * rt_task_workspace instead); its tasks are still started from the loop. */
+ * running is waited for here: the loop's callers ask first (rt_task_workspace,
+ * sbx_runtime_workspace_when_ready), so that only a caller off the loop
+ * does; its tasks are still started from the loop. */
 static int mount_quota(struct sbx_runtime *rt, const char *dir, uid_t uid, gid_t gid, sbx_err *err)
 {
     if (is_mounted(rt, dir))
@@ -224,6 +260,28 @@ char *rt_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, uid_t *uid
     return sbx_steal_pointer(&dir);
 }
 
+/* Whether dir's image can be mounted at once: 1 (mounted, or formatted), 0
+ * while it is being formatted (*fmt; started here when it was not), -1. */
+static int image_ready(struct sbx_runtime *rt, const struct sbx_clone *c, const char *dir,
+                       uid_t uid, gid_t gid, struct rt_format **fmt, sbx_err *err)
+{
+    if (is_mounted(rt, dir))
+        return 1;
+    char images[PATH_MAX];
+    images_dir(rt, images, sizeof(images));
+    struct rt_format *x = find_format(rt, dir);
+    if (!x && !sbx_ws_quota_image_exists(images, dir)) {
+        if (mkdir(images, 0700) < 0 && errno != EEXIST)
+            return sbx_err_set(err, errno, "mkdir %s", images);
+        if (!(x = format_start(rt, c, dir, uid, gid, err)))
+            return -1;
+    }
+    if (!x || x->finished)
+        return 1;
+    *fmt = x;
+    return 0;
+}
+
 int rt_task_workspace(struct rt_task *t, sbx_err *err)
 {
     struct sbx_runtime *rt = t->rt;
@@ -234,27 +292,20 @@ int rt_task_workspace(struct rt_task *t, sbx_err *err)
     cleanup_free char *dir = workspace_dir(rt, &t->clone, &uid, &gid, err);
     if (!dir)
         return -1;
-    if (!is_mounted(rt, dir)) {
-        char images[PATH_MAX];
-        images_dir(rt, images, sizeof(images));
-        struct rt_format *x = find_format(rt, dir);
-        if (!x && !sbx_ws_quota_image_exists(images, dir)) {
-            if (mkdir(images, 0700) < 0 && errno != EEXIST)
-                return sbx_err_set(err, errno, "mkdir %s", images);
-            if (!(x = format_start(rt, &t->clone, dir, uid, gid, err)))
-                return -1;
-        }
-        if (x && !x->finished) {
+    struct rt_format *x;
+    int rc = image_ready(rt, &t->clone, dir, uid, gid, &x, err);
+    if (rc <= 0) {
+        if (rc == 0) {
             t->format = x;
             t->next = x->waiters;
             x->waiters = t;
             rt->preparing++;
-            return 0;
         }
-        /* Formatted: attaching and mounting takes a millisecond. */
-        if (mount_quota(rt, dir, uid, gid, err) < 0)
-            return -1;
+        return rc;
     }
+    /* Formatted: attaching and mounting takes a millisecond. */
+    if (mount_quota(rt, dir, uid, gid, err) < 0)
+        return -1;
     t->workspace = sbx_steal_pointer(&dir);
     t->ws_uid = uid;
     return 1;
@@ -269,5 +320,25 @@ int sbx_runtime_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, int
     /* The mount's root, not the directory under it. */
     if ((*ws_fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
         return sbx_err_set(err, errno, "open workspace %s", dir);
+    return 0;
+}
+
+int sbx_runtime_workspace_when_ready(struct sbx_runtime *rt, const struct sbx_clone *c,
+                                     sbx_workspace_ready_fn fn, void *ud, sbx_err *err)
+{
+    uid_t uid;
+    gid_t gid;
+    cleanup_free char *dir = workspace_dir(rt, c, &uid, &gid, err);
+    if (!dir)
+        return -1;
+    struct rt_format *x;
+    int rc = image_ready(rt, c, dir, uid, gid, &x, err);
+    if (rc != 0)
+        return rc;
+    struct ws_waiter *w = calloc(1, sizeof(*w));
+    if (!w)
+        return sbx_err_set(err, ENOMEM, "workspace");
+    *w = (struct ws_waiter){.fn = fn, .ud = ud, .next = x->others};
+    x->others = w;
     return 0;
 }

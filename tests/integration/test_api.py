@@ -396,6 +396,23 @@ def clones_per_tenant_are_capped():
 
 
 @case
+def first_file_requests_of_a_fresh_clone_wait_for_its_workspace():
+    # A clone's first workspace image is formatted off the loop: its first
+    # upload, listing or empty upload waits for it (parked), then works.
+    up = {"X-Tenant-Code": "freshup", "X-Clone-Id": "c1"}
+    st, b, _ = D.req("PUT", "/runtime/files?path=hello", b"hi there", token=TOKEN, headers=up)
+    check(st == 201 and b["size"] == 8, "the first upload of a fresh clone", (st, b))
+    st, b, _ = D.req("GET", "/runtime/files?path=hello", token=TOKEN, headers=up)
+    check(st == 200 and b == "hi there", "what it uploaded", (st, b))
+    ls = {"X-Tenant-Code": "freshls", "X-Clone-Id": "c1"}
+    st, b, _ = D.req("GET", "/runtime/files?path=/", token=TOKEN, headers=ls)
+    check(st == 200 and b["entries"] == [], "the first listing of a fresh clone", (st, b))
+    empty = {"X-Tenant-Code": "freshempty", "X-Clone-Id": "c1"}
+    st, b, _ = D.req("PUT", "/runtime/files?path=e", b"", token=TOKEN, headers=empty)
+    check(st == 201 and b["size"] == 0, "the first, empty, upload of a fresh clone", (st, b))
+
+
+@case
 def network_of_a_running_task_changes_at_once():
     # The name is a static host answered by the sandbox's own DNS: no packet
     # leaves. Allowed at first; denied for the task's next question once the

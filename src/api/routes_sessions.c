@@ -98,7 +98,7 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
     json_decref(body);
     api_audit(req, api, start ? "session_start" : "session_stop", session);
     if (!start) {
-        sbx_runtime_session_stop(api->rt, c.tenant, session);
+        sbx_runtime_session_stop(api->rt, &c, session);
         session_answer(req, api, &c, session, false, true);
         return;
     }
@@ -162,8 +162,8 @@ void h_session_network(sbx_http_request *req, void *ud)
     } else if (task_request_network(req, net, &p, &e) < 0) {
         sbx_http_respond_err(req, &e);
     } else if (api_audit(req, api, "session_network", json_string_value(s)),
-               sbx_runtime_session_set_network(api->rt, c.tenant, json_string_value(s),
-                                               p.r.net_default, p.r.allow, p.r.deny, &e) < 0) {
+               sbx_runtime_session_set_network(api->rt, &c, json_string_value(s), p.r.net_default,
+                                               p.r.allow, p.r.deny, &e) < 0) {
         sbx_http_respond_err(req, &e);
     } else {
         sbx_http_respond_json(req, 200,

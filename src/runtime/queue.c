@@ -97,7 +97,7 @@ void rt_start_next(struct sbx_runtime *rt)
         struct rt_task *t = dequeue(rt);
         if (!t)
             break;
-        struct rt_session *x = rt_find_session(rt, t->clone.tenant, t->session);
+        struct rt_session *x = rt_find_session(rt, &t->clone, t->session);
         if (x && !x->ready) {
             t->next = held; /* reversed: pushed back to the front below */
             held = t;

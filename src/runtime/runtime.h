@@ -130,14 +130,17 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
                               sbx_session_ready_fn ready, void *ud, sbx_err *err);
 /* Forget a waiter of sbx_runtime_session_start (its request went away). */
 void sbx_runtime_session_unwait(struct sbx_runtime *rt, void *ud);
-/* Kill everything in it. -1 when there is no such session. */
-int sbx_runtime_session_stop(struct sbx_runtime *rt, const char *tenant, const char *name);
+/* A session belongs to the one clone that started it: every lookup below
+ * is by (clone, name), so another clone of the same tenant never finds it
+ * (its own session of that name is another sandbox).
+ * Kill everything in it. -1 when there is no such session. */
+int sbx_runtime_session_stop(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name);
 /* Change a live session's egress rules (default, allow, deny on top of the
  * operator's) for its new connections and DNS questions, at once. */
-int sbx_runtime_session_set_network(struct sbx_runtime *rt, const char *tenant, const char *name,
-                                    int net_default, const char *const *allow,
+int sbx_runtime_session_set_network(struct sbx_runtime *rt, const struct sbx_clone *c,
+                                    const char *name, int net_default, const char *const *allow,
                                     const char *const *deny, sbx_err *err);
-bool sbx_runtime_session_live(struct sbx_runtime *rt, const char *tenant, const char *name);
+bool sbx_runtime_session_live(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name);
 
 /* Counts for status and readiness. */
 void sbx_runtime_counts(const struct sbx_runtime *rt, unsigned *running, unsigned *queued);

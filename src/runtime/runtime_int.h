@@ -108,7 +108,7 @@ struct rt_format {
     struct event *ev;        /* the pidfd is readable */
     struct rt_task *waiters; /* tasks that hold a slot for it (linked by next) */
     struct ws_waiter *others;
-    bool finished;           /* reaped (rc, err: how it went) */
+    bool finished; /* reaped (rc, err: how it went) */
     int rc;
     sbx_err err;
     struct rt_format *next;
@@ -185,7 +185,9 @@ char **rt_task_env(const struct sbx_runtime_settings *set, enum sbx_net_policy n
                    const char *tenant, const char *const *req, sbx_err *err);
 
 /* sessions.c */
-struct rt_session *rt_find_session(struct sbx_runtime *rt, const char *tenant, const char *name);
+/* The live session of clone c called name, or NULL. */
+struct rt_session *rt_find_session(struct sbx_runtime *rt, const struct sbx_clone *c,
+                                   const char *name);
 /* Activity: the idle timeout counts again from now. */
 void rt_session_touch(struct rt_session *x);
 /* Gone for the API at once; its sandbox is killed and released from the

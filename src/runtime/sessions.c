@@ -95,10 +95,12 @@ void rt_releases_finish(struct sbx_runtime *rt)
     }
 }
 
-struct rt_session *rt_find_session(struct sbx_runtime *rt, const char *tenant, const char *name)
+struct rt_session *rt_find_session(struct sbx_runtime *rt, const struct sbx_clone *c,
+                                   const char *name)
 {
     for (struct rt_session *x = rt->sessions; x; x = x->next)
-        if (strcmp(x->tenant, tenant) == 0 && strcmp(x->name, name) == 0)
+        if (strcmp(x->name, name) == 0 && strcmp(x->tenant, c->tenant) == 0 &&
+            strcmp(x->clone_key, c->key) == 0 && strcmp(x->clone_id, c->id) == 0)
             return x;
     return NULL;
 }
@@ -337,7 +339,7 @@ static void on_session_workspace(void *ud, const sbx_err *err)
 int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
                               sbx_session_ready_fn ready, void *ud, sbx_err *err)
 {
-    struct rt_session *x = rt_find_session(rt, c->tenant, name);
+    struct rt_session *x = rt_find_session(rt, c, name);
     if (x && x->ready)
         return 1;
     struct session_waiter *w = calloc(1, sizeof(*w));
@@ -381,20 +383,20 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
     return -1;
 }
 
-int sbx_runtime_session_stop(struct sbx_runtime *rt, const char *tenant, const char *name)
+int sbx_runtime_session_stop(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name)
 {
-    struct rt_session *x = rt_find_session(rt, tenant, name);
+    struct rt_session *x = rt_find_session(rt, c, name);
     if (!x)
         return -1;
     session_close(x, "stopped");
     return 0;
 }
 
-int sbx_runtime_session_set_network(struct sbx_runtime *rt, const char *tenant, const char *name,
-                                    int net_default, const char *const *allow,
+int sbx_runtime_session_set_network(struct sbx_runtime *rt, const struct sbx_clone *c,
+                                    const char *name, int net_default, const char *const *allow,
                                     const char *const *deny, sbx_err *err)
 {
-    struct rt_session *x = rt_find_session(rt, tenant, name);
+    struct rt_session *x = rt_find_session(rt, c, name);
     if (!x)
         return sbx_err_set(err, ENOENT, "no live session %s", name);
     if (!x->egress)
@@ -404,7 +406,7 @@ int sbx_runtime_session_set_network(struct sbx_runtime *rt, const char *tenant, 
     return rt_policy_replace(rt, x->egress, &req, &x->own_policy, &x->retired, err);
 }
 
-bool sbx_runtime_session_live(struct sbx_runtime *rt, const char *tenant, const char *name)
+bool sbx_runtime_session_live(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name)
 {
-    return rt_find_session(rt, tenant, name) != NULL;
+    return rt_find_session(rt, c, name) != NULL;
 }

@@ -215,7 +215,7 @@ static void on_task_done(void *ud, struct sbx_task *et)
     const char *out = sbx_task_output(et, SBX_STDOUT, &out_len);
     const char *errout = sbx_task_output(et, SBX_STDERR, &err_len);
     enum sbx_task_status st = final_status(r);
-    if (t->in_session && rt_find_session(rt, t->clone.tenant, t->session) == t->in_session) {
+    if (t->in_session && rt_find_session(rt, &t->clone, t->session) == t->in_session) {
         t->in_session->tasks--;
         rt_session_touch(t->in_session);
     }
@@ -299,7 +299,7 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
         .ud = t,
     };
     /* Inside the live session of that name, if there is one. */
-    struct rt_session *x = rt_find_session(rt, t->clone.tenant, t->session);
+    struct rt_session *x = rt_find_session(rt, &t->clone, t->session);
     if (x && session_network_differs(t, x, err) < 0)
         return -1;
     if (x) {

@@ -664,6 +664,37 @@ def probe16_a_task_in_a_session_gets_no_more_network_than_it_asked():
         check(rc == 0, "the proxy daemon stopped cleanly (%r)" % rc, P.output())
 
 
+@case
+def probe21_a_session_belongs_to_its_clone():
+    """Clone A of t1 holds live sessions "default" (the name a session-less
+    task gets) and "shared"; clone B of t1, naming the same sessions or none,
+    never runs in A's sandbox, and its stop leaves A's sessions alone."""
+    a = {"X-Tenant-Code": "t1", "X-Clone-Id": "sessa"}
+    b = {"X-Tenant-Code": "t1", "X-Clone-Id": "sessb"}
+    mark = "/tmp/mark-" + secrets.token_hex(4)
+    for name in ("default", "shared"):
+        st, body, _ = D.req("POST", "/runtime/start", {"sessionID": name}, headers=a, timeout=30)
+        check(st == 200, "A started %s" % name, (st, body))
+        r = D.req("POST", "/runtime/exec", {"command": ["/bin/sh", "-c", "touch %s" % mark],
+                                            "sessionID": name}, headers=a, timeout=30)[1]
+        check(r.get("exitCode") == 0, "A marked its session %s" % name, r)
+    try:
+        probe = ["/bin/sh", "-c", "test -e %s && echo SAW-A || echo clean; id -u" % mark]
+        for body in ({"command": probe}, {"command": probe, "sessionID": "default"},
+                     {"command": probe, "sessionID": "shared"}):
+            r = D.req("POST", "/runtime/exec", body, headers=b, timeout=30)[1]
+            check(r.get("exitCode") == 0 and r.get("stdout", "").startswith("clean"),
+                  "B's task %r ran in A's session: %r" % (body.get("sessionID"), r))
+        for name in ("default", "shared"):
+            D.req("POST", "/runtime/stop", {"sessionID": name}, headers=b)
+            r = D.req("POST", "/runtime/exec", {"command": ["/bin/sh", "-c", "test -e " + mark],
+                                                "sessionID": name}, headers=a, timeout=30)[1]
+            check(r.get("exitCode") == 0, "B's stop of %s ended A's session: %r" % (name, r))
+    finally:
+        for name in ("default", "shared"):
+            D.req("POST", "/runtime/stop", {"sessionID": name}, headers=a)
+
+
 # ---- end ----
 
 rc = D.stop()

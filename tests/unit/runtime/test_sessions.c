@@ -6,6 +6,8 @@
 
 #include "rt_fixture.h"
 
+static const struct sbx_clone acme_default = {.tenant = "acme", .id = "default"};
+
 /* The base directory sandbox cgroups are made in, or NULL without cgroups. */
 static const char *cg_base(const struct fx *fx)
 {
@@ -124,15 +126,15 @@ static void test_stop_releases_later(void **state)
     memset(seen, 0, sizeof(seen));
     fx_warm(fx, "acme");
     start(fx, "s1");
-    assert_true(sbx_runtime_session_live(fx->rt, "acme", "s1"));
+    assert_true(sbx_runtime_session_live(fx->rt, &acme_default, "s1"));
     bool cgroups = cg_base(fx) != NULL;
     if (cgroups)
         assert_int_equal(session_cgroups(fx), 1);
-    assert_int_equal(sbx_runtime_session_stop(fx->rt, "acme", "s1"), 0);
+    assert_int_equal(sbx_runtime_session_stop(fx->rt, &acme_default, "s1"), 0);
     /* Gone for the API at once; its init was only just killed, so its
      * sandbox is still being released. */
-    assert_false(sbx_runtime_session_live(fx->rt, "acme", "s1"));
-    assert_int_equal(sbx_runtime_session_stop(fx->rt, "acme", "s1"), -1);
+    assert_false(sbx_runtime_session_live(fx->rt, &acme_default, "s1"));
+    assert_int_equal(sbx_runtime_session_stop(fx->rt, &acme_default, "s1"), -1);
     if (cgroups)
         assert_int_equal(session_cgroups(fx), 1);
     until_released(fx);
@@ -145,10 +147,10 @@ static void test_name_free_during_release(void **state)
     memset(seen, 0, sizeof(seen));
     fx_warm(fx, "acme");
     start(fx, "s1");
-    assert_int_equal(sbx_runtime_session_stop(fx->rt, "acme", "s1"), 0);
+    assert_int_equal(sbx_runtime_session_stop(fx->rt, &acme_default, "s1"), 0);
     start(fx, "s1"); /* a new one, while the old one's release goes on */
-    assert_true(sbx_runtime_session_live(fx->rt, "acme", "s1"));
-    assert_int_equal(sbx_runtime_session_stop(fx->rt, "acme", "s1"), 0);
+    assert_true(sbx_runtime_session_live(fx->rt, &acme_default, "s1"));
+    assert_int_equal(sbx_runtime_session_stop(fx->rt, &acme_default, "s1"), 0);
     until_released(fx);
 }
 
@@ -162,7 +164,7 @@ static void test_free_finishes_release(void **state)
     fx_warm(fx, "acme");
     start(fx, "s1");
     start(fx, "s2");
-    assert_int_equal(sbx_runtime_session_stop(fx->rt, "acme", "s1"), 0);
+    assert_int_equal(sbx_runtime_session_stop(fx->rt, &acme_default, "s1"), 0);
     sbx_runtime_free(fx->rt); /* s1 being released, s2 live */
     fx->rt = NULL;
     assert_int_equal(session_cgroups(fx), 0);
@@ -176,8 +178,8 @@ static void test_start_waits_for_workspace(void **state)
     fx_start(fx);
     memset(seen, 0, sizeof(seen));
     start(fx, "s1");
-    assert_true(sbx_runtime_session_live(fx->rt, "acme", "s1"));
-    assert_int_equal(sbx_runtime_session_stop(fx->rt, "acme", "s1"), 0);
+    assert_true(sbx_runtime_session_live(fx->rt, &acme_default, "s1"));
+    assert_int_equal(sbx_runtime_session_stop(fx->rt, &acme_default, "s1"), 0);
     until_released(fx);
 }
 
@@ -192,7 +194,7 @@ static void test_stop_while_formatting(void **state)
     struct ready r = {0};
     sbx_err e = {0};
     assert_int_equal(sbx_runtime_session_start(fx->rt, &c, "s1", on_ready, &r, &e), 0);
-    assert_int_equal(sbx_runtime_session_stop(fx->rt, "acme", "s1"), 0);
+    assert_int_equal(sbx_runtime_session_stop(fx->rt, &acme_default, "s1"), 0);
     assert_true(r.called);
     assert_false(r.ok);
     struct ready w = {0};

@@ -271,15 +271,40 @@ static bool socket_family_ok(int family)
     return false;
 }
 
+/* Whether no family in [from, from + n) is allowed. */
+static bool families_refused(int from, int n)
+{
+    for (int f = from; f < from + n; f++)
+        if (socket_family_ok(f))
+            return false;
+    return true;
+}
+
+/* The refused families below FAMILY_SPAN as aligned power-of-two blocks, one
+ * masked rule each (a dozen rules instead of one per family: the filter is
+ * compiled at every `sandboxd run`), then everything from FAMILY_SPAN on. */
+#define FAMILY_SPAN 64 /* a power of two above AF_MAX */
 static int add_family_denials(scmp_filter_ctx ctx, int nr, const char *what, sbx_err *err)
 {
+    _Static_assert(AF_MAX <= FAMILY_SPAN, "FAMILY_SPAN covers every family");
     uint32_t refuse = SCMP_ACT_ERRNO(EAFNOSUPPORT);
-    for (int family = 0; family < AF_MAX; family++) {
-        struct scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_MASKED_EQ, LOW32, (uint64_t)family);
-        if (!socket_family_ok(family) && rule_add(ctx, refuse, nr, what, 1, &cmp, err) < 0)
+    for (int family = 0; family < FAMILY_SPAN;) {
+        if (socket_family_ok(family)) {
+            family++;
+            continue;
+        }
+        int size = 1;
+        while (family % (size * 2) == 0 && family + size * 2 <= FAMILY_SPAN &&
+               families_refused(family, size * 2))
+            size *= 2;
+        uint64_t mask = LOW32 & ~(uint64_t)(size - 1);
+        struct scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_MASKED_EQ, mask, (uint64_t)family);
+        if (rule_add(ctx, refuse, nr, what, 1, &cmp, err) < 0)
             return -1;
+        family += size;
     }
-    struct scmp_arg_cmp beyond = SCMP_A0(SCMP_CMP_GE, AF_MAX);
+    /* Compared on all 64 bits: a family with high bits set is refused too. */
+    struct scmp_arg_cmp beyond = SCMP_A0(SCMP_CMP_GE, FAMILY_SPAN);
     return rule_add(ctx, refuse, nr, what, 1, &beyond, err);
 }
 

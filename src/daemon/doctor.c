@@ -148,7 +148,10 @@ static void text_plan(const struct sbx_isolation_plan *plan)
     line("namespaces", "%s%s", ns[0] ? ns : "none",
          plan->ns[SBX_NS_NET] ? " (net: loopback only, unless --net host)" : "");
     line("limits", "%s", sbx_plan_limits_name(plan->limits));
-    line("memory", "%s", plan->memory_by);
+    line("memory", "%s%s", plan->memory_by,
+         plan->limits == SBX_CG_RLIMIT
+             ? " (partial: shared memory, memfds and tmpfs files are not counted)"
+             : "");
     line("processes", "%s", plan->pids_by);
     line("cpu share", "%s", plan->cpu_by ? plan->cpu_by : "NOT enforced");
     line("kill", "%s", plan->kill_by);
@@ -207,6 +210,8 @@ static json_t *plan_json(const struct sbx_isolation_plan *plan)
     json_object_set_new(o, "namespaces", ns);
     json_object_set_new(o, "limits", json_string(sbx_plan_limits_name(plan->limits)));
     json_object_set_new(o, "memory", json_string(plan->memory_by));
+    json_object_set_new(o, "memoryEnforced",
+                        json_string(plan->limits == SBX_CG_RLIMIT ? "partial" : "full"));
     json_object_set_new(o, "processes", json_string(plan->pids_by));
     json_object_set_new(o, "cpu", plan->cpu_by ? json_string(plan->cpu_by) : json_null());
     json_object_set_new(o, "cpuShareEnforced", json_boolean(plan->cpu_enforced));

@@ -24,12 +24,16 @@ const char *sbx_outcome_name(enum sbx_outcome o)
 void *sbx_report_json(const struct sbx_report *r)
 {
     const struct sbx_applied_limits *l = &r->limits;
-    json_t *limits = json_pack("{s:I, s:I, s:f, s:b, s:f, s:I, s:I, s:s}", "memoryBytes",
-                               (json_int_t)l->memory_bytes, "pids", (json_int_t)l->pids, "cpu",
-                               l->cpu_cores, "cpuEnforced", l->cpu_enforced, "timeoutSeconds",
-                               l->timeout_s, "fileSizeBytes", (json_int_t)l->file_size_bytes,
-                               "outputLimitBytes", (json_int_t)l->output_limit_bytes, "enforcedBy",
-                               r->cgroup_mode == SBX_CG_RLIMIT ? "rlimit" : "cgroup");
+    bool rlimit = r->cgroup_mode == SBX_CG_RLIMIT;
+    /* RLIMIT_DATA leaves out shared anonymous memory, memfds and tmpfs
+     * files: without cgroups the memory limit holds only in part, and the
+     * peak is the largest RSS, not the sandbox's memory. */
+    json_t *limits = json_pack(
+        "{s:I, s:s, s:I, s:f, s:b, s:f, s:I, s:I, s:s}", "memoryBytes", (json_int_t)l->memory_bytes,
+        "memoryEnforced", rlimit ? "partial" : "full", "pids", (json_int_t)l->pids, "cpu",
+        l->cpu_cores, "cpuEnforced", l->cpu_enforced, "timeoutSeconds", l->timeout_s,
+        "fileSizeBytes", (json_int_t)l->file_size_bytes, "outputLimitBytes",
+        (json_int_t)l->output_limit_bytes, "enforcedBy", rlimit ? "rlimit" : "cgroup");
     json_t *o = json_pack("{s:s, s:i, s:i, s:f, s:f, s:I, s:b, s:I, s:I, s:b, s:b, s:o, s:s, s:s}",
                           "outcome", sbx_outcome_name(r->outcome), "exitCode", r->exit_code,
                           "signal", r->signal, "wallSeconds", r->wall_s, "cpuSeconds", r->cpu_s,

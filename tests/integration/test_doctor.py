@@ -44,6 +44,7 @@ def json_reports_this_host():
     check(iso["cpuShareEnforced"] is (cg["controllers"]["cpu"] is True), "cpu share", iso)
     check(iso["seccomp"] == "default" and iso["full"] is True, "seccomp default, full", iso)
     check("abstract unix sockets" in iso["netHost"], "what --net host shares is said", iso)
+    check(iso["memoryEnforced"] == "full", "memory held by the cgroup in full", iso)
     check(d["missing"] == [], "nothing required missing", d["warnings"])
     check(isinstance(d["warnings"], list), "warnings list", d)
 
@@ -97,6 +98,7 @@ def rlimit_host_is_reported_as_degraded():
     iso = d["isolation"]
     check(iso["limits"] == "rlimit" and iso["cpuShareEnforced"] is False, "rlimit plan", iso)
     check(iso["memory"] == "RLIMIT_DATA" and iso["processes"] == "RLIMIT_NPROC", "rlimits", iso)
+    check(iso["memoryEnforced"] == "partial", "memory held only in part, said so", iso)
     check(any("root" in m for m in d["missing"]), "root named as missing", d["missing"])
     check(any("CPU share is NOT enforced" in w for w in d["warnings"]), "cpu warned", d)
 

@@ -135,6 +135,8 @@ def expect_mode(res, mode):
           (res.report["cgroupMode"], mode), res)
     check(lim["cpuEnforced"] is (mode != "rlimit"), "limits.cpuEnforced is %r in mode %s" %
           (lim["cpuEnforced"], mode), res)
+    check(lim["memoryEnforced"] == ("partial" if mode == "rlimit" else "full"),
+          "limits.memoryEnforced is %r in mode %s" % (lim["memoryEnforced"], mode), res)
     check(lim["enforcedBy"] == ("rlimit" if mode == "rlimit" else "cgroup"),
           "limits.enforcedBy is %r in mode %s" % (lim["enforcedBy"], mode), res)
 

@@ -49,6 +49,7 @@ static void report_fields(void **state)
     assert_int_equal(json_integer_value(json_object_get(l, "pids")), 32);
     assert_true(json_is_false(json_object_get(l, "cpuEnforced")));
     assert_string_equal(json_string_value(json_object_get(l, "enforcedBy")), "rlimit");
+    assert_string_equal(json_string_value(json_object_get(l, "memoryEnforced")), "partial");
     assert_null(json_object_get(o, "warning"));
     json_decref(o);
     free(s);

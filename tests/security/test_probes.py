@@ -13,6 +13,7 @@ Every sandbox here maps its ids to a host range of its own, far from the
 default 100000, so "no process of the sandbox's uid is left on the host" sees
 only our sandboxes even while other suites run."""
 import ctypes
+import contextlib
 import hashlib
 import json
 import os
@@ -139,6 +140,20 @@ def expect_mode(res, mode):
           "limits.memoryEnforced is %r in mode %s" % (lim["memoryEnforced"], mode), res)
     check(lim["enforcedBy"] == ("rlimit" if mode == "rlimit" else "cgroup"),
           "limits.enforcedBy is %r in mode %s" % (lim["enforcedBy"], mode), res)
+
+
+@contextlib.contextmanager
+def script_workspace(**scripts):
+    """A fresh workspace (sbxtest's) holding the given scripts, name -> text;
+    removed afterwards."""
+    ws = workspace_with_helpers()
+    try:
+        for name, src in scripts.items():
+            with open(os.path.join(ws, name), "w") as f:
+                f.write(src)
+        yield ws
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
 
 
 # The cgroup mode sandboxes get without --cgroup: v1 on our cgroup-v1-hybrid
@@ -555,11 +570,7 @@ SOCKET_WANT = {
 
 @suite.case
 def p26_vsock_and_unneeded_socket_families_and_modify_ldt_refused_everywhere():
-    ws = tempfile.mkdtemp(prefix="sbx-ws-")
-    os.chmod(ws, 0o755)
-    try:
-        with open(os.path.join(ws, "sockets.py"), "w") as f:
-            f.write(SOCKET_PROBE)
+    with script_workspace(**{"sockets.py": SOCKET_PROBE}) as ws:
         for opts in [("--seccomp", "default"), ("--seccomp", "strict"),
                      ("--seccomp", "default", "--net", "none"),
                      ("--seccomp", "strict", "--net", "none"),
@@ -574,8 +585,6 @@ def p26_vsock_and_unneeded_socket_families_and_modify_ldt_refused_everywhere():
             check(got == SOCKET_WANT, "socket families under %s: %r" % (
                 opts, {k: v for k, v in got.items() if SOCKET_WANT.get(k) != v} or got), res)
             assert_no_leftovers()
-    finally:
-        shutil.rmtree(ws, ignore_errors=True)
 
 
 # TCP buffers are memory too: with a 32 MiB limit, unread queues on many
@@ -603,11 +612,7 @@ print("queued", total, "conns", len(conns))
 
 @suite.case
 def p27_tcp_buffers_count_against_the_memory_limit():
-    ws = tempfile.mkdtemp(prefix="sbx-ws-")
-    os.chmod(ws, 0o755)
-    try:
-        with open(os.path.join(ws, "tcpfill.py"), "w") as f:
-            f.write(TCP_FILL)
+    with script_workspace(**{"tcpfill.py": TCP_FILL}) as ws:
         res = run(["python3", "/workspace/tcpfill.py"], "--host-id-base", str(BASE),
                   "--net", "none", "--memory", "32M", "--timeout", "60",
                   workspace=ws, stdin=b"", timeout=90)
@@ -620,8 +625,6 @@ def p27_tcp_buffers_count_against_the_memory_limit():
               "%d MiB of TCP buffers queued on %d connections under a 32 MiB limit" %
               (queued >> 20, conns), res)
         assert_no_leftovers()
-    finally:
-        shutil.rmtree(ws, ignore_errors=True)
 
 
 # inotify instances are counted up to the host, against root's (128 by
@@ -648,12 +651,8 @@ sys.stdin.readline()
 
 @suite.case
 def p28_inotify_instances_bounded_per_sandbox_host_keeps_its_own():
-    ws = tempfile.mkdtemp(prefix="sbx-ws-")
-    os.chmod(ws, 0o755)
     libc = ctypes.CDLL(None, use_errno=True)
-    try:
-        with open(os.path.join(ws, "hold.py"), "w") as f:
-            f.write(INOTIFY_HOLD)
+    with script_workspace(**{"hold.py": INOTIFY_HOLD}) as ws:
         p = subprocess.Popen([sbxtest.SANDBOXD, "run", "--host-id-base", str(BASE), "--net",
                               "none", "--workspace", ws, "--", "python3", "/workspace/hold.py"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -677,8 +676,6 @@ def p28_inotify_instances_bounded_per_sandbox_host_keeps_its_own():
             p.communicate(b"\n", timeout=30)
         check(p.returncode == 0, "the holder exited %r" % p.returncode)
         assert_no_leftovers()
-    finally:
-        shutil.rmtree(ws, ignore_errors=True)
 
 
 # A task ends when its process tree ends, whoever holds its pipes: here it
@@ -703,33 +700,26 @@ c.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [1, 2
 
 @suite.case
 def p29_a_task_ends_with_its_tree_even_when_its_pipes_live_on_elsewhere():
-    ws = tempfile.mkdtemp(prefix="sbx-ws-")
-    os.chmod(ws, 0o755)
-    keeper = None
-    try:
-        for name, src in (("keeper.py", FD_KEEPER), ("giver.py", FD_GIVER)):
-            with open(os.path.join(ws, name), "w") as f:
-                f.write(src)
+    with script_workspace(**{"keeper.py": FD_KEEPER, "giver.py": FD_GIVER}) as ws:
         keeper = subprocess.Popen([sbxtest.SANDBOXD, "run", "--host-id-base", str(BASE), "--net",
                                    "none", "--timeout", "120", "--workspace", ws, "--",
                                    "python3", "/workspace/keeper.py"],
                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=subprocess.DEVNULL)
-        check(keeper.stdout.readline() == b"ready\n", "the keeper did not start")
-        t0 = time.monotonic()
-        res = run(["python3", "/workspace/giver.py"], "--host-id-base", str(BASE), "--net",
-                  "none", "--timeout", "10", workspace=ws, stdin=b"", timeout=60)
-        wall = time.monotonic() - t0
-        check(keeper.stdout.readline() == b"got 1\n", "the keeper did not get the fds")
-        check(res.code == 0 and res.report["outcome"] == "exited" and wall < 5,
-              "the task that handed its pipes away ended after %.1fs as %r (want exited at "
-              "once)" % (wall, res.report and res.report["outcome"]), res)
-        check(b"handing over" in res.stdout, "its output before the hand-over was lost", res)
-    finally:
-        if keeper:
+        try:
+            check(keeper.stdout.readline() == b"ready\n", "the keeper did not start")
+            t0 = time.monotonic()
+            res = run(["python3", "/workspace/giver.py"], "--host-id-base", str(BASE), "--net",
+                      "none", "--timeout", "10", workspace=ws, stdin=b"", timeout=60)
+            wall = time.monotonic() - t0
+            check(keeper.stdout.readline() == b"got 1\n", "the keeper did not get the fds")
+            check(res.code == 0 and res.report["outcome"] == "exited" and wall < 5,
+                  "the task that handed its pipes away ended after %.1fs as %r (want exited "
+                  "at once)" % (wall, res.report and res.report["outcome"]), res)
+            check(b"handing over" in res.stdout, "its output before the hand-over was lost", res)
+        finally:
             keeper.terminate()
             keeper.wait(timeout=30)
-        shutil.rmtree(ws, ignore_errors=True)
     assert_no_leftovers()
 
 
@@ -789,12 +779,9 @@ SETID_REFUSED = ["chmod-4755", "chmod-2755", "fchmod-4755", "fchmodat-6755", "fc
 
 @suite.case
 def p31_no_setuid_or_setgid_file_reaches_the_host():
-    for opts in [("--seccomp", "default"), ("--seccomp", "strict"), ("--seccomp", "default") + RLIMIT]:
-        ws = tempfile.mkdtemp(prefix="sbx-ws-")
-        os.chmod(ws, 0o755)
-        try:
-            with open(os.path.join(ws, "setid.py"), "w") as f:
-                f.write(SETID_PROBE)
+    for opts in [("--seccomp", "default"), ("--seccomp", "strict"),
+                 ("--seccomp", "default") + RLIMIT]:
+        with script_workspace(**{"setid.py": SETID_PROBE}) as ws:
             res = run(["python3", "/workspace/setid.py"], "--host-id-base", str(BASE), "--net",
                       "none", *opts, workspace=ws, stdin=b"", timeout=60)
             got = dict(l.split(None, 1) for l in text(res.stdout).splitlines())
@@ -806,8 +793,6 @@ def p31_no_setuid_or_setgid_file_reaches_the_host():
             setid = [n for n in os.listdir(ws)
                      if os.lstat(os.path.join(ws, n)).st_mode & (stat.S_ISUID | stat.S_ISGID)]
             check(not setid, "set-id files on the host: %r" % setid)
-        finally:
-            shutil.rmtree(ws, ignore_errors=True)
     assert_no_leftovers()
 
 

@@ -76,3 +76,25 @@ void sbx_runtime_free(struct sbx_runtime *rt)
     }
     free(rt);
 }
+
+void rt_waiters_notify(struct rt_waiter *w, const sbx_err *err)
+{
+    while (w) {
+        struct rt_waiter *next = w->next;
+        w->fn(w->ud, err);
+        free(w);
+        w = next;
+    }
+}
+
+void rt_waiters_drop(struct rt_waiter **list, void *ud)
+{
+    while (*list)
+        if ((*list)->ud == ud) {
+            struct rt_waiter *w = *list;
+            *list = w->next;
+            free(w);
+        } else {
+            list = &(*list)->next;
+        }
+}

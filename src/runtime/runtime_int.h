@@ -53,11 +53,17 @@ struct rt_task {
 };
 
 /* A start request waiting for its session to be ready. */
-struct session_waiter {
-    sbx_session_ready_fn fn;
+/* Someone told once how a session's start or a workspace's format ended
+ * (err NULL: it went well). */
+struct rt_waiter {
+    void (*fn)(void *ud, const sbx_err *err);
     void *ud;
-    struct session_waiter *next;
+    struct rt_waiter *next;
 };
+/* Call and free every waiter of a list already taken from its owner. */
+void rt_waiters_notify(struct rt_waiter *w, const sbx_err *err);
+/* Free, uncalled, the waiters of *list with ud (their request went away). */
+void rt_waiters_drop(struct rt_waiter **list, void *ud);
 
 struct retired_policy {
     struct sbx_policy *p;
@@ -83,7 +89,7 @@ struct rt_session {
     struct event *ev_ready; /* init's first message, while not ready */
     bool ready;             /* its pid 1 holds the namespaces: tasks may join */
     bool formatting;        /* waiting for its workspace image, not spawned yet */
-    struct session_waiter *waiters;
+    struct rt_waiter *waiters;
     unsigned tasks;
     struct sbx_policy *own_policy;  /* set through the API, or NULL */
     struct retired_policy *retired; /* replaced ones, freed with the session */
@@ -92,12 +98,6 @@ struct rt_session {
 
 /* Someone else waiting for a workspace image (a session start, a file
  * request): told from the loop once it is formatted. */
-struct ws_waiter {
-    sbx_workspace_ready_fn fn;
-    void *ud;
-    struct ws_waiter *next;
-};
-
 /* A clone's first workspace image being formatted (mkfs.ext4 watched by its
  * pidfd): the clone's tasks wait in the queue until it ends. */
 struct rt_format {
@@ -107,7 +107,7 @@ struct rt_format {
     struct sbx_ws_format f;
     struct event *ev;        /* the pidfd is readable */
     struct rt_task *waiters; /* tasks that hold a slot for it (linked by next) */
-    struct ws_waiter *others;
+    struct rt_waiter *others;
     bool finished; /* reaped (rc, err: how it went) */
     int rc;
     sbx_err err;

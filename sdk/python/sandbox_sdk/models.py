@@ -1,0 +1,247 @@
+"""Typed results. Each is a dataclass built from the API's JSON: fields in
+snake_case for the API's camelCase keys; keys this version does not know are
+kept, with everything else, in `raw` (the answer as it came), so a newer
+daemon never breaks an older SDK."""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Callable, Dict, List, Optional, Type, TypeVar
+
+T = TypeVar("T", bound="Model")
+
+FINAL_STATUSES = frozenset(
+    ("succeeded", "failed", "canceled", "timeout", "interrupted"))
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _list_of(cls: Type[T]) -> Callable[[Any], List[T]]:
+    def conv(v: Any) -> List[T]:
+        return [cls.from_dict(x) for x in v] if isinstance(v, list) else []
+    return conv
+
+
+def _one(cls: Type[T]) -> Callable[[Any], Optional[T]]:
+    def conv(v: Any) -> Optional[T]:
+        return cls.from_dict(v) if isinstance(v, dict) else None
+    return conv
+
+
+@dataclasses.dataclass
+class Model:
+    raw: Dict[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls: Type[T], d: Any) -> T:
+        if not isinstance(d, dict):
+            d = {}
+        nested = cls._converters()
+        kw: Dict[str, Any] = {"raw": d}
+        for f in dataclasses.fields(cls):
+            if not f.init or f.name == "raw":
+                continue
+            key = f.metadata.get("key", _camel(f.name))
+            if key not in d:
+                continue
+            v = d[key]
+            conv = nested.get(f.name)
+            kw[f.name] = conv(v) if conv else v
+        return cls(**kw)
+
+    @classmethod
+    def _converters(cls) -> Dict[str, Callable[[Any], Any]]:
+        """field name -> converter of its JSON value (nested models)."""
+        return {}
+
+
+@dataclasses.dataclass
+class Limits(Model):
+    memory_bytes: Optional[int] = None
+    memory_enforced: Optional[str] = None
+    pids: Optional[int] = None
+    cpu: Optional[float] = None
+    cpu_enforced: Optional[bool] = None
+    timeout_seconds: Optional[float] = None
+    file_size_bytes: Optional[int] = None
+    output_limit_bytes: Optional[int] = None
+    enforced_by: Optional[str] = None
+
+
+@dataclasses.dataclass
+class Report(Model):
+    """How a run ended (the daemon's report)."""
+    outcome: str = ""
+    exit_code: Optional[int] = None
+    signal: int = 0
+    wall_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    peak_memory_bytes: int = 0
+    oom_killed: bool = False
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    limits: Optional[Limits] = None
+    cgroup_mode: str = ""
+    message: str = ""
+    network: Any = None
+
+    @classmethod
+    def _converters(cls):
+        return {"limits": _one(Limits)}
+
+
+@dataclasses.dataclass
+class ExecResult(Model):
+    """The answer of exec / run_code (the task ran to its end)."""
+    task_id: str = ""
+    exit_code: Optional[int] = None
+    stdout: str = ""
+    stderr: str = ""
+    started_at: Optional[str] = None
+    ended_at: Optional[str] = None
+    status: str = ""
+    error: str = ""
+    report: Optional[Report] = None
+
+    @classmethod
+    def _converters(cls):
+        return {"report": _one(Report)}
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and self.status in ("", "succeeded")
+
+
+@dataclasses.dataclass
+class TaskResult(Model):
+    exit_code: Optional[int] = None
+    stdout: Optional[str] = None
+    stderr: Optional[str] = None
+    started_at: Optional[str] = None
+    ended_at: Optional[str] = None
+    report: Optional[Report] = None
+
+    @classmethod
+    def _converters(cls):
+        return {"report": _one(Report)}
+
+
+@dataclasses.dataclass
+class Task(Model):
+    id: str = ""
+    command: List[str] = dataclasses.field(default_factory=list)
+    backend: str = ""
+    skill: str = ""
+    skill_source: str = ""
+    skill_trust_level: str = ""
+    status: str = ""
+    created_at: Optional[str] = None
+    started_at: Optional[str] = None
+    ended_at: Optional[str] = None
+    error: str = ""
+    tenant_code: str = ""
+    clone_key: str = ""
+    clone_id: str = ""
+    session_id: str = ""
+    language: Optional[str] = None
+    result: Optional[TaskResult] = None
+
+    @classmethod
+    def _converters(cls):
+        return {"result": _one(TaskResult)}
+
+    @property
+    def done(self) -> bool:
+        """The task has ended (its status is final)."""
+        return self.status in FINAL_STATUSES
+
+
+@dataclasses.dataclass
+class TaskPage(Model):
+    tasks: List[Task] = dataclasses.field(default_factory=list)
+    next_cursor: str = ""
+
+    @classmethod
+    def _converters(cls):
+        return {"tasks": _list_of(Task)}
+
+
+@dataclasses.dataclass
+class FileEntry(Model):
+    name: str = ""
+    type: str = ""
+    size: int = 0
+    mode: int = 0
+    mtime: Optional[str] = None
+
+
+@dataclasses.dataclass
+class Listing(Model):
+    path: str = ""
+    entries: List[FileEntry] = dataclasses.field(default_factory=list)
+    truncated: bool = False
+
+    @classmethod
+    def _converters(cls):
+        return {"entries": _list_of(FileEntry)}
+
+
+@dataclasses.dataclass
+class Upload(Model):
+    ok: bool = False
+    size: int = 0
+
+
+@dataclasses.dataclass
+class SessionState(Model):
+    """The answer of sessions.start / stop / network."""
+    ok: bool = False
+    status: str = ""
+    session_id: str = ""
+
+
+@dataclasses.dataclass
+class RuntimeStatus(Model):
+    runtime_id: str = ""
+    tenant_code: str = ""
+    clone_id: str = ""
+    clone_key: str = ""
+    session_id: str = ""
+    workspace: str = ""
+    status: str = ""
+    started_at: Optional[str] = None
+    last_event_at: Optional[str] = None
+    running: Optional[int] = None
+    queued: Optional[int] = None
+
+
+@dataclasses.dataclass
+class SkillInfo(Model):
+    name: str = ""
+    source: str = ""
+    trust_level: str = ""
+    root_dir: str = ""
+    active_dir: str = ""
+    cli_path: str = ""
+    actions: List[str] = dataclasses.field(default_factory=list)
+    version: str = ""
+    versions: List[str] = dataclasses.field(default_factory=list)
+    enabled: bool = True
+    scan_verdict: str = ""
+    blocked_reason: str = ""
+
+
+@dataclasses.dataclass
+class Event(Model):
+    """One event of a session's stream. `id` orders the stream (it is what a
+    resume sends as Last-Event-ID); `data` is the event's own payload."""
+    id: Optional[int] = None
+    type: str = ""
+    time: Optional[str] = None
+    session_id: str = ""
+    data: Dict[str, Any] = dataclasses.field(default_factory=dict)

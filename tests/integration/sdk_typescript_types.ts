@@ -1,0 +1,39 @@
+// Type-checked (tsc --noEmit) by test_sdk_typescript.py against the compiled
+// package's shipped .d.ts: the SDK's results are typed, not `any`, and
+// misuse is a compile error.
+import {
+  Sandbox, type ExecResult, type SandboxEvent, type Task, type TaskPage, NotFoundError, SandboxError,
+} from "@sandbox/sdk";
+
+export async function typed(sbx: Sandbox): Promise<number> {
+  const r: ExecResult = await sbx.exec(["echo", "hi"], { timeoutSeconds: 5, env: { A: "1" } });
+  const code: number = r.exitCode;
+  const page: TaskPage = await sbx.tasks.list({ limit: 2 });
+  const first: Task | undefined = page.tasks[0];
+  const cursor: string = page.nextCursor;
+  for await (const ev of sbx.stream("s1", { lastEventId: 0 })) {
+    const e: SandboxEvent = ev;
+    const id: number | null = e.id;
+    if (id !== null && e.type === "exec_finished") break;
+  }
+  const bytes: Uint8Array = await sbx.files.get("a.txt");
+  try {
+    await sbx.tasks.get("x");
+  } catch (err) {
+    if (err instanceof NotFoundError) {
+      const s: number = err.status;
+      const c: string = err.code;
+      return s + c.length;
+    }
+    if (err instanceof SandboxError) return err.status;
+  }
+  // @ts-expect-error exitCode is a number
+  const wrong: string = r.exitCode;
+  // @ts-expect-error a command is a string or an array of strings
+  await sbx.exec(42);
+  // @ts-expect-error unknown option names are refused
+  await sbx.runCode("x", { languag: "python" });
+  // @ts-expect-error tasks.list takes its query as an object
+  await sbx.tasks.list("failed");
+  return code + (first ? 1 : 0) + cursor.length + bytes.length + wrong.length;
+}

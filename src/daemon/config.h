@@ -162,6 +162,7 @@ struct sbx_config {
     char *state_dir;      /* absolute, like every path here */
     char *workspace_root; /* <root>/<tenant>/[<cloneKey>/]<cloneId>/work */
     char *control_dir;
+    char *snapshot_dir; /* workspace snapshots' store */
     char *runtime_id;  /* NULL: the daemon picks one */
     char *tenant_code; /* the default clone of requests that name none */
     char *clone_key;   /* NULL: none */
@@ -209,6 +210,9 @@ struct sbx_config {
         double max_age_s;
         uint64_t max_tasks;
         uint64_t events_per_session;
+        uint64_t snapshots; /* per workspace; 0: no bound (and below) */
+        double snapshot_max_age_s;
+        uint64_t snapshot_max_bytes;
     } retention;
 
     struct sbx_environment *environments; /* enabled ones only, n >= 0 */

@@ -1,0 +1,81 @@
+/* Workspace snapshots, kernel-facing: reading a workspace into a manifest
+ * and its contents into blobs, writing a manifest back into a workspace,
+ * and the snapshot store's files. Everything here blocks on the disk for as
+ * long as a workspace takes: it runs in a helper process (runtime/
+ * snapshots.c), never on the daemon's loop.
+ *
+ * The store, outside every workspace and its quota:
+ *
+ *   <dir>/<tenant>/blobs/<2 hex>/<62 hex>      a content, named by SHA-256,
+ *                                              shared by the tenant's clones
+ *   <dir>/<tenant>/clones/<sha256 of "key/id">/index.json    the clone's list
+ *   <dir>/<tenant>/clones/<sha256 of "key/id">/manifests/<id> its manifests
+ *
+ * A clone reaches only its own index and manifests: an id that another
+ * clone has is not in its index, so it is "not found" to it.
+ *
+ * Walking a workspace never follows a symlink and never leaves its
+ * filesystem; writing one resolves every path with openat2 inside the
+ * workspace with no symlink allowed on the way (RESOLVE_IN_ROOT |
+ * RESOLVE_NO_SYMLINKS), replaces files by rename, and makes symlinks as
+ * symlinks. */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "base/err.h"
+#include "workspace/snapshot.h"
+
+struct sbx_snap_store {
+    int tenant_fd; /* <dir>/<tenant> */
+    int blobs_fd;  /* <dir>/<tenant>/blobs */
+    int clone_fd;  /* the clone's directory */
+};
+
+/* Open (making what is missing, mode 0700) the store of a clone. key "" is
+ * no key. s is closed by sbx_snap_store_close, also after a failure. */
+int sbx_snap_store_open(const char *dir, const char *tenant, const char *key, const char *id,
+                        struct sbx_snap_store *s, sbx_err *err);
+void sbx_snap_store_close(struct sbx_snap_store *s);
+
+/* Read the workspace (an fd of its root) into m: `skills/` at its top,
+ * FIFOs, sockets and devices (counted in *skipped) and other filesystems
+ * mounted inside are left out. blobs_fd >= 0: every content not in the
+ * store yet is copied there (the store synced once at the end); -1: only
+ * hashed. ENAMETOOLONG beyond SBX_WS_PATH_MAX or 256 levels. */
+int sbx_snap_scan(int ws_fd, int blobs_fd, struct sbx_snap_manifest *m, uint64_t *skipped,
+                  sbx_err *err);
+
+/* Make the workspace what m says (m sorted, `skills/` untouched): entries
+ * it does not name are deleted, the others made or replaced from the blobs,
+ * with m's modes (set-id bits dropped) and owned by uid:gid. Files whose
+ * content and kind are already right are kept (their mode fixed). Checked
+ * first: every blob is there (EIO otherwise) and the bytes to write fit the
+ * workspace's free space (ENOSPC otherwise), before anything changes. */
+int sbx_snap_restore(int ws_fd, int blobs_fd, const struct sbx_snap_manifest *m, uid_t uid,
+                     gid_t gid, sbx_err *err);
+
+/* Open a blob for reading. */
+int sbx_snap_blob_open(int blobs_fd, const char *hash, sbx_err *err);
+
+/* The clone's index: {"current": id|null, "snapshots": [{id, timestamp (ms),
+ * message, fileCount, size}]}, {"current": null, "snapshots": []} when
+ * there is none yet. New reference in *out. */
+int sbx_snap_index_read(int clone_fd, json_t **out, sbx_err *err);
+/* Written whole to a temporary file, then renamed over the old one. */
+int sbx_snap_index_write(int clone_fd, json_t *index, sbx_err *err);
+
+/* A manifest of the clone: ENOENT when the clone has no snapshot of that id. */
+int sbx_snap_manifest_read(int clone_fd, const char *id, struct sbx_snap_manifest *m,
+                           sbx_err *err);
+/* Store text as the manifest of id (temporary file, then rename). */
+int sbx_snap_manifest_write(int clone_fd, const char *id, const char *text, size_t len,
+                            sbx_err *err);
+void sbx_snap_manifest_remove(int clone_fd, const char *id);
+
+/* Remove every blob that no manifest of any clone of the tenant refers to;
+ * *removed and *freed (may be NULL) count them. */
+int sbx_snap_gc(int tenant_fd, int blobs_fd, uint64_t *removed, uint64_t *freed, sbx_err *err);

@@ -131,9 +131,8 @@ void h_snapshot_list(sbx_http_request *req, void *ud)
     for (size_t i = json_array_size(all); i-- > 0;)
         json_array_append_new(list, shown(json_array_get(all, i)));
     json_t *cur = json_object_get(index, "current");
-    sbx_http_respond_json(req, 200,
-                          json_pack("{s:o, s:O}", "snapshots", list, "current",
-                                    cur ? cur : json_null()));
+    sbx_http_respond_json(
+        req, 200, json_pack("{s:o, s:O}", "snapshots", list, "current", cur ? cur : json_null()));
     json_decref(index);
 }
 

@@ -78,8 +78,8 @@ static int clone_quiet(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_er
                                t->id);
     for (struct rt_session *x = rt->sessions; x; x = x->next)
         if (same_clone(c, x->tenant, x->clone_key, x->clone_id))
-            return sbx_err_set(err, EBUSY,
-                               "the workspace has a live session (%s): stop it first", x->name);
+            return sbx_err_set(err, EBUSY, "the workspace has a live session (%s): stop it first",
+                               x->name);
     return 0;
 }
 
@@ -175,8 +175,8 @@ static json_t *do_create(struct rt_snapjob *j, int ws, struct sbx_snap_store *st
     if (old) { /* the same contents as a snapshot kept: nothing added */
         json_object_set_new(index, "current", json_string(id));
         if (sbx_snap_index_write(st->clone_fd, index, err) == 0)
-            res = json_pack("{s:O, s:b, s:O, s:I}", "snapshot", old, "created", 0, "pruned",
-                            pruned, "skipped", (json_int_t)skipped);
+            res = json_pack("{s:O, s:b, s:O, s:I}", "snapshot", old, "created", 0, "pruned", pruned,
+                            "skipped", (json_int_t)skipped);
         goto out;
     }
     const struct sbx_snap_manifest *one = &m;
@@ -186,7 +186,7 @@ static json_t *do_create(struct rt_snapjob *j, int ws, struct sbx_snap_store *st
     if (set->max_bytes && bytes > set->max_bytes) {
         sbx_err_set(err, EFBIG,
                     "the workspace's contents take %llu bytes, more than the %llu a workspace's "
-                    "snapshots may take (snapshots.max_bytes)",
+                    "snapshots may take (retention.snapshot_max_bytes)",
                     (unsigned long long)bytes, (unsigned long long)set->max_bytes);
         goto out;
     }
@@ -270,8 +270,7 @@ static json_t *text_diff(const char *path, int a, int b, sbx_err *err)
             dup2(devnull, 2) < 0)
             _exit(126);
         syscall(SYS_close_range, 5, ~0U, 0);
-        char *argv[] = {"diff",   "-u", "--label", la, "--label", lb, "/dev/fd/3",
-                        "/dev/fd/4", NULL};
+        char *argv[] = {"diff", "-u", "--label", la, "--label", lb, "/dev/fd/3", "/dev/fd/4", NULL};
         char *envp[] = {"PATH=/usr/bin:/bin", "LC_ALL=C", NULL};
         execve("/usr/bin/diff", argv, envp);
         execve("/bin/diff", argv, envp);
@@ -591,21 +590,28 @@ int sbx_runtime_snapshot(struct sbx_runtime *rt, const struct sbx_clone *c,
     for (struct rt_snapjob *j = rt->snapjobs; j; j = j->next)
         if (same_clone(&j->clone, c->tenant, c->key, c->id) &&
             (exclusive(j->op) || exclusive(r->op)))
-            return sbx_err_set(err, EBUSY, "another snapshot operation of this workspace is under "
-                                           "way: try again");
+            return sbx_err_set(err, EBUSY,
+                               "another snapshot operation of this workspace is under "
+                               "way: try again");
     if (exclusive(r->op) && clone_quiet(rt, c, err) < 0)
         return -1;
     struct rt_snapjob *j = calloc(1, sizeof(*j));
     if (!j)
         return sbx_err_set(err, ENOMEM, "snapshot");
-    *j = (struct rt_snapjob){
-        .rt = rt, .clone = *c, .op = r->op, .done = done, .ud = ud, .pid = -1, .pidfd = -1,
-        .out_fd = -1};
+    *j = (struct rt_snapjob){.rt = rt,
+                             .clone = *c,
+                             .op = r->op,
+                             .done = done,
+                             .ud = ud,
+                             .pid = -1,
+                             .pidfd = -1,
+                             .out_fd = -1};
     if (r->id)
         snprintf(j->id, sizeof(j->id), "%s", r->id);
     if (r->against)
         snprintf(j->against, sizeof(j->against), "%s", r->against);
-    if ((r->message && !(j->message = strdup(r->message))) || (r->path && !(j->path = strdup(r->path)))) {
+    if ((r->message && !(j->message = strdup(r->message))) ||
+        (r->path && !(j->path = strdup(r->path)))) {
         free(j->message);
         free(j);
         return sbx_err_set(err, ENOMEM, "snapshot");

@@ -196,8 +196,7 @@ static int parse_line(char *line, struct sbx_snap_manifest *m, size_t lineno, sb
         struct sbx_snap_manifest before = {.e = m->e, .n = m->n};
         const struct sbx_snap_entry *first = sbx_snap_find(&before, f[5]);
         if (!first || first->type != SBX_SNAP_FILE || strcmp(first->hash, f[3]) != 0)
-            return sbx_err_set(err, EINVAL, "manifest line %zu: a link to no earlier file",
-                               lineno);
+            return sbx_err_set(err, EINVAL, "manifest line %zu: a link to no earlier file", lineno);
     }
     return sbx_snap_add(m, f[4], type, (unsigned)mode, size, has_hash ? f[3] : NULL,
                         has_target ? f[5] : NULL, err);

@@ -80,7 +80,8 @@ void sbx_snap_totals(const struct sbx_snap_manifest *m, uint64_t *files, uint64_
  * the same. old/new are NULL for an added/deleted path. */
 enum sbx_snap_change { SBX_SNAP_ADDED, SBX_SNAP_MODIFIED, SBX_SNAP_DELETED };
 typedef int (*sbx_snap_diff_fn)(void *ud, enum sbx_snap_change change,
-                                const struct sbx_snap_entry *old, const struct sbx_snap_entry *new_);
+                                const struct sbx_snap_entry *old,
+                                const struct sbx_snap_entry *new_);
 /* Stops at the first callback that returns < 0 and returns that. */
 int sbx_snap_diff(const struct sbx_snap_manifest *a, const struct sbx_snap_manifest *b,
                   sbx_snap_diff_fn fn, void *ud);
@@ -93,9 +94,9 @@ struct sbx_snap_keep {
     bool drop;                           /* out: retention drops it */
 };
 struct sbx_snap_limits {
-    uint64_t max_count;  /* 0: no bound */
-    int64_t max_age_ms;  /* 0: no bound */
-    uint64_t max_bytes;  /* of distinct contents; 0: no bound */
+    uint64_t max_count; /* 0: no bound */
+    int64_t max_age_ms; /* 0: no bound */
+    uint64_t max_bytes; /* of distinct contents; 0: no bound */
 };
 /* Mark the snapshots to drop, oldest first, until the rest (the current one
  * always among them) are at most max_count, none older than max_age_ms

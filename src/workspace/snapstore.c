@@ -90,12 +90,13 @@ static int copy_fd(int in, int out, uint64_t size, sbx_err *err)
     bool plain = false;
     static char buf[256 << 10];
     while ((uint64_t)off < size) {
-        size_t want = size - (uint64_t)off > (1u << 30) ? (1u << 30) : (size_t)(size - (uint64_t)off);
+        size_t want =
+            size - (uint64_t)off > (1u << 30) ? (1u << 30) : (size_t)(size - (uint64_t)off);
         ssize_t n;
         if (!plain) {
             n = copy_file_range(in, &off, out, NULL, want, 0);
-            if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL ||
-                          errno == EOPNOTSUPP)) {
+            if (n < 0 &&
+                (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
                 plain = true;
                 continue;
             }
@@ -374,7 +375,8 @@ static unsigned restored_mode(unsigned mode)
 }
 
 /* Whether the file at path holds the content of e already. */
-static bool same_content(int ws_fd, const struct sbx_snap_entry *cur, const struct sbx_snap_entry *e)
+static bool same_content(int ws_fd, const struct sbx_snap_entry *cur,
+                         const struct sbx_snap_entry *e)
 {
     if (cur->type != SBX_SNAP_FILE || cur->nlink > 1 || cur->size != e->size)
         return false;
@@ -401,7 +403,8 @@ static int put_file(int ws_fd, int blobs_fd, const struct sbx_snap_entry *e, uid
     cleanup_fd int in = sbx_snap_blob_open(blobs_fd, e->hash, err);
     if (in < 0)
         return -1;
-    cleanup_fd int out = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    cleanup_fd int out =
+        openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (out < 0)
         return sbx_err_set(err, errno, "restore %s", e->path);
     if (copy_fd(in, out, e->size, err) < 0 || fchown(out, uid, gid) < 0 ||
@@ -485,11 +488,18 @@ static int fix_file(int ws_fd, const struct sbx_snap_entry *e, uid_t uid, gid_t 
 /* What the restore does with each entry of the target. */
 enum action { KEEP_FILE, WRITE_FILE, MAKE_DIR, KEEP_DIR, MAKE_SYMLINK, KEEP_SYMLINK, MAKE_LINK };
 
-/* Decide, and check that it can be done, before anything changes. */
+/* Bytes a file takes on disk, near enough (whole 4 KiB blocks). */
+static uint64_t on_disk(uint64_t size)
+{
+    return (size + 4095) & ~(uint64_t)4095;
+}
+
+/* Decide, and check that it can be done, before anything changes: the
+ * restore deletes first, then writes each file beside the one it replaces
+ * (rename), so the room needed is played through in that order. */
 static int plan(int ws_fd, int blobs_fd, const struct sbx_snap_manifest *cur,
                 const struct sbx_snap_manifest *m, enum action *act, sbx_err *err)
 {
-    uint64_t need = 0, freed = 0;
     for (size_t i = 0; i < m->n; i++) {
         const struct sbx_snap_entry *e = &m->e[i], *c = sbx_snap_find(cur, e->path);
         switch (e->type) {
@@ -514,24 +524,36 @@ static int plan(int ws_fd, int blobs_fd, const struct sbx_snap_manifest *cur,
                     (uint64_t)st.st_size != e->size)
                     return sbx_err_set(err, EIO, "snapshot store: the content of %s is missing",
                                        e->path);
-                need += e->size;
             }
             break;
         }
     }
-    for (size_t i = 0; i < cur->n; i++)
-        if (cur->e[i].type == SBX_SNAP_FILE && cur->e[i].nlink < 2)
-            freed += cur->e[i].size;
     struct statvfs vfs;
-    if (fstatvfs(ws_fd, &vfs) == 0) {
-        uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-        /* Files are replaced one at a time: the old copy goes as the new one
-         * lands, so the old sizes count as room, less one block a file. */
-        if (need > avail + freed)
-            return sbx_err_set(err, ENOSPC,
-                               "the snapshot needs %llu bytes and the workspace has %llu free",
-                               (unsigned long long)need, (unsigned long long)(avail + freed));
+    if (fstatvfs(ws_fd, &vfs) < 0)
+        return sbx_err_set(err, errno, "restore: statvfs");
+    int64_t room = (int64_t)((uint64_t)vfs.f_bavail * vfs.f_frsize);
+    /* Deleted first: what the target does not have as a file. */
+    for (size_t i = 0; i < cur->n; i++) {
+        const struct sbx_snap_entry *c = &cur->e[i], *e = sbx_snap_find(m, c->path);
+        if (c->type == SBX_SNAP_FILE && c->nlink < 2 && (!e || e->type != SBX_SNAP_FILE))
+            room += (int64_t)on_disk(c->size);
     }
+    int64_t least = room;
+    for (size_t i = 0; i < m->n; i++) {
+        if (act[i] != WRITE_FILE)
+            continue;
+        const struct sbx_snap_entry *c = sbx_snap_find(cur, m->e[i].path);
+        room -= (int64_t)on_disk(m->e[i].size);
+        if (room < least)
+            least = room;
+        if (c && c->type == SBX_SNAP_FILE && c->nlink < 2)
+            room += (int64_t)on_disk(c->size);
+    }
+    if (least < 0)
+        return sbx_err_set(err, ENOSPC,
+                           "the workspace is %lld bytes short of room to restore the snapshot "
+                           "(nothing was changed)",
+                           (long long)-least);
     return 0;
 }
 
@@ -554,12 +576,15 @@ int sbx_snap_restore(int ws_fd, int blobs_fd, const struct sbx_snap_manifest *m,
         if (e && (e->type == c->type || (e_file && c_file)))
             continue;
         rc = delete_path(ws_fd, c->path, err);
+        if (rc < 0 && err->errnum == ENOENT) /* inside a directory deleted already */
+            rc = 0;
         if (c->type == SBX_SNAP_DIR)
             gone = c->path;
     }
     struct parent_cache pc = {.fd = -1};
     for (size_t i = 0; rc == 0 && i < m->n; i++) {
         const struct sbx_snap_entry *e = &m->e[i];
+        const char *base;
         switch (act[i]) {
         case KEEP_DIR:
         case MAKE_DIR:
@@ -575,6 +600,9 @@ int sbx_snap_restore(int ws_fd, int blobs_fd, const struct sbx_snap_manifest *m,
             rc = put_symlink(ws_fd, e, uid, gid, &pc, err);
             break;
         case KEEP_SYMLINK:
+            if (open_parent(ws_fd, e->path, &base, &pc, err) < 0 ||
+                fchownat(pc.fd, base, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+                rc = err->errnum ? -1 : sbx_err_set(err, errno, "restore %s", e->path);
             break;
         case MAKE_LINK:
             rc = put_link(ws_fd, e, &pc, err);

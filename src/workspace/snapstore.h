@@ -69,8 +69,7 @@ int sbx_snap_index_read(int clone_fd, json_t **out, sbx_err *err);
 int sbx_snap_index_write(int clone_fd, json_t *index, sbx_err *err);
 
 /* A manifest of the clone: ENOENT when the clone has no snapshot of that id. */
-int sbx_snap_manifest_read(int clone_fd, const char *id, struct sbx_snap_manifest *m,
-                           sbx_err *err);
+int sbx_snap_manifest_read(int clone_fd, const char *id, struct sbx_snap_manifest *m, sbx_err *err);
 /* Store text as the manifest of id (temporary file, then rename). */
 int sbx_snap_manifest_write(int clone_fd, const char *id, const char *text, size_t len,
                             sbx_err *err);

@@ -510,6 +510,38 @@ def the_api_answers_during_a_large_snapshot():
     check(max(lat) < 1.0, "no answer waited a second", lat)
 
 
+@case
+def sandboxctl_snapshot_commands():
+    ws = D.workspace("cli")
+    ctl = os.path.join(os.path.dirname(os.environ["SANDBOXD"]), "sandboxctl")
+    env = dict(os.environ, SANDBOX_URL="http://127.0.0.1:%d" % D.port, SANDBOX_TOKEN=TOKEN,
+               SANDBOX_CLONE_ID="cli")
+
+    def run(*args, rc=0):
+        p = subprocess.run([ctl, "snapshot"] + list(args), env=env, capture_output=True,
+                           text=True, timeout=60)
+        check(p.returncode == rc, "sandboxctl snapshot %s exits %d" % (" ".join(args), rc),
+              (p.returncode, p.stdout, p.stderr))
+        return p.stdout + p.stderr
+
+    write(ws + "/notes.txt", "one\n")
+    out = run("create", "-m", "first")
+    check(out.startswith("created "), "create prints the id", out)
+    sid = out.split()[1]
+    check("unchanged " + sid in run("create"), "unchanged the second time")
+    write(ws + "/notes.txt", "two\n")
+    check(sid[:12] in run("list") and "first" in run("list"), "list shows it")
+    out = run("diff", sid, "notes.txt")
+    check("~ notes.txt" in out and "-one" in out and "+two" in out, "diff", out)
+    check("rolled back" in run("rollback", sid), "rollback")
+    with open(ws + "/notes.txt") as f:
+        check(f.read() == "one\n", "the workspace is back")
+    check("not a snapshot id" in run("rollback", "../etc", rc=2), "a bad id is a usage error")
+    check("404" in run("rm", "0" * 64, rc=1), "an unknown id is the daemon's 404")
+    check("deleted" in run("rm", sid), "rm")
+    check(json.loads(run("list", "--json"))["snapshots"] == [], "none left")
+
+
 try:
     pass
 finally:

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -93,6 +94,14 @@ static const char *store_dir(const struct sbx_runtime *rt, char *buf, size_t len
 
 /* ---- the helper process ---- */
 
+/* The wall clock in ns, as file times are. */
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
 static json_t *entry_json(const char *id, int64_t ts, const char *message,
                           const struct sbx_snap_manifest *m)
 {
@@ -161,10 +170,16 @@ static json_t *do_create(struct rt_snapjob *j, int ws, struct sbx_snap_store *st
                          sbx_err *err)
 {
     const struct sbx_snapshot_settings *set = &j->rt->settings.snapshots;
-    struct sbx_snap_manifest m;
+    struct sbx_snap_manifest m, cache;
     uint64_t skipped = 0;
-    if (sbx_snap_scan(ws, st->blobs_fd, &m, &skipped, err) < 0)
+    int64_t start = now_ns();
+    sbx_snap_cache_read(st->clone_fd, &cache);
+    struct sbx_snap_scan_opts o = {.blobs_fd = st->blobs_fd, .hash = true, .cache = &cache};
+    int rc = sbx_snap_scan(ws, &o, &m, &skipped, err);
+    sbx_snap_free(&cache);
+    if (rc < 0)
         return NULL;
+    sbx_snap_cache_write(st->clone_fd, &m, start, NULL); /* only a cache */
     cleanup_free char *text = NULL;
     size_t len;
     char id[SBX_SHA256_HEX_SIZE];
@@ -296,12 +311,15 @@ static json_t *text_diff(const char *path, int a, int b, sbx_err *err)
 
 static json_t *do_diff(struct rt_snapjob *j, int ws, struct sbx_snap_store *st, sbx_err *err)
 {
-    struct sbx_snap_manifest a = {0}, b = {0};
+    struct sbx_snap_manifest a = {0}, b = {0}, cache = {0};
     bool live = !j->against[0];
     json_t *res = NULL;
     struct diff_out d = {{json_array(), json_array(), json_array()}, false};
+    if (live)
+        sbx_snap_cache_read(st->clone_fd, &cache);
+    struct sbx_snap_scan_opts o = {.blobs_fd = -1, .hash = true, .cache = &cache};
     if (sbx_snap_manifest_read(st->clone_fd, j->id, &a, err) < 0 ||
-        (live ? sbx_snap_scan(ws, -1, &b, NULL, err)
+        (live ? sbx_snap_scan(ws, &o, &b, NULL, err)
               : sbx_snap_manifest_read(st->clone_fd, j->against, &b, err)) < 0)
         goto out;
     sbx_snap_diff(&a, &b, diff_one, &d);
@@ -334,6 +352,7 @@ out:
         json_decref(d.lists[i]);
     sbx_snap_free(&a);
     sbx_snap_free(&b);
+    sbx_snap_free(&cache);
     return res;
 }
 
@@ -345,7 +364,10 @@ static json_t *do_rollback(struct rt_snapjob *j, int ws, struct sbx_snap_store *
         return sbx_err_set(err, ENOENT, "no snapshot %s", j->id), NULL;
     if (sbx_snap_manifest_read(st->clone_fd, j->id, &m, err) < 0)
         return NULL;
-    int rc = sbx_snap_restore(ws, st->blobs_fd, &m, j->uid, j->gid, err);
+    struct sbx_snap_manifest cache;
+    sbx_snap_cache_read(st->clone_fd, &cache);
+    int rc = sbx_snap_restore(ws, st->blobs_fd, &m, &cache, j->uid, j->gid, err);
+    sbx_snap_free(&cache);
     sbx_snap_free(&m);
     json_object_set_new(index, "current", json_string(j->id));
     if (rc < 0 || sbx_snap_index_write(st->clone_fd, index, err) < 0)

@@ -91,8 +91,7 @@ static int hexval(char c)
     return -1;
 }
 
-/* Unescape a field in place; false when it is not a valid escaped form. */
-static bool unescape(char *s)
+bool sbx_snap_unescape(char *s)
 {
     char *o = s;
     for (char *p = s; *p; p++) {
@@ -186,8 +185,8 @@ static int parse_line(char *line, struct sbx_snap_manifest *m, size_t lineno, sb
     bool bad = *end || strlen(f[1]) != 4;
     unsigned long long size = strtoull(f[2], &end, 10);
     if (*end || bad || f[2][0] == '-' || mode > 07777 || (has_target ? n != 6 : n != 5) ||
-        (has_hash ? !is_hex64(f[3]) : strcmp(f[3], "-") != 0) || !unescape(f[4]) || !f[4][0] ||
-        (has_target && (!unescape(f[5]) || !f[5][0])))
+        (has_hash ? !is_hex64(f[3]) : strcmp(f[3], "-") != 0) || !sbx_snap_unescape(f[4]) ||
+        !f[4][0] || (has_target && (!sbx_snap_unescape(f[5]) || !f[5][0])))
         return sbx_err_set(err, EINVAL, "manifest line %zu: bad field", lineno);
     if (m->n && strcmp(m->e[m->n - 1].path, f[4]) >= 0)
         return sbx_err_set(err, EINVAL, "manifest line %zu: not in order", lineno);

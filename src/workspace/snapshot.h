@@ -41,9 +41,11 @@ struct sbx_snap_entry {
     uint64_t size;                  /* file bytes (0 for a directory, target bytes for a symlink) */
     char hash[SBX_SHA256_HEX_SIZE]; /* file and link: the content's SHA-256; else "" */
     char *target;                   /* symlink: its target; link: the first path; else NULL */
-    /* Not part of the text: what a scan saw, for the restore's decisions. */
+    /* Not part of the text: what a scan saw, for the restore's decisions
+     * and the stat cache (snapstore.h). */
     uint64_t ino;
     uint32_t nlink;
+    int64_t mtime_ns, ctime_ns;
 };
 
 struct sbx_snap_manifest {
@@ -112,3 +114,6 @@ int sbx_snap_unique_bytes(const struct sbx_snap_manifest *const *m, size_t n, ui
 /* Percent-escape s (the form paths take in the text): at most 3 * strlen +
  * 1 bytes at out. */
 void sbx_snap_escape(const char *s, char *out);
+/* The reverse, in place; false when s is not such a form (a bare blank or
+ * control byte, a cut or a %00 escape). */
+bool sbx_snap_unescape(char *s);

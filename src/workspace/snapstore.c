@@ -160,6 +160,8 @@ struct link_seen {
 
 struct scan {
     int blobs_fd;
+    bool hash;
+    const struct sbx_snap_manifest *cache;
     dev_t dev;
     struct sbx_snap_manifest *m;
     uint64_t skipped;
@@ -169,19 +171,58 @@ struct scan {
     sbx_err *err;
 };
 
+static int64_t ns(struct timespec t)
+{
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static int add_file(struct scan *s, const struct stat *st, uint64_t size, const char *hash)
+{
+    if (sbx_snap_add(s->m, s->path, SBX_SNAP_FILE, st->st_mode, size, hash, NULL, s->err) < 0)
+        return -1;
+    struct sbx_snap_entry *e = &s->m->e[s->m->n - 1];
+    e->ino = st->st_ino;
+    e->nlink = (uint32_t)st->st_nlink;
+    e->mtime_ns = ns(st->st_mtim);
+    e->ctime_ns = ns(st->st_ctim);
+    return 0;
+}
+
+static int note_link(struct scan *s, const struct stat *st);
+
+/* The cache's hash of the file (st as it is now), or NULL. */
+static const char *cached(const struct scan *s, const struct stat *st)
+{
+    const struct sbx_snap_entry *c = s->cache ? sbx_snap_find(s->cache, s->path) : NULL;
+    if (!c || c->ino != st->st_ino || c->size != (uint64_t)st->st_size ||
+        c->mtime_ns != ns(st->st_mtim) || c->ctime_ns != ns(st->st_ctim) || !c->hash[0])
+        return NULL;
+    return c->hash;
+}
+
+static bool blob_exists(int blobs_fd, const char *hash, uint64_t size)
+{
+    char name[SBX_SHA256_HEX_SIZE + 1];
+    blob_name(hash, name);
+    struct stat st;
+    return fstatat(blobs_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && (uint64_t)st.st_size == size;
+}
+
 static int scan_file(struct scan *s, int dfd, const char *name, const struct stat *st)
 {
     if (st->st_nlink > 1)
         for (size_t i = 0; i < s->nlinks; i++)
             if (s->links[i].ino == st->st_ino && s->links[i].dev == st->st_dev) {
                 const struct sbx_snap_entry *f = &s->m->e[s->links[i].idx];
-                if (sbx_snap_add(s->m, s->path, SBX_SNAP_FILE, f->mode, f->size, f->hash, NULL,
-                                 s->err) < 0)
-                    return -1;
-                s->m->e[s->m->n - 1].ino = st->st_ino;
-                s->m->e[s->m->n - 1].nlink = (uint32_t)st->st_nlink;
-                return 0;
+                char hash[SBX_SHA256_HEX_SIZE];
+                memcpy(hash, f->hash, sizeof(hash)); /* add may move f */
+                return add_file(s, st, f->size, hash);
             }
+    const char *known = cached(s, st);
+    if (known && (s->blobs_fd < 0 || blob_exists(s->blobs_fd, known, (uint64_t)st->st_size)))
+        return add_file(s, st, (uint64_t)st->st_size, known) < 0 ? -1 : note_link(s, st);
+    if (!s->hash && !known)
+        return add_file(s, st, (uint64_t)st->st_size, NULL) < 0 ? -1 : note_link(s, st);
     cleanup_fd int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     struct stat now;
     if (fd < 0 || fstat(fd, &now) < 0)
@@ -194,10 +235,14 @@ static int scan_file(struct scan *s, int dfd, const char *name, const struct sta
         return sbx_err_wrap(s->err, "read %s", s->path);
     if (s->blobs_fd >= 0 && blob_put(s->blobs_fd, hash, fd, size, s->err) < 0)
         return -1;
-    if (sbx_snap_add(s->m, s->path, SBX_SNAP_FILE, st->st_mode, size, hash, NULL, s->err) < 0)
+    if (add_file(s, st, size, hash) < 0)
         return -1;
-    s->m->e[s->m->n - 1].ino = st->st_ino;
-    s->m->e[s->m->n - 1].nlink = (uint32_t)st->st_nlink;
+    return note_link(s, st);
+}
+
+/* A file with other links: remembered, for them to take its hash. */
+static int note_link(struct scan *s, const struct stat *st)
+{
     if (st->st_nlink > 1) {
         if (s->nlinks == s->cap) {
             size_t cap = s->cap ? 2 * s->cap : 16;
@@ -299,15 +344,21 @@ static int mark_links(struct sbx_snap_manifest *m, sbx_err *err)
     return 0;
 }
 
-int sbx_snap_scan(int ws_fd, int blobs_fd, struct sbx_snap_manifest *m, uint64_t *skipped,
-                  sbx_err *err)
+int sbx_snap_scan(int ws_fd, const struct sbx_snap_scan_opts *o, struct sbx_snap_manifest *m,
+                  uint64_t *skipped, sbx_err *err)
 {
+    int blobs_fd = o->blobs_fd;
     *m = (struct sbx_snap_manifest){0};
     cleanup_fd int root = sbx_ws_openat(ws_fd, "", O_RDONLY | O_DIRECTORY, true);
     struct stat st;
     if (root < 0 || fstat(root, &st) < 0)
         return sbx_err_set(err, errno, "open the workspace");
-    struct scan s = {.blobs_fd = blobs_fd, .dev = st.st_dev, .m = m, .err = err};
+    struct scan s = {.blobs_fd = blobs_fd,
+                     .hash = o->hash,
+                     .cache = o->cache,
+                     .dev = st.st_dev,
+                     .m = m,
+                     .err = err};
     int rc = scan_dir(&s, root, 0, 0);
     free(s.links);
     if (rc == 0) {
@@ -557,11 +608,12 @@ static int plan(int ws_fd, int blobs_fd, const struct sbx_snap_manifest *cur,
     return 0;
 }
 
-int sbx_snap_restore(int ws_fd, int blobs_fd, const struct sbx_snap_manifest *m, uid_t uid,
-                     gid_t gid, sbx_err *err)
+int sbx_snap_restore(int ws_fd, int blobs_fd, const struct sbx_snap_manifest *m,
+                     const struct sbx_snap_manifest *cache, uid_t uid, gid_t gid, sbx_err *err)
 {
     struct sbx_snap_manifest cur;
-    if (sbx_snap_scan(ws_fd, -1, &cur, NULL, err) < 0)
+    struct sbx_snap_scan_opts o = {.blobs_fd = -1, .hash = false, .cache = cache};
+    if (sbx_snap_scan(ws_fd, &o, &cur, NULL, err) < 0)
         return sbx_err_wrap(err, "restore: read the workspace");
     enum action *act = calloc(m->n ? m->n : 1, sizeof(*act));
     int rc = act ? plan(ws_fd, blobs_fd, &cur, m, act, err) : sbx_err_set(err, ENOMEM, "restore");
@@ -721,6 +773,85 @@ void sbx_snap_manifest_remove(int clone_fd, const char *id)
     char name[SBX_SHA256_HEX_SIZE + 16];
     snprintf(name, sizeof(name), "manifests/%s", id);
     unlinkat(clone_fd, name, 0);
+}
+
+/* ---- the stat cache ---- */
+
+#define CACHE_HEADER "sbx-statcache 1\n"
+#define CACHE_SETTLED_NS (2 * 1000000000ll)
+
+void sbx_snap_cache_read(int clone_fd, struct sbx_snap_manifest *cache)
+{
+    *cache = (struct sbx_snap_manifest){0};
+    FILE *f = NULL;
+    int fd = openat(clone_fd, "statcache", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || !(f = fdopen(fd, "r"))) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    bool ok = getline(&line, &cap, f) > 0 && !strcmp(line, CACHE_HEADER);
+    while (ok && getline(&line, &cap, f) > 0) {
+        unsigned long long ino, size;
+        long long mt, ct;
+        char hash[SBX_SHA256_HEX_SIZE], *path = malloc(strlen(line) + 1);
+        ok = path &&
+             sscanf(line, "%llu %llu %lld %lld %64s %s", &ino, &size, &mt, &ct, hash, path) == 6 &&
+             sbx_snap_id_valid(hash);
+        if (ok)
+            ok = sbx_snap_unescape(path) &&
+                 sbx_snap_add(cache, path, SBX_SNAP_FILE, 0, size, hash, NULL, NULL) == 0;
+        if (ok) {
+            struct sbx_snap_entry *e = &cache->e[cache->n - 1];
+            e->ino = ino;
+            e->mtime_ns = mt;
+            e->ctime_ns = ct;
+        }
+        free(path);
+    }
+    free(line);
+    fclose(f);
+    if (!ok)
+        sbx_snap_free(cache);
+    sbx_snap_sort(cache);
+}
+
+int sbx_snap_cache_write(int clone_fd, const struct sbx_snap_manifest *m, int64_t scan_start_ns,
+                         sbx_err *err)
+{
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    if (!f)
+        return sbx_err_set(err, ENOMEM, "stat cache");
+    fputs(CACHE_HEADER, f);
+    for (size_t i = 0; i < m->n; i++) {
+        const struct sbx_snap_entry *e = &m->e[i];
+        if ((e->type != SBX_SNAP_FILE && e->type != SBX_SNAP_LINK) || !e->hash[0] ||
+            e->mtime_ns > scan_start_ns - CACHE_SETTLED_NS ||
+            e->ctime_ns > scan_start_ns - CACHE_SETTLED_NS)
+            continue;
+        char *p = malloc(3 * strlen(e->path) + 1);
+        if (!p) {
+            fclose(f);
+            free(buf);
+            return sbx_err_set(err, ENOMEM, "stat cache");
+        }
+        sbx_snap_escape(e->path, p);
+        fprintf(f, "%llu %llu %lld %lld %s %s\n", (unsigned long long)e->ino,
+                (unsigned long long)e->size, (long long)e->mtime_ns, (long long)e->ctime_ns,
+                e->hash, p);
+        free(p);
+    }
+    if (fclose(f) != 0) {
+        free(buf);
+        return sbx_err_set(err, ENOMEM, "stat cache");
+    }
+    int rc = write_whole(clone_fd, "statcache", buf, size, err);
+    free(buf);
+    return rc;
 }
 
 /* ---- collecting blobs ---- */

@@ -41,22 +41,45 @@ int sbx_snap_store_open(const char *dir, const char *tenant, const char *key, co
                         struct sbx_snap_store *s, sbx_err *err);
 void sbx_snap_store_close(struct sbx_snap_store *s);
 
+/* How a scan reads a workspace. */
+struct sbx_snap_scan_opts {
+    /* >= 0: every content not in the store yet is copied there (the store
+     * synced once at the end); -1: nothing stored. */
+    int blobs_fd;
+    /* Contents are hashed (false: only those the cache knows get a hash). */
+    bool hash;
+    /* The stat cache (NULL: none): a regular file whose inode, size, mtime
+     * and ctime are the cache's takes the cache's hash unread. */
+    const struct sbx_snap_manifest *cache;
+};
+
 /* Read the workspace (an fd of its root) into m: `skills/` at its top,
  * FIFOs, sockets and devices (counted in *skipped) and other filesystems
- * mounted inside are left out. blobs_fd >= 0: every content not in the
- * store yet is copied there (the store synced once at the end); -1: only
- * hashed. ENAMETOOLONG beyond SBX_WS_PATH_MAX or 256 levels. */
-int sbx_snap_scan(int ws_fd, int blobs_fd, struct sbx_snap_manifest *m, uint64_t *skipped,
-                  sbx_err *err);
+ * mounted inside are left out. ENAMETOOLONG beyond SBX_WS_PATH_MAX or 256
+ * levels. */
+int sbx_snap_scan(int ws_fd, const struct sbx_snap_scan_opts *o, struct sbx_snap_manifest *m,
+                  uint64_t *skipped, sbx_err *err);
+
+/* The stat cache of a clone: the regular files of its last scan with their
+ * inode, size, mtime, ctime and hash, so that a snapshot rereads only what
+ * changed. Only files unchanged for 2 seconds before that scan are kept in
+ * it (a write within the filesystem's timestamp granularity could otherwise
+ * leave the times as they were). ctime cannot be set by a task: any change
+ * of content or inode moves it. A missing or unreadable cache is empty. */
+void sbx_snap_cache_read(int clone_fd, struct sbx_snap_manifest *cache);
+int sbx_snap_cache_write(int clone_fd, const struct sbx_snap_manifest *m, int64_t scan_start_ns,
+                         sbx_err *err);
 
 /* Make the workspace what m says (m sorted, `skills/` untouched): entries
  * it does not name are deleted, the others made or replaced from the blobs,
  * with m's modes (set-id bits dropped) and owned by uid:gid. Files whose
  * content and kind are already right are kept (their mode fixed). Checked
  * first: every blob is there (EIO otherwise) and the bytes to write fit the
- * workspace's free space (ENOSPC otherwise), before anything changes. */
-int sbx_snap_restore(int ws_fd, int blobs_fd, const struct sbx_snap_manifest *m, uid_t uid,
-                     gid_t gid, sbx_err *err);
+ * workspace's free space (ENOSPC otherwise), before anything changes.
+ * cache (may be NULL) is the clone's stat cache, so unchanged files are
+ * known without being read. */
+int sbx_snap_restore(int ws_fd, int blobs_fd, const struct sbx_snap_manifest *m,
+                     const struct sbx_snap_manifest *cache, uid_t uid, gid_t gid, sbx_err *err);
 
 /* Open a blob for reading. */
 int sbx_snap_blob_open(int blobs_fd, const char *hash, sbx_err *err);

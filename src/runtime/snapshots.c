@@ -339,6 +339,9 @@ static json_t *do_diff(struct rt_snapjob *j, int ws, struct sbx_snap_store *st, 
             else if ((fa = diff_side(ea, false, ws, st->blobs_fd, err)) >= 0 &&
                      (fb = diff_side(eb, live, ws, st->blobs_fd, err)) >= 0)
                 file = text_diff(p.rel, fa, fb, err);
+            else if (err->errnum == EFBIG) /* the changes still answer; the text says why not */
+                file = json_pack("{s:o, s:n, s:b, s:s}", "path", sbx_json_text(p.rel, p.len),
+                                 "diff", "truncated", 1, "reason", err->msg);
         }
         if (!file) {
             json_decref(res);
@@ -398,7 +401,7 @@ static json_t *helper_run(struct rt_snapjob *j, sbx_err *err)
     cleanup_fd int ws = -1;
     json_t *index = NULL, *res = NULL;
     if (sbx_snap_store_open(store_dir(j->rt, buf, sizeof(buf)), j->clone.tenant, j->clone.key,
-                            j->clone.id, &st, err) < 0)
+                            j->clone.id, true, &st, err) < 0)
         return NULL;
     if (j->ws_dir && (ws = open(j->ws_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
         sbx_err_set(err, errno, "open the workspace");
@@ -665,9 +668,18 @@ int sbx_runtime_snapshot_list(struct sbx_runtime *rt, const struct sbx_clone *c,
 {
     char buf[PATH_MAX];
     struct sbx_snap_store st;
-    if (sbx_snap_store_open(store_dir(rt, buf, sizeof(buf)), c->tenant, c->key, c->id, &st, err) <
-        0)
-        return -1;
+    sbx_err e = {0};
+    /* A list makes nothing: a clone without snapshots has none to show. */
+    if (sbx_snap_store_open(store_dir(rt, buf, sizeof(buf)), c->tenant, c->key, c->id, false, &st,
+                            &e) < 0) {
+        if (e.errnum != ENOENT) {
+            if (err)
+                *err = e;
+            return -1;
+        }
+        *out = json_pack("{s:n, s:[]}", "current", "snapshots");
+        return *out ? 0 : sbx_err_set(err, ENOMEM, "snapshots");
+    }
     int rc = sbx_snap_index_read(st.clone_fd, out, err);
     sbx_snap_store_close(&st);
     return rc;

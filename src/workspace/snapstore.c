@@ -40,10 +40,10 @@ void sbx_snap_store_close(struct sbx_snap_store *s)
 }
 
 int sbx_snap_store_open(const char *dir, const char *tenant, const char *key, const char *id,
-                        struct sbx_snap_store *s, sbx_err *err)
+                        bool create, struct sbx_snap_store *s, sbx_err *err)
 {
     *s = (struct sbx_snap_store){-1, -1, -1};
-    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+    if (create && mkdir(dir, 0700) < 0 && errno != EEXIST)
         return sbx_err_set(err, errno, "snapshot store: mkdir %s", dir);
     cleanup_fd int root = open_dir(AT_FDCWD, dir, false, err);
     if (root < 0)
@@ -54,11 +54,11 @@ int sbx_snap_store_open(const char *dir, const char *tenant, const char *key, co
     if (sbx_sha256_hex(clone, (size_t)n, name, err) < 0)
         return -1;
     cleanup_fd int clones = -1, cdir = -1;
-    if ((s->tenant_fd = open_dir(root, tenant, true, err)) < 0 ||
-        (s->blobs_fd = open_dir(s->tenant_fd, "blobs", true, err)) < 0 ||
-        (clones = open_dir(s->tenant_fd, "clones", true, err)) < 0 ||
-        (s->clone_fd = open_dir(clones, name, true, err)) < 0 ||
-        (cdir = open_dir(s->clone_fd, "manifests", true, err)) < 0) {
+    if ((s->tenant_fd = open_dir(root, tenant, create, err)) < 0 ||
+        (s->blobs_fd = open_dir(s->tenant_fd, "blobs", create, err)) < 0 ||
+        (clones = open_dir(s->tenant_fd, "clones", create, err)) < 0 ||
+        (s->clone_fd = open_dir(clones, name, create, err)) < 0 ||
+        (cdir = open_dir(s->clone_fd, "manifests", create, err)) < 0) {
         sbx_snap_store_close(s);
         return -1;
     }

@@ -21,6 +21,7 @@
  * symlinks. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -35,10 +36,11 @@ struct sbx_snap_store {
     int clone_fd;  /* the clone's directory */
 };
 
-/* Open (making what is missing, mode 0700) the store of a clone. key "" is
- * no key. s is closed by sbx_snap_store_close, also after a failure. */
+/* Open the store of a clone (create: making what is missing, mode 0700;
+ * else ENOENT when the clone has none yet). key "" is no key. s is closed
+ * by sbx_snap_store_close, also after a failure. */
 int sbx_snap_store_open(const char *dir, const char *tenant, const char *key, const char *id,
-                        struct sbx_snap_store *s, sbx_err *err);
+                        bool create, struct sbx_snap_store *s, sbx_err *err);
 void sbx_snap_store_close(struct sbx_snap_store *s);
 
 /* How a scan reads a workspace. */

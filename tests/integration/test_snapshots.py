@@ -362,6 +362,14 @@ def bad_ids_and_paths_are_json_errors():
         st, b, _ = D.req(method, path, body)
         check(st in want and isinstance(b, dict) and b["error"]["code"] and b["error"]["message"],
               "%s %s -> %s JSON error" % (method, path, want), (st, b))
+    # A text diff is bounded: a side over 1 MiB is said, not sent.
+    ws = D.workspace("bad")
+    write(ws + "/big.log", "line\n" * (300 << 10))
+    big = D.snap(clone="bad")["id"]
+    write(ws + "/big.log", "other\n" * (300 << 10))
+    st, b, _ = D.req("GET", "/workspace/snapshots/%s/diff?cloneId=bad&path=big.log" % big)
+    check(st == 200 and b["file"]["diff"] is None and "1048576" in b["file"]["reason"]
+          and [x["path"] for x in b["modified"]] == ["big.log"], "a large file's diff", (st, b))
 
 
 @case

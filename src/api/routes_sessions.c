@@ -58,6 +58,20 @@ static void start_cancel(sbx_http_request *req, void *ud)
     free(w);
 }
 
+/* The wait of a start (NULL: answered, out of memory). */
+static struct start_wait *start_wait_new(sbx_http_request *req, struct sbx_api *api,
+                                         const struct sbx_clone *c, const char *session)
+{
+    struct start_wait *w = calloc(1, sizeof(*w));
+    if (!w) {
+        sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "out of memory");
+        return NULL;
+    }
+    *w = (struct start_wait){.req = req, .api = api, .clone = *c};
+    snprintf(w->session, sizeof(w->session), "%s", session);
+    return w;
+}
+
 /* A live sandbox for the session: its tasks share /tmp, processes, the
  * workspace and the egress until stop or the idle timeout. The answer
  * waits until it is set up, without holding the loop. */
@@ -65,13 +79,9 @@ static void start_session(sbx_http_request *req, struct sbx_api *api, const stru
                           const char *session)
 {
     sbx_err e = {0};
-    struct start_wait *w = calloc(1, sizeof(*w));
-    if (!w) {
-        sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "out of memory");
+    struct start_wait *w = start_wait_new(req, api, c, session);
+    if (!w)
         return;
-    }
-    *w = (struct start_wait){.req = req, .api = api, .clone = *c};
-    snprintf(w->session, sizeof(w->session), "%s", session);
     int rc = sbx_runtime_session_start(api->rt, c, session, start_ready, w, &e);
     if (rc == 0) {
         sbx_http_req_defer(req, start_cancel, w);
@@ -107,13 +117,9 @@ static void from_snapshot(sbx_http_request *req, struct sbx_api *api, const stru
                           const char *session, const char *snapshot)
 {
     sbx_err e = {0};
-    struct start_wait *w = calloc(1, sizeof(*w));
-    if (!w) {
-        sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "out of memory");
+    struct start_wait *w = start_wait_new(req, api, c, session);
+    if (!w)
         return;
-    }
-    *w = (struct start_wait){.req = req, .api = api, .clone = *c};
-    snprintf(w->session, sizeof(w->session), "%s", session);
     struct sbx_snapshot_request r = {.op = SBX_SNAPSHOT_ROLLBACK, .id = snapshot};
     if (sbx_runtime_snapshot(api->rt, c, &r, rolled_back, w, &e) < 0) {
         free(w);

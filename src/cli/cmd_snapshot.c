@@ -59,6 +59,15 @@ static void print_list(const json_t *l)
     }
 }
 
+/* {"key": value} as text (NULL when out of memory). */
+static char *body1(const char *key, const char *value)
+{
+    json_t *b = json_pack("{s:s}", key, value);
+    char *text = b ? json_dumps(b, JSON_COMPACT) : NULL;
+    json_decref(b);
+    return text;
+}
+
 int sbx_cli_cmd_snapshot(struct sbx_cli_client *c, const struct sbx_cli_args *a)
 {
     char path[128];
@@ -66,15 +75,12 @@ int sbx_cli_cmd_snapshot(struct sbx_cli_client *c, const struct sbx_cli_args *a)
     struct sbx_cli_request rq = {.method = "GET", .path = path};
     const char *query[] = {"against", a->against ? a->against : "current", "path", a->path, NULL};
     switch (a->cmd) {
-    case SBX_CLI_SNAPSHOT_CREATE: {
-        json_t *b = json_pack("{s:s}", "message", a->message ? a->message : "");
-        text = b ? json_dumps(b, JSON_COMPACT) : NULL;
-        json_decref(b);
+    case SBX_CLI_SNAPSHOT_CREATE:
+        text = body1("message", a->message ? a->message : "");
         snprintf(path, sizeof(path), "/workspace/snapshots");
         rq.method = "POST";
         rq.json = text;
         break;
-    }
     case SBX_CLI_SNAPSHOT_LIST:
         snprintf(path, sizeof(path), "/workspace/snapshots");
         break;
@@ -84,15 +90,12 @@ int sbx_cli_cmd_snapshot(struct sbx_cli_client *c, const struct sbx_cli_args *a)
             query[2] = NULL;
         rq.query = query;
         break;
-    case SBX_CLI_SNAPSHOT_ROLLBACK: {
-        json_t *b = json_pack("{s:s}", "snapshotId", a->snapshot_id);
-        text = b ? json_dumps(b, JSON_COMPACT) : NULL;
-        json_decref(b);
+    case SBX_CLI_SNAPSHOT_ROLLBACK:
+        text = body1("snapshotId", a->snapshot_id);
         snprintf(path, sizeof(path), "/workspace/rollback");
         rq.method = "POST";
         rq.json = text;
         break;
-    }
     default:
         snprintf(path, sizeof(path), "/workspace/snapshots/%s", a->snapshot_id);
         rq.method = "DELETE";

@@ -442,15 +442,38 @@ static int tmp_name(char *out, size_t len)
     return snprintf(out, len, TMP_PREFIX "%d-%u", (int)getpid(), seq++);
 }
 
+/* Where an entry is written: its parent (from the cache) and a temporary
+ * name beside it, renamed over the entry by land(). */
+static int put_begin(int ws_fd, const char *path, struct parent_cache *pc, const char **base,
+                     char tmp[64], sbx_err *err)
+{
+    int dfd = open_parent(ws_fd, path, base, pc, err);
+    if (dfd >= 0)
+        tmp_name(tmp, 64);
+    return dfd;
+}
+
+/* ok: rename tmp over base; else (or when that fails) remove tmp, -1. */
+static int land(int dfd, const char *tmp, const char *base, const char *path, bool ok, sbx_err *err)
+{
+    if (ok && renameat(dfd, tmp, dfd, base) == 0)
+        return 0;
+    if (ok || !err->errnum)
+        sbx_err_set(err, errno, "restore %s", path);
+    int saved = err->errnum;
+    unlinkat(dfd, tmp, 0);
+    err->errnum = saved;
+    return -1;
+}
+
 static int put_file(int ws_fd, int blobs_fd, const struct sbx_snap_entry *e, uid_t uid, gid_t gid,
                     struct parent_cache *pc, sbx_err *err)
 {
     const char *base;
-    int dfd = open_parent(ws_fd, e->path, &base, pc, err);
+    char tmp[64];
+    int dfd = put_begin(ws_fd, e->path, pc, &base, tmp, err);
     if (dfd < 0)
         return -1;
-    char tmp[64];
-    tmp_name(tmp, sizeof(tmp));
     cleanup_fd int in = sbx_snap_blob_open(blobs_fd, e->hash, err);
     if (in < 0)
         return -1;
@@ -458,34 +481,28 @@ static int put_file(int ws_fd, int blobs_fd, const struct sbx_snap_entry *e, uid
         openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (out < 0)
         return sbx_err_set(err, errno, "restore %s", e->path);
-    if (copy_fd(in, out, e->size, err) < 0 || fchown(out, uid, gid) < 0 ||
-        fchmod(out, restored_mode(e->mode)) < 0 || renameat(dfd, tmp, dfd, base) < 0) {
-        if (!err->errnum)
-            sbx_err_set(err, errno, "restore %s", e->path);
-        unlinkat(dfd, tmp, 0);
-        return sbx_err_wrap(err, "restore %s", e->path);
+    bool ok = copy_fd(in, out, e->size, err) == 0;
+    if (ok && (fchown(out, uid, gid) < 0 || fchmod(out, restored_mode(e->mode)) < 0)) {
+        sbx_err_set(err, errno, "restore %s", e->path);
+        ok = false;
     }
-    return 0;
+    return land(dfd, tmp, base, e->path, ok, err);
 }
 
 static int put_symlink(int ws_fd, const struct sbx_snap_entry *e, uid_t uid, gid_t gid,
                        struct parent_cache *pc, sbx_err *err)
 {
     const char *base;
-    int dfd = open_parent(ws_fd, e->path, &base, pc, err);
+    char tmp[64];
+    int dfd = put_begin(ws_fd, e->path, pc, &base, tmp, err);
     if (dfd < 0)
         return -1;
-    char tmp[64];
-    tmp_name(tmp, sizeof(tmp));
     if (symlinkat(e->target, dfd, tmp) < 0)
         return sbx_err_set(err, errno, "restore %s", e->path);
-    if (fchownat(dfd, tmp, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ||
-        renameat(dfd, tmp, dfd, base) < 0) {
-        int saved = errno;
-        unlinkat(dfd, tmp, 0);
-        return sbx_err_set(err, saved, "restore %s", e->path);
-    }
-    return 0;
+    bool ok = fchownat(dfd, tmp, uid, gid, AT_SYMLINK_NOFOLLOW) == 0;
+    if (!ok)
+        sbx_err_set(err, errno, "restore %s", e->path);
+    return land(dfd, tmp, base, e->path, ok, err);
 }
 
 static int put_link(int ws_fd, const struct sbx_snap_entry *e, struct parent_cache *pc,
@@ -493,22 +510,16 @@ static int put_link(int ws_fd, const struct sbx_snap_entry *e, struct parent_cac
 {
     struct parent_cache first = {.fd = -1};
     const char *fbase, *base;
-    int ffd = open_parent(ws_fd, e->target, &fbase, &first, err);
-    if (ffd < 0)
-        return -1;
-    int dfd = open_parent(ws_fd, e->path, &base, pc, err);
     char tmp[64];
-    tmp_name(tmp, sizeof(tmp));
-    int rc = 0;
-    if (dfd < 0)
-        rc = -1;
-    else if (linkat(ffd, fbase, dfd, tmp, 0) < 0)
-        rc = sbx_err_set(err, errno, "restore %s", e->path);
-    else if (renameat(dfd, tmp, dfd, base) < 0) {
-        rc = sbx_err_set(err, errno, "restore %s", e->path);
-        unlinkat(dfd, tmp, 0);
-    }
-    close(first.fd);
+    int ffd = open_parent(ws_fd, e->target, &fbase, &first, err);
+    int dfd = ffd < 0 ? -1 : put_begin(ws_fd, e->path, pc, &base, tmp, err);
+    int rc = -1;
+    if (dfd >= 0 && linkat(ffd, fbase, dfd, tmp, 0) < 0)
+        sbx_err_set(err, errno, "restore %s", e->path);
+    else if (dfd >= 0)
+        rc = land(dfd, tmp, base, e->path, true, err);
+    if (first.fd >= 0)
+        close(first.fd);
     return rc;
 }
 

@@ -1,5 +1,7 @@
 #include "workspace/snapshot.h"
 
+#include "base/parse.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,17 +82,6 @@ void sbx_snap_escape(const char *s, char *out)
     *out = '\0';
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 bool sbx_snap_unescape(char *s)
 {
     char *o = s;
@@ -101,7 +92,7 @@ bool sbx_snap_unescape(char *s)
             *o++ = *p;
             continue;
         }
-        int hi = hexval(p[1]), lo = hi < 0 ? -1 : hexval(p[2]);
+        int hi = sbx_hex_digit(p[1]), lo = hi < 0 ? -1 : sbx_hex_digit(p[2]);
         if (lo < 0 || (hi == 0 && lo == 0))
             return false;
         *o++ = (char)(hi << 4 | lo);

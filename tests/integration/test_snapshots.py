@@ -296,19 +296,24 @@ def running_tasks_refuse_snapshots_and_rollbacks():
     res = {}
     th = threading.Thread(target=lambda: res.setdefault("rb", D.rollback(big["id"], "busy")))
     th.start()
-    seen = None
+    seen = files = None
     while th.is_alive():
-        st, b, _ = D.req("POST", "/runtime/tasks", {"cloneId": "busy", "command": ["true"]})
+        # Once the rollback is under way (file requests get 409), a task too.
+        st, b, _ = D.req("GET", "/runtime/files?path=.keep&cloneId=busy")
         if st == 409:
-            seen = b
+            files = b
+            st, b, _ = D.req("POST", "/runtime/tasks", {"cloneId": "busy", "command": ["true"]})
+            seen = (st, b)
             break
-        time.sleep(0.005)
+        time.sleep(0.002)
     th.join(60)
     check(res["rb"][0] == 200, "the rollback went through", res)
-    if seen is None:
-        print("     (the rollback ended before a task request reached it)")
+    if files is None:
+        print("     (the rollback ended before a request reached it)")
     else:
-        check("rollback" in seen["error"]["message"], "the refusal names the rollback", seen)
+        check("rollback" in files["error"]["message"], "a file request names the rollback", files)
+        check(seen[0] == 409 and "rollback" in seen[1]["error"]["message"],
+              "a task of the clone is refused during the rollback", seen)
 
 
 @case

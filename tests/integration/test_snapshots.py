@@ -475,6 +475,18 @@ def full_store_and_full_workspace():
         os.unlink(ws + "/y.bin")
         st, b, _ = d.rollback(first, clone="default")
         check(st == 200, "fits once room is made", (st, b))
+        # A workspace filled to ENOSPC is still snapshotted: the store is
+        # outside its quota.
+        fd = os.open(ws + "/fill", os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            while True:
+                os.write(fd, b"\1" * (1 << 20))
+        except OSError as e:
+            check(e.errno == 28, "the workspace is full (ENOSPC)", e)
+        finally:
+            os.close(fd)
+        full = d.snap(want=(201,))
+        check(full["fileCount"] >= 3 and full["size"] > 20 << 20, "all of it", full)
     finally:
         d.stop()
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -438,7 +439,7 @@ static json_t *helper_run(struct rt_snapjob *j, sbx_err *err)
 
 /* In the forked child: no loop, no daemon fds but the answer's; a lower
  * priority, so the daemon's loop keeps the CPU it needs. */
-static void __attribute__((noreturn)) helper_main(struct rt_snapjob *j, int out)
+static void __attribute__((noreturn)) helper_main(struct rt_snapjob *j, int out, pid_t parent)
 {
     sigset_t all;
     sigfillset(&all);
@@ -446,7 +447,9 @@ static void __attribute__((noreturn)) helper_main(struct rt_snapjob *j, int out)
     for (int s = 1; s < NSIG; s++)
         if (s != SIGKILL && s != SIGSTOP)
             signal(s, SIG_DFL);
-    if (dup2(out, 3) < 0)
+    /* It dies with the daemon: a restarted daemon must not meet a helper
+     * of the last run still writing the tenant's store. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent || dup2(out, 3) < 0)
         _exit(126);
     syscall(SYS_close_range, 4, ~0U, 0);
     if (setpriority(PRIO_PROCESS, 0, 10) < 0) {
@@ -546,9 +549,10 @@ static int helper_start(struct rt_snapjob *j, sbx_err *err)
     if ((j->out_fd = memfd_create("sbx-snapshot", MFD_CLOEXEC)) < 0)
         return sbx_err_set(err, errno, "snapshot helper: memfd");
     j->now_ms = sbx_now_ms();
+    pid_t self = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        helper_main(j, j->out_fd);
+        helper_main(j, j->out_fd, self);
     if (pid < 0)
         return sbx_err_set(err, errno, "snapshot helper: fork");
     j->pid = pid;

@@ -43,6 +43,7 @@ struct rt_snapjob {
     uid_t uid;
     gid_t gid;
     int64_t now_ms;
+    int64_t start_ms; /* sbx_mono_ms() at the helper's start */
     pid_t pid;
     int pidfd, out_fd;
     struct event *ev;
@@ -508,9 +509,18 @@ static void on_helper_exit(evutil_socket_t fd, short what, void *arg)
 {
     struct rt_snapjob *j = arg;
     int status = 0;
-    while (waitpid(j->pid, &status, 0) < 0 && errno == EINTR)
+    struct rusage ru = {0};
+    while (wait4(j->pid, &status, 0, &ru) < 0 && errno == EINTR)
         ;
     j->pid = -1;
+    static const char *const ops[] = {"create", "diff", "rollback", "delete"};
+    char tenant_s[128], id_s[128];
+    sbx_log(SBX_LOG_INFO, "snapshot %s tenant=%s clone=%s ms=%lld cpu_ms=%lld status=%d",
+            ops[j->op], sbx_log_safe(j->clone.tenant, tenant_s, sizeof(tenant_s)),
+            sbx_log_safe(j->clone.id, id_s, sizeof(id_s)), (long long)(sbx_mono_ms() - j->start_ms),
+            (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+                (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000,
+            status);
     sbx_err e = {0};
     json_t *res = NULL;
     struct stat st;
@@ -527,7 +537,7 @@ static void on_helper_exit(evutil_socket_t fd, short what, void *arg)
                     json_string_value(json_object_get(jerr, "message"))
                         ?: "the snapshot helper failed");
     if (e.errnum) {
-        char tenant_s[128], msg[600], why[300];
+        char msg[600], why[300];
         sbx_log(SBX_LOG_WARN, "snapshot operation failed tenant=%s error=%s",
                 sbx_log_safe(j->clone.tenant, tenant_s, sizeof(tenant_s)),
                 sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
@@ -549,6 +559,7 @@ static int helper_start(struct rt_snapjob *j, sbx_err *err)
     if ((j->out_fd = memfd_create("sbx-snapshot", MFD_CLOEXEC)) < 0)
         return sbx_err_set(err, errno, "snapshot helper: memfd");
     j->now_ms = sbx_now_ms();
+    j->start_ms = sbx_mono_ms();
     pid_t self = getpid();
     pid_t pid = fork();
     if (pid == 0)

@@ -144,6 +144,11 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
         return (void)sbx_http_respond_err(req, &e);
     }
     char snapshot[SBX_SHA256_HEX_SIZE] = "";
+    if (!start && json_object_get(body, "snapshotId")) {
+        json_decref(body);
+        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "snapshotId applies to a start only");
+        return;
+    }
     if (start && json_object_get(body, "snapshotId")) {
         const char *id = api_snapshot_id(req, body, "snapshotId");
         if (!id) {

@@ -362,6 +362,8 @@ def bad_ids_and_paths_are_json_errors():
         ("POST", "/workspace/snapshots", "{not json", (400,)),
         ("POST", "/workspace/snapshots", {"cloneId": "../x"}, (400,)),
         ("POST", "/runtime/start", {"snapshotId": "zz", "cloneId": "bad"}, (400,)),
+        ("POST", "/runtime/start", {"snapshotId": "a" * 64, "cloneId": "bad"}, (404,)),
+        ("POST", "/runtime/stop", {"snapshotId": s["id"], "cloneId": "bad"}, (400,)),
     ]
     for method, path, body, want in cases:
         st, b, _ = D.req(method, path, body)

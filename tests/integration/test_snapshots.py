@@ -538,6 +538,25 @@ def the_api_answers_during_a_large_snapshot():
 
 
 @case
+def the_stat_cache_is_not_fooled_by_a_reset_mtime():
+    ws = D.workspace("cache")
+    write(ws + "/same-size.txt", "aaaa\n")
+    old = os.stat(ws + "/same-size.txt")
+    time.sleep(2.2)  # older than the cache's 2 s: the snapshot caches it
+    first = D.snap(clone="cache")["id"]
+    check(D.snap(clone="cache", want=(200,))["id"] == first, "unchanged: the same id")
+    with open(ws + "/same-size.txt", "r+b") as f:
+        f.write(b"bbbb\n")
+    os.utime(ws + "/same-size.txt", ns=(old.st_atime_ns, old.st_mtime_ns))
+    check(os.stat(ws + "/same-size.txt").st_mtime_ns == old.st_mtime_ns, "mtime put back")
+    second = D.snap(clone="cache", want=(201,))
+    check(second["id"] != first, "the new content is seen (ctime moved)", second)
+    st, d, _ = D.req("GET", "/workspace/snapshots/%s/diff?cloneId=cache&against=%s"
+                     % (first, second["id"]))
+    check(st == 200 and [x["path"] for x in d["modified"]] == ["same-size.txt"], "diff", d)
+
+
+@case
 def sandboxctl_snapshot_commands():
     ws = D.workspace("cli")
     ctl = os.path.join(os.path.dirname(os.environ["SANDBOXD"]), "sandboxctl")

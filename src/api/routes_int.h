@@ -70,3 +70,11 @@ void h_stream(sbx_http_request *req, void *ud);
 void h_file_get(sbx_http_request *req, void *ud);
 void h_file_put(sbx_http_request *req, void *ud);
 void h_file_delete(sbx_http_request *req, void *ud);
+/* routes_snapshots.c */
+void h_snapshot_create(sbx_http_request *req, void *ud);
+void h_snapshot_list(sbx_http_request *req, void *ud);
+void h_snapshot_diff(sbx_http_request *req, void *ud);
+void h_snapshot_delete(sbx_http_request *req, void *ud);
+void h_snapshot_rollback(sbx_http_request *req, void *ud);
+/* The snapshot id in body's field, or NULL with a 400 answered. */
+const char *api_snapshot_id(sbx_http_request *req, json_t *body, const char *field);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api/json.h"
+#include "base/digest.h"
 #include "workspace/path.h"
 
 /* ---- sessions: /runtime/start, /runtime/stop, /runtime/network ---- */
@@ -57,11 +58,82 @@ static void start_cancel(sbx_http_request *req, void *ud)
     free(w);
 }
 
+/* The wait of a start (NULL: answered, out of memory). */
+static struct start_wait *start_wait_new(sbx_http_request *req, struct sbx_api *api,
+                                         const struct sbx_clone *c, const char *session)
+{
+    struct start_wait *w = calloc(1, sizeof(*w));
+    if (!w) {
+        sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "out of memory");
+        return NULL;
+    }
+    *w = (struct start_wait){.req = req, .api = api, .clone = *c};
+    snprintf(w->session, sizeof(w->session), "%s", session);
+    return w;
+}
+
+/* A live sandbox for the session: its tasks share /tmp, processes, the
+ * workspace and the egress until stop or the idle timeout. The answer
+ * waits until it is set up, without holding the loop. */
+static void start_session(sbx_http_request *req, struct sbx_api *api, const struct sbx_clone *c,
+                          const char *session)
+{
+    sbx_err e = {0};
+    struct start_wait *w = start_wait_new(req, api, c, session);
+    if (!w)
+        return;
+    int rc = sbx_runtime_session_start(api->rt, c, session, start_ready, w, &e);
+    if (rc == 0) {
+        sbx_http_req_defer(req, start_cancel, w);
+        return;
+    }
+    free(w);
+    if (rc < 0)
+        sbx_http_respond_err(req, &e);
+    else
+        session_answer(req, api, c, session, true, true);
+}
+
+/* A start that names a snapshot: the workspace is rolled back to it first
+ * (refused with 409 while the clone has a live session or tasks). */
+static void rolled_back(void *ud, const sbx_err *err, json_t *res)
+{
+    struct start_wait *w = ud;
+    if (err)
+        sbx_http_respond_err(w->req, err);
+    else
+        start_session(w->req, w->api, &w->clone, w->session);
+    free(w);
+}
+
+static void rollback_cancel(sbx_http_request *req, void *ud)
+{
+    struct start_wait *w = ud;
+    sbx_runtime_snapshot_forget(w->api->rt, w);
+    free(w);
+}
+
+static void from_snapshot(sbx_http_request *req, struct sbx_api *api, const struct sbx_clone *c,
+                          const char *session, const char *snapshot)
+{
+    sbx_err e = {0};
+    struct start_wait *w = start_wait_new(req, api, c, session);
+    if (!w)
+        return;
+    struct sbx_snapshot_request r = {.op = SBX_SNAPSHOT_ROLLBACK, .id = snapshot};
+    if (sbx_runtime_snapshot(api->rt, c, &r, rolled_back, w, &e) < 0) {
+        free(w);
+        sbx_http_respond_err(req, &e);
+        return;
+    }
+    sbx_http_req_defer(req, rollback_cancel, w);
+}
+
 static void h_start_stop(sbx_http_request *req, void *ud, bool start)
 {
     struct sbx_api *api = ud;
-    static const char *const fields[] = {"sessionID", "sessionId", "tenantCode",
-                                         "cloneKey",  "cloneId",   NULL};
+    static const char *const fields[] = {"sessionID", "sessionId",  "tenantCode", "cloneKey",
+                                         "cloneId",   "snapshotId", NULL};
     json_t *body = sbx_http_req_json(req, fields);
     if (!body)
         return;
@@ -70,6 +142,20 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
     if (api_request_clone(req, api, body, &c, &e) < 0) {
         json_decref(body);
         return (void)sbx_http_respond_err(req, &e);
+    }
+    char snapshot[SBX_SHA256_HEX_SIZE] = "";
+    if (!start && json_object_get(body, "snapshotId")) {
+        json_decref(body);
+        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "snapshotId applies to a start only");
+        return;
+    }
+    if (start && json_object_get(body, "snapshotId")) {
+        const char *id = api_snapshot_id(req, body, "snapshotId");
+        if (!id) {
+            json_decref(body);
+            return;
+        }
+        snprintf(snapshot, sizeof(snapshot), "%s", id);
     }
     json_t *s = sbx_json_session(body);
     char session[SBX_SEGMENT_MAX + 1];
@@ -102,26 +188,11 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
         session_answer(req, api, &c, session, false, true);
         return;
     }
-    /* A live sandbox for the session: its tasks share /tmp, processes, the
-     * workspace and the egress until stop or the idle timeout. The answer
-     * waits until it is set up, without holding the loop. */
-    struct start_wait *w = calloc(1, sizeof(*w));
-    if (!w) {
-        sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "out of memory");
+    if (snapshot[0]) {
+        from_snapshot(req, api, &c, session, snapshot);
         return;
     }
-    *w = (struct start_wait){.req = req, .api = api, .clone = c};
-    snprintf(w->session, sizeof(w->session), "%s", session);
-    int rc = sbx_runtime_session_start(api->rt, &c, session, start_ready, w, &e);
-    if (rc == 0) {
-        sbx_http_req_defer(req, start_cancel, w);
-        return;
-    }
-    free(w);
-    if (rc < 0)
-        sbx_http_respond_err(req, &e);
-    else
-        session_answer(req, api, &c, session, true, true);
+    start_session(req, api, &c, session);
 }
 
 void h_start(sbx_http_request *req, void *ud)

@@ -37,3 +37,34 @@ int sbx_sha256_hex(const void *data, size_t len, char hex[SBX_SHA256_HEX_SIZE], 
     *sbx_hex_encode(md, sizeof(md), hex) = '\0';
     return 0;
 }
+
+int sbx_sha256_fd_hex(int fd, char hex[SBX_SHA256_HEX_SIZE], uint64_t *size, sbx_err *err)
+{
+    enum { CHUNK = 256 << 10 };
+    cleanup_free unsigned char *buf = malloc(CHUNK);
+    if (!buf)
+        return sbx_err_set(err, ENOMEM, "sha256");
+    SHA256_CTX c;
+    if (!SHA256_Init(&c))
+        return sbx_err_set(err, EIO, "sha256: libcrypto failed");
+    uint64_t total = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf, CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return sbx_err_set(err, errno, "read");
+        if (n == 0)
+            break;
+        if (!SHA256_Update(&c, buf, (size_t)n))
+            return sbx_err_set(err, EIO, "sha256: libcrypto failed");
+        total += (uint64_t)n;
+    }
+    uint8_t md[SBX_SHA256_SIZE];
+    if (!SHA256_Final(md, &c))
+        return sbx_err_set(err, EIO, "sha256: libcrypto failed");
+    *sbx_hex_encode(md, sizeof(md), hex) = '\0';
+    if (size)
+        *size = total;
+    return 0;
+}

@@ -15,3 +15,7 @@
 int sbx_sha256(const void *data, size_t len, uint8_t md[SBX_SHA256_SIZE], sbx_err *err);
 /* The same as lower-case hex, '\0'-terminated. */
 int sbx_sha256_hex(const void *data, size_t len, char hex[SBX_SHA256_HEX_SIZE], sbx_err *err);
+/* SHA-256 of everything read from fd (from its current offset to its end)
+ * as lower-case hex; *size gets the bytes read (may be NULL). Reads in
+ * 256 KiB chunks: for a helper process, not the event loop. */
+int sbx_sha256_fd_hex(int fd, char hex[SBX_SHA256_HEX_SIZE], uint64_t *size, sbx_err *err);

@@ -11,6 +11,9 @@
 #define C(x) (1u << SBX_CLI_##x)
 #define ALL_CMDS (~0u)
 #define EXEC_RUN (C(EXEC) | C(RUN))
+#define SNAPSHOT_CMDS                                                                              \
+    (C(SNAPSHOT_CREATE) | C(SNAPSHOT_LIST) | C(SNAPSHOT_DIFF) | C(SNAPSHOT_ROLLBACK) |             \
+     C(SNAPSHOT_RM))
 
 enum opt_id {
     O_URL,
@@ -39,6 +42,8 @@ enum opt_id {
     O_ALLOW,
     O_DENY,
     O_DEFAULT,
+    O_MESSAGE,
+    O_AGAINST,
     O_COUNT
 };
 
@@ -58,7 +63,7 @@ static const struct opt opts[O_COUNT] = {
     [O_JSON] = {"json", 0, false,
                 C(STATUS) | EXEC_RUN | C(TASKS_LIST) | C(TASKS_GET) | C(TASKS_CANCEL) |
                     C(TASKS_WAIT) | C(FILES_LS) | C(FILES_PUT) | C(STREAM) | C(SESSION_START) |
-                    C(SESSION_STOP) | C(TASKS_NETWORK) | C(SESSION_NETWORK)},
+                    C(SESSION_STOP) | C(TASKS_NETWORK) | C(SESSION_NETWORK) | SNAPSHOT_CMDS},
     [O_HELP] = {"help", 'h', false, ALL_CMDS},
     [O_VERSION] = {"version", 0, false, ALL_CMDS},
     [O_TIMEOUT] = {"timeout", 0, true, EXEC_RUN},
@@ -79,6 +84,8 @@ static const struct opt opts[O_COUNT] = {
     [O_ALLOW] = {"allow", 0, true, C(TASKS_NETWORK) | C(SESSION_NETWORK)},
     [O_DENY] = {"deny", 0, true, C(TASKS_NETWORK) | C(SESSION_NETWORK)},
     [O_DEFAULT] = {"default", 0, true, C(TASKS_NETWORK) | C(SESSION_NETWORK)},
+    [O_MESSAGE] = {"message", 'm', true, C(SNAPSHOT_CREATE)},
+    [O_AGAINST] = {"against", 0, true, C(SNAPSHOT_DIFF)},
 };
 
 static const char *const statuses[] = {"pending",  "running", "succeeded",  "failed",
@@ -133,6 +140,19 @@ static int check_text(const char *opt, const char *v, sbx_err *err)
         return sbx_err_set(err, EINVAL, "%s: empty value", opt);
     if (!printable(v))
         return sbx_err_set(err, EINVAL, "%s: value holds a control character", opt);
+    return 0;
+}
+
+/* A snapshot id: 64 lower-case hex digits. */
+static int check_snapshot_id(const char *what, const char *v, sbx_err *err)
+{
+    size_t n = 0;
+    for (; v[n]; n++)
+        if (!isdigit((unsigned char)v[n]) && !(v[n] >= 'a' && v[n] <= 'f'))
+            break;
+    if (v[n] || n != 64)
+        return sbx_err_set(err, EINVAL,
+                           "%s: '%.80s' is not a snapshot id (64 lower-case hex digits)", what, v);
     return 0;
 }
 
@@ -198,6 +218,14 @@ static int set_value(struct parse_state *st, enum opt_id id, const char *name, c
         (allow ? a->allow : a->deny)[(*n)++] = v;
         return 0;
     }
+    case O_MESSAGE:
+        a->message = v;
+        return 0;
+    case O_AGAINST:
+        if (strcmp(v, "current") != 0 && check_snapshot_id(name, v, err) < 0)
+            return -1;
+        a->against = strcmp(v, "current") ? v : NULL;
+        return 0;
     case O_DEFAULT:
         if (strcmp(v, "allow") != 0 && strcmp(v, "deny") != 0)
             return sbx_err_set(err, EINVAL, "%s: '%s' is not allow or deny", name, v);
@@ -521,6 +549,40 @@ static int resolve_session(struct parse_state *st)
     return a->session ? check_segment("session ID", a->session, st->err) : 0;
 }
 
+static int resolve_snapshot(struct parse_state *st)
+{
+    struct sbx_cli_args *a = st->a;
+    if (st->n_words < 2)
+        return sbx_err_set(st->err, EINVAL,
+                           "snapshot: missing subcommand (create, list, diff, rollback, rm)");
+    const char *sub = st->words[1];
+    if (!strcmp(sub, "create") || !strcmp(sub, "list")) {
+        a->cmd = !strcmp(sub, "create") ? SBX_CLI_SNAPSHOT_CREATE : SBX_CLI_SNAPSHOT_LIST;
+        return operands(st, 2, 0, 0,
+                        a->cmd == SBX_CLI_SNAPSHOT_CREATE ? "snapshot create [-m TEXT]"
+                                                          : "snapshot list");
+    }
+    if (!strcmp(sub, "diff")) {
+        a->cmd = SBX_CLI_SNAPSHOT_DIFF;
+        if (operands(st, 2, 1, 2, "snapshot diff ID [--against ID|current] [PATH]") < 0)
+            return -1;
+        a->path = st->n_words > 3 ? st->words[3] : NULL;
+        if (a->path && check_path_operand(st, "snapshot diff", a->path) < 0)
+            return -1;
+    } else if (!strcmp(sub, "rollback") || !strcmp(sub, "rm")) {
+        bool rm = !strcmp(sub, "rm");
+        a->cmd = rm ? SBX_CLI_SNAPSHOT_RM : SBX_CLI_SNAPSHOT_ROLLBACK;
+        if (operands(st, 2, 1, 1, rm ? "snapshot rm ID" : "snapshot rollback ID") < 0)
+            return -1;
+    } else {
+        return sbx_err_set(st->err, EINVAL,
+                           "snapshot: unknown subcommand '%s' (create, list, diff, rollback, rm)",
+                           sub);
+    }
+    a->snapshot_id = st->words[2];
+    return check_snapshot_id("snapshot id", a->snapshot_id, st->err);
+}
+
 /* The command from the operands, then the options checked against it. */
 static int resolve(struct parse_state *st, sbx_err *err)
 {
@@ -567,6 +629,9 @@ static int resolve(struct parse_state *st, sbx_err *err)
     } else if (strcmp(w, "session") == 0) {
         if (resolve_session(st) < 0)
             return -1;
+    } else if (strcmp(w, "snapshot") == 0) {
+        if (resolve_snapshot(st) < 0)
+            return -1;
     } else if (strcmp(w, "stream") == 0) {
         a->cmd = SBX_CLI_STREAM;
         /* Without --session: the daemon's default session. */
@@ -575,7 +640,8 @@ static int resolve(struct parse_state *st, sbx_err *err)
     } else {
         return sbx_err_set(err, EINVAL, "unknown command '%s'", w);
     }
-    bool two_words = !strcmp(w, "tasks") || !strcmp(w, "files") || !strcmp(w, "session");
+    bool two_words = !strcmp(w, "tasks") || !strcmp(w, "files") || !strcmp(w, "session") ||
+                     !strcmp(w, "snapshot");
     for (int i = 0; i < O_COUNT; i++)
         if (st->seen[i] && !(opts[i].cmds & (1u << a->cmd)))
             return sbx_err_set(err, EINVAL, "--%s does not apply to '%s%s%s'", st->seen[i], w,

@@ -36,6 +36,11 @@ enum sbx_cli_cmd {
     SBX_CLI_SESSION_STOP,
     SBX_CLI_TASKS_NETWORK,
     SBX_CLI_SESSION_NETWORK,
+    SBX_CLI_SNAPSHOT_CREATE,
+    SBX_CLI_SNAPSHOT_LIST,
+    SBX_CLI_SNAPSHOT_DIFF,
+    SBX_CLI_SNAPSHOT_ROLLBACK,
+    SBX_CLI_SNAPSHOT_RM,
 };
 
 /* Defaults from the environment (each may be NULL or ""). */
@@ -80,6 +85,9 @@ struct sbx_cli_args {
     const char *allow[SBX_CLI_MAX_RULES], *deny[SBX_CLI_MAX_RULES];
     size_t n_allow, n_deny;
     const char *net_default; /* "allow" | "deny", NULL: not sent */
+    /* snapshot: its id (diff, rollback, rm), create's message, diff's
+     * --against (NULL: the workspace now) and file (path, NULL: none) */
+    const char *snapshot_id, *message, *against;
     /* stream */
     const char *last_event_id;
     const char *help_topic; /* HELP: the command asked about, or NULL */

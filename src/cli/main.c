@@ -34,6 +34,12 @@ static void usage(FILE *f)
         "                                  /tmp, processes); prints its id once it is ready\n"
         "  session stop ID                 stop it, killing everything in it\n"
         "  session network ID [rules]      a live session's new egress rules, at once\n"
+        "  snapshot create [-m TEXT]       snapshot the workspace (skills/ left out)\n"
+        "  snapshot list                   the workspace's snapshots, newest first\n"
+        "  snapshot diff ID [--against ID|current] [PATH]\n"
+        "                                  what changed since ID (and PATH's unified diff)\n"
+        "  snapshot rollback ID            make the workspace what snapshot ID holds\n"
+        "  snapshot rm ID                  delete a snapshot\n"
         "  stream [--session ID] [--last-event-id N]\n"
         "                                  follow a session's events (default: the daemon's\n"
         "                                  default session), resuming after a drop\n"
@@ -97,6 +103,12 @@ static int dispatch(struct sbx_cli_client *c, const struct sbx_cli_args *a)
     case SBX_CLI_TASKS_NETWORK:
     case SBX_CLI_SESSION_NETWORK:
         return sbx_cli_cmd_network(c, a);
+    case SBX_CLI_SNAPSHOT_CREATE:
+    case SBX_CLI_SNAPSHOT_LIST:
+    case SBX_CLI_SNAPSHOT_DIFF:
+    case SBX_CLI_SNAPSHOT_ROLLBACK:
+    case SBX_CLI_SNAPSHOT_RM:
+        return sbx_cli_cmd_snapshot(c, a);
     default:
         return 2;
     }

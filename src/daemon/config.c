@@ -131,6 +131,9 @@ static int set_defaults(struct loader *L)
     c->retention.max_age_s = 7 * DAY;
     c->retention.max_tasks = 10000;
     c->retention.events_per_session = 10000;
+    c->retention.snapshots = 10; /* the original's design: 10, 30 days, 100 MB */
+    c->retention.snapshot_max_age_s = 30 * DAY;
+    c->retention.snapshot_max_bytes = 100ull << 20;
 
     c->pool.idle_timeout_s = 300;
 
@@ -228,6 +231,9 @@ static int finish(struct loader *L, char **envp)
     if (!c->control_dir &&
         asprintf(&c->control_dir, "%s/control", strcmp(c->state_dir, "/") ? c->state_dir : "") < 0)
         return c->control_dir = NULL, cfg_oom(L);
+    if (!c->snapshot_dir && asprintf(&c->snapshot_dir, "%s/snapshots",
+                                     strcmp(c->state_dir, "/") ? c->state_dir : "") < 0)
+        return c->snapshot_dir = NULL, cfg_oom(L);
     /* injected variables: their values now, from the environment we were given */
     if (resolve_env(L, envp, &c->task_env_keys, &c->task_env) < 0)
         return -1;
@@ -327,6 +333,7 @@ void sbx_config_free(struct sbx_config *c)
     free(c->state_dir);
     free(c->workspace_root);
     free(c->control_dir);
+    free(c->snapshot_dir);
     free(c->runtime_id);
     free(c->tenant_code);
     free(c->clone_key);

@@ -25,6 +25,7 @@
  *     state_dir: /var/lib/sandbox              # --state-dir
  *     workspace_root: <state_dir>/workspaces   # CLAW_WORKSPACE, --workspace-root
  *     control_dir: <state_dir>/control         # CLAW_CONTROL_DIR, --control-dir
+ *     snapshot_dir: <state_dir>/snapshots      # workspace snapshots' store
  *     runtime_id: rt-1                         # CLAW_RUNTIME_ID (unset: the daemon's choice)
  *     log_level: info                          # --log-level: error|warn|info|debug
  *     max_concurrent: 32       # --max-concurrent; tasks running at once (seed: max_workers)
@@ -95,6 +96,9 @@
  *     max_age: 7d              # tasks, outputs and events older than this are pruned
  *     max_tasks: 10000         # and beyond this many tasks
  *     events_per_session: 10000  # events kept per session (then events_lost)
+ *     snapshots: 10              # workspace snapshots kept per workspace (0: no bound)
+ *     snapshot_max_age: 30d      # pruned at the next snapshot once older (0: no bound)
+ *     snapshot_max_bytes: 100m   # distinct contents of one workspace's snapshots
  *   environments:              # name -> environment; built in: python, node, shell
  *     python:                  # (a list of {name: ..., ...} as in seed 004 works too)
  *       language: python       # python|node|shell; a new one without it takes
@@ -162,6 +166,7 @@ struct sbx_config {
     char *state_dir;      /* absolute, like every path here */
     char *workspace_root; /* <root>/<tenant>/[<cloneKey>/]<cloneId>/work */
     char *control_dir;
+    char *snapshot_dir; /* workspace snapshots' store */
     char *runtime_id;  /* NULL: the daemon picks one */
     char *tenant_code; /* the default clone of requests that name none */
     char *clone_key;   /* NULL: none */
@@ -209,6 +214,9 @@ struct sbx_config {
         double max_age_s;
         uint64_t max_tasks;
         uint64_t events_per_session;
+        uint64_t snapshots; /* per workspace; 0: no bound (and below) */
+        double snapshot_max_age_s;
+        uint64_t snapshot_max_bytes;
     } retention;
 
     struct sbx_environment *environments; /* enabled ones only, n >= 0 */

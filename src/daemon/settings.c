@@ -32,5 +32,9 @@ void sbx_settings_from_config(struct sbx_runtime_settings *s, const struct sbx_c
         .tenants = c->tenants,
         .n_tenants = c->n_tenants,
         .pool = c->pool,
+        .snapshots = {.dir = c->snapshot_dir,
+                      .keep = c->retention.snapshots,
+                      .max_age_s = c->retention.snapshot_max_age_s,
+                      .max_bytes = c->retention.snapshot_max_bytes},
     };
 }

@@ -50,6 +50,7 @@ void sbx_runtime_free(struct sbx_runtime *rt)
 {
     if (!rt)
         return;
+    rt_snapshots_free(rt); /* before the workspaces are unmounted */
     while (rt->sessions)
         rt_session_free(rt->sessions);
     rt_releases_finish(rt);

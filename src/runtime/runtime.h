@@ -109,6 +109,47 @@ int sbx_runtime_workspace_when_ready(struct sbx_runtime *rt, const struct sbx_cl
  * went away). */
 void sbx_runtime_workspace_unwait(struct sbx_runtime *rt, void *ud);
 
+/* ---- workspace snapshots (runtime/snapshots.c, docs/snapshots.md) ----
+ * Hashing, copying and restoring run in a helper process watched by a
+ * pidfd; the loop only starts it and reads its answer. A create or rollback
+ * runs only while the clone has no task queued or running and no live
+ * session (EBUSY otherwise, 409), and while it runs the clone's new tasks,
+ * sessions and file requests are refused (EBUSY): a snapshot is never torn
+ * and a rollback never races a writer. Operations of one tenant run one at
+ * a time (they share its blobs), those of other tenants alongside. */
+enum sbx_snapshot_op {
+    SBX_SNAPSHOT_CREATE,   /* message */
+    SBX_SNAPSHOT_DIFF,     /* id, against (NULL: the workspace now), path (NULL: none) */
+    SBX_SNAPSHOT_ROLLBACK, /* id */
+    SBX_SNAPSHOT_DELETE,   /* id */
+};
+struct sbx_snapshot_request {
+    enum sbx_snapshot_op op;
+    const char *message;
+    const char *id;
+    const char *against;
+    const char *path;
+};
+/* result: the helper's answer (borrowed during the call), err NULL; or err.
+ *  create:   {snapshot: {id, timestamp (ms), message, fileCount, size},
+ *             created, pruned: [ids], skipped}
+ *  diff:     {from, to, added: [...], modified: [...], deleted: [...],
+ *             truncated, file?: {path, diff, truncated} }
+ *  rollback: {success: true}
+ *  delete:   {ok: true, blobsRemoved, bytesFreed} */
+typedef void (*sbx_snapshot_done_fn)(void *ud, const sbx_err *err, json_t *result);
+/* 0: done(ud, …) will be called once from the loop; -1 with err (EBUSY,
+ * EINVAL). */
+int sbx_runtime_snapshot(struct sbx_runtime *rt, const struct sbx_clone *c,
+                         const struct sbx_snapshot_request *r, sbx_snapshot_done_fn done, void *ud,
+                         sbx_err *err);
+/* The waiter ud went away: its operation goes on, unanswered. */
+void sbx_runtime_snapshot_forget(struct sbx_runtime *rt, void *ud);
+/* The clone's index, {current, snapshots: [{id, timestamp (ms), message,
+ * fileCount, size}]} oldest first: one small file read. */
+int sbx_runtime_snapshot_list(struct sbx_runtime *rt, const struct sbx_clone *c, json_t **out,
+                              sbx_err *err);
+
 /* Change the egress policy of a running task (proxy policy): its default
  * and extra rules, on top of the operator's, for new connections and DNS
  * questions from now on. ENOENT when not running, ENOTSUP without an egress,

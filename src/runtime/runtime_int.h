@@ -144,6 +144,7 @@ struct sbx_runtime {
     struct rt_session *sessions;
     struct rt_release *releasing; /* sandboxes of ended sessions */
     struct sbx_subscriber *subs;
+    struct rt_snapjob *snapjobs; /* snapshot operations (snapshots.c) */
 };
 
 /* events.c */
@@ -212,6 +213,13 @@ int rt_task_workspace(struct rt_task *t, sbx_err *err);
 void rt_format_free(struct rt_format *x);
 /* t no longer waits for its workspace image (it was canceled). */
 void rt_format_unwait(struct rt_task *t);
+
+/* snapshots.c */
+/* EBUSY when a snapshot or rollback of clone c is under way (its tasks,
+ * sessions and file writes wait for none: they are refused meanwhile). */
+int rt_snapshot_busy(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err *err);
+/* At the runtime's end: helpers killed and reaped, waiters told. */
+void rt_snapshots_free(struct sbx_runtime *rt);
 
 /* egress.c: egress options, policies, flows. */
 /* A task's or a session's own policy and the ones it replaced. */

@@ -330,6 +330,8 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
     struct rt_session *x = rt_find_session(rt, c, name);
     if (x && x->ready)
         return 1;
+    if (!x && rt_snapshot_busy(rt, c, err) < 0)
+        return -1;
     struct rt_waiter *w = calloc(1, sizeof(*w));
     if (!w)
         return sbx_err_set(err, ENOMEM, "session");

@@ -70,6 +70,15 @@ struct sbx_pool_settings {
     struct sbx_strv environments; /* canonical names; empty: all */
 };
 
+/* Workspace snapshots (runtime/snapshots.c): where the store is and what
+ * retention keeps per workspace (0: no bound). */
+struct sbx_snapshot_settings {
+    const char *dir; /* NULL: <state_dir>/snapshots */
+    uint64_t keep;
+    double max_age_s;
+    uint64_t max_bytes;
+};
+
 struct sbx_runtime_settings {
     const char *state_dir;      /* the clones' workspace images are under it */
     const char *workspace_root; /* <root>/<tenant>/[<cloneKey>/]<cloneId>/work */
@@ -101,6 +110,7 @@ struct sbx_runtime_settings {
     size_t n_tenants;
 
     struct sbx_pool_settings pool;
+    struct sbx_snapshot_settings snapshots;
 };
 
 /* The environment called name (its name first, then one of its aliases) in

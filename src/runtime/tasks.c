@@ -419,7 +419,8 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     struct rt_tenant *q = rt_tenant_queue(rt, req->clone.tenant, false);
     if ((q && q->queued >= set->queue_per_tenant) || rt->queued >= set->queue_size)
         return sbx_err_set(err, EAGAIN, "the task queue of tenant '%s' is full", req->clone.tenant);
-    if (sbx_runtime_check_limits(set, req, NULL, err) < 0)
+    if (sbx_runtime_check_limits(set, req, NULL, err) < 0 ||
+        rt_snapshot_busy(rt, &req->clone, err) < 0)
         return -1;
     struct rt_task *t = calloc(1, sizeof(*t));
     if (!t)

@@ -296,6 +296,8 @@ int rt_task_workspace(struct rt_task *t, sbx_err *err)
 int sbx_runtime_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, int *ws_fd, uid_t *uid,
                           gid_t *gid, sbx_err *err)
 {
+    if (rt_snapshot_busy(rt, c, err) < 0)
+        return -1;
     cleanup_free char *dir = rt_workspace(rt, c, uid, gid, err);
     if (!dir)
         return -1;

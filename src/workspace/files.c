@@ -46,6 +46,12 @@ static int ws_open(int ws_fd, const char *rel, int flags)
     return sys_openat2(ws_fd, rel[0] ? rel : ".", (uint64_t)flags, 0, RESOLVE_USER);
 }
 
+int sbx_ws_openat(int ws_fd, const char *rel, int flags, bool no_symlinks)
+{
+    return sys_openat2(ws_fd, rel[0] ? rel : ".", (uint64_t)flags, 0,
+                       RESOLVE_USER | (no_symlinks ? RESOLVE_NO_SYMLINKS : 0));
+}
+
 /* "/rel" quoted for a message: the path as the user sees it. */
 static const char *shown(const char *rel, char *buf, size_t len)
 {

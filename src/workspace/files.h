@@ -34,6 +34,12 @@
 int sbx_ws_ensure(const char *root, const char *tenant, const char *key, const char *id, uid_t uid,
                   gid_t gid, int *ws_fd, sbx_err *err);
 
+/* Open rel ("" the workspace itself) as the file API resolves a path:
+ * inside the workspace, no magic links, no other filesystem; no_symlinks
+ * also refuses any symlink on the way (ELOOP) instead of following it
+ * inside. An fd, or -1 with errno (ENOSYS without openat2). */
+int sbx_ws_openat(int ws_fd, const char *rel, int flags, bool no_symlinks);
+
 enum sbx_ws_type {
     SBX_WS_FILE,
     SBX_WS_DIR,

@@ -373,6 +373,45 @@ static void statuses(void **state)
     assert_false(sbx_cli_known_status(""));
 }
 
+#define SID "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+static void snapshot_forms(void **state)
+{
+    struct sbx_cli_args a;
+    sbx_err e;
+    assert_int_equal(PARSE(&a, &e, "snapshot", "create", "-m", "before"), 0);
+    assert_int_equal(a.cmd, SBX_CLI_SNAPSHOT_CREATE);
+    assert_string_equal(a.message, "before");
+    assert_int_equal(PARSE(&a, &e, "snapshot", "list", "--json"), 0);
+    assert_int_equal(a.cmd, SBX_CLI_SNAPSHOT_LIST);
+    assert_true(a.json);
+    assert_int_equal(PARSE(&a, &e, "snapshot", "diff", SID, "src/a.py", "--against", SID), 0);
+    assert_int_equal(a.cmd, SBX_CLI_SNAPSHOT_DIFF);
+    assert_string_equal(a.snapshot_id, SID);
+    assert_string_equal(a.against, SID);
+    assert_string_equal(a.path, "src/a.py");
+    assert_int_equal(PARSE(&a, &e, "snapshot", "diff", SID, "--against", "current"), 0);
+    assert_null(a.against);
+    assert_null(a.path);
+    assert_int_equal(PARSE(&a, &e, "snapshot", "rollback", SID), 0);
+    assert_int_equal(a.cmd, SBX_CLI_SNAPSHOT_ROLLBACK);
+    assert_int_equal(PARSE(&a, &e, "snapshot", "rm", SID), 0);
+    assert_int_equal(a.cmd, SBX_CLI_SNAPSHOT_RM);
+    /* refused, each naming what is wrong */
+    assert_int_equal(PARSE(&a, &e, "snapshot"), -1);
+    assert_non_null(strstr(e.msg, "missing subcommand"));
+    assert_int_equal(PARSE(&a, &e, "snapshot", "rollback", "../etc"), -1);
+    assert_non_null(strstr(e.msg, "not a snapshot id"));
+    assert_int_equal(PARSE(&a, &e, "snapshot", "rm", "ABCDEF"), -1);
+    assert_int_equal(PARSE(&a, &e, "snapshot", "diff", SID, "--against", "x"), -1);
+    assert_non_null(strstr(e.msg, "--against"));
+    assert_int_equal(PARSE(&a, &e, "snapshot", "create", "extra"), -1);
+    assert_int_equal(PARSE(&a, &e, "snapshot", "list", "-m", "x"), -1);
+    assert_non_null(strstr(e.msg, "does not apply to 'snapshot list'"));
+    assert_int_equal(PARSE(&a, &e, "snapshot", "undo", SID), -1);
+    assert_non_null(strstr(e.msg, "unknown subcommand 'undo'"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -389,6 +428,7 @@ int main(void)
         cmocka_unit_test(bad_lines_name_the_option),
         cmocka_unit_test(token_never_echoed),
         cmocka_unit_test(statuses),
+        cmocka_unit_test(snapshot_forms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

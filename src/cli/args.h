@@ -36,6 +36,7 @@ enum sbx_cli_cmd {
     SBX_CLI_SESSION_STOP,
     SBX_CLI_TASKS_NETWORK,
     SBX_CLI_SESSION_NETWORK,
+    SBX_CLI_MCP,
 };
 
 /* Defaults from the environment (each may be NULL or ""). */

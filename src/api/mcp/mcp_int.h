@@ -35,9 +35,17 @@ struct mcp_call {
     struct sbx_subscriber sub;
 };
 
+enum {
+    MCP_READ_ONLY = 1 << 0,   /* changes nothing */
+    MCP_DESTRUCTIVE = 1 << 1, /* may delete or overwrite */
+    MCP_IDEMPOTENT = 1 << 2,  /* the same call again changes nothing more */
+    MCP_OPEN_WORLD = 1 << 3,  /* may reach beyond the daemon (network egress) */
+};
+
 struct mcp_tool {
     const char *name, *title, *description;
     const char *schema; /* the input schema, JSON text */
+    unsigned hints;     /* MCP_* below: the tool's annotations */
     /* Begin the call: answer it with mcp_call_result / mcp_tool_error, now
      * or later (c->wait says for what). req is valid during the call only. */
     void (*begin)(struct mcp_call *c, sbx_http_request *req);

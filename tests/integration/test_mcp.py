@@ -45,11 +45,12 @@ _daemons = []
 
 
 class Daemon(ServeDaemon):
-    def __init__(self, name, config_text):
+    def __init__(self, name, config_text, extra=()):
         cfg = os.path.join(TMP, name + ".yaml")
         with open(cfg, "w") as f:
             f.write(config_text)
-        super().__init__(os.path.join(TMP, name), TOKEN, config=cfg, registry=_daemons)
+        super().__init__(os.path.join(TMP, name), TOKEN, config=cfg, extra=extra,
+                         registry=_daemons)
 
     def url(self):
         return "http://127.0.0.1:%d" % self.port
@@ -324,6 +325,64 @@ def metrics_tenant_label():
               fams["sandbox_tasks_finished_total"])
         check(value(fams, "sandbox_tasks_submitted_total", tenant="acme") == 1,
               "submitted by tenant")
+    finally:
+        d.stop()
+
+
+@S.case
+def metrics_egress_and_dns():
+    """Egress denials and DNS answers and refusals, counted by the egress
+    itself (proxy policy; every target is loopback or a name the daemon
+    answers from its own hosts table, in this test's network namespace)."""
+    d = Daemon("egress", CONFIG + """\
+network:
+  default: deny
+  allow: [svc.test]
+  hosts:
+    svc.test: 203.0.113.10
+""", extra=["--net", "proxy"]).start()
+    try:
+        base = scrape(d)
+        script = ("curl -s --noproxy '' -o /dev/null -w '%{http_code}\\n' "
+                  "-x http://127.0.0.1:3128 "
+                  "http://127.0.0.1:9/; getent ahostsv4 svc.test; getent ahostsv4 other.test; "
+                  "true")
+        st, b, _ = d.req("POST", "/runtime/exec", {"command": ["sh", "-c", script]})
+        check(st == 200 and b["stdout"].startswith("403\n") and "203.0.113.10" in b["stdout"],
+              "the proxy refused loopback, DNS answered svc.test", (st, b))
+        now = scrape(d)
+
+        def delta(name, **labels):
+            return value(now, name, **labels) - value(base, name, **labels)
+        check(delta("sandbox_egress_connections_total", verdict="deny", via="http") == 1,
+              "one denied HTTP-proxy connection", now.get("sandbox_egress_connections_total"))
+        check(delta("sandbox_egress_connections_total", verdict="allow") == 0,
+              "none allowed")
+        check(delta("sandbox_egress_bytes_total", verdict="deny") == 0, "no bytes relayed")
+        check(delta("sandbox_dns_answers_total") >= 1, "svc.test answered",
+              now.get("sandbox_dns_answers_total"))
+        check(delta("sandbox_dns_refusals_total") >= 1, "other.test refused",
+              now.get("sandbox_dns_refusals_total"))
+
+        # set_network over MCP narrows a live session's egress at once.
+        def tool(name, **args):
+            st, b, _ = d.req("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                              "params": {"name": name, "arguments": args}})
+            check(st == 200 and "result" in b, "tools/call %s" % name, (st, b))
+            return b["result"]
+        r = tool("start_session", session="net-s")
+        check(not r.get("isError"), "session started", r)
+        look = "getent ahostsv4 svc.test || echo refused"
+        r = tool("exec", session="net-s", command=look)
+        check("203.0.113.10" in r["structuredContent"]["stdout"], "svc.test resolves", r)
+        r = tool("set_network", session="net-s", deny=["svc.test"])
+        check(not r.get("isError") and "net-s" in r["content"][0]["text"], "set_network", r)
+        r = tool("exec", session="net-s", command=look)
+        check(r["structuredContent"]["stdout"] == "refused\n", "now svc.test is refused", r)
+        r = tool("set_network", session="net-s", default="allow", taskId="x")
+        check(r.get("isError") and "not both" in r["content"][0]["text"], "one target", r)
+        r = tool("stop_session", session="net-s")
+        check(not r.get("isError"), "session stopped", r)
     finally:
         d.stop()
 

@@ -207,6 +207,42 @@ def mcp_http_basics():
     check(st == 403, "a foreign browser Origin is refused", (st, b))
 
 
+def wait_task(marker, status, timeout=20):
+    """The task whose command holds marker, once it has status."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        st, b, _ = D.req("GET", "/runtime/tasks?limit=50")
+        last = [t for t in b["tasks"] if marker in " ".join(t["command"])]
+        if last and last[0]["status"] == status:
+            return last[0]
+        time.sleep(0.1)
+    raise AssertionError("no %s task with %s: %r" % (status, marker, last))
+
+
+@S.case
+def mcp_client_gone_cancels():
+    """A client that hangs up mid-call (JSON and event-stream answers alike)
+    leaves no task running for nobody."""
+    for stream in (False, True):
+        marker = "gone-%s" % ("sse" if stream else "json")
+        params = {"name": "exec", "arguments": {"command": "sleep 60 # " + marker}}
+        if stream:
+            params["_meta"] = {"progressToken": "t"}
+        c = http.client.HTTPConnection("127.0.0.1", D.port, timeout=30)
+        c.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                                              "params": params}),
+                  {"Authorization": "Bearer " + TOKEN, "Content-Type": "application/json",
+                   "Accept": "application/json, text/event-stream"})
+        wait_task(marker, "running")
+        c.sock.close()
+        c.close()
+        t0 = time.monotonic()
+        t = wait_task(marker, "canceled")
+        print("     %s: canceled %.1fs after the hang-up" % (marker, time.monotonic() - t0))
+        check(t["result"]["exitCode"] == 124, "canceled with exit code 124", t)
+
+
 BEFORE = scrape(D)
 SUMMARY = {}
 

@@ -22,7 +22,9 @@
 /* An event stream holds a whole result (outputs are cut for the model well
  * below this) plus the progress notifications still unread. */
 #define MCP_SSE_BUFFER (4u << 20)
-#define MCP_HEARTBEAT_MS 15000
+/* Also how soon a client that hung up mid-stream is noticed (its task then
+ * cancelled): a write to a closed connection fails. */
+#define MCP_HEARTBEAT_MS 5000
 
 /* Newest first: an unknown version asked for gets the newest. */
 static const char *const versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"};

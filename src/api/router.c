@@ -286,6 +286,7 @@ sbx_route_result sbx_router_match(const sbx_router *r, const char *method, const
         return any_path ? SBX_ROUTE_BAD_METHOD : SBX_ROUTE_NOT_FOUND;
     }
     m->target = best->target;
+    m->pattern = best->pattern;
     m->buf = buf;
     for (unsigned i = 0; i < best->nsegs; i++) {
         if (!best->segs[i].param)
@@ -295,6 +296,12 @@ sbx_route_result sbx_router_match(const sbx_router *r, const char *method, const
         m->nparams++;
     }
     return SBX_ROUTE_FOUND;
+}
+
+void sbx_router_each(const sbx_router *r, sbx_router_each_fn fn, void *ud)
+{
+    for (size_t i = 0; i < r->n; i++)
+        fn(ud, r->routes[i].method, r->routes[i].pattern);
 }
 
 const char *sbx_route_param(const sbx_route_match *m, const char *name)

@@ -22,6 +22,7 @@ typedef enum sbx_route_result {
 /* A match owns a copy of the path; param values point into it. */
 typedef struct sbx_route_match {
     void *target;
+    const char *pattern; /* the route's, as registered (valid while the router is) */
     unsigned nparams;
     const char *names[SBX_ROUTE_MAX_PARAMS];
     const char *values[SBX_ROUTE_MAX_PARAMS];
@@ -46,6 +47,10 @@ int sbx_router_add(sbx_router *r, const char *method, const char *pattern, void 
  * SBX_ROUTE_NOT_FOUND also when out of memory (m->target NULL, errno ENOMEM). */
 sbx_route_result sbx_router_match(const sbx_router *r, const char *method, const char *path,
                                   sbx_route_match *m, char *allow, size_t allow_len);
+
+/* Call fn for every route, in registration order. */
+typedef void (*sbx_router_each_fn)(void *ud, const char *method, const char *pattern);
+void sbx_router_each(const sbx_router *r, sbx_router_each_fn fn, void *ud);
 
 /* Value of placeholder name, or NULL. */
 const char *sbx_route_param(const sbx_route_match *m, const char *name);

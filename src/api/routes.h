@@ -10,6 +10,7 @@ struct sbx_api {
     struct sbx_store *store;
     bool ready; /* the store is open and the engine's self-check passed */
     int64_t started_at;
+    struct mcp_call *mcp_calls; /* MCP tool calls in flight (api/mcp/) */
 };
 
 int sbx_api_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err);

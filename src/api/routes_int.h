@@ -66,6 +66,9 @@ void h_stop(sbx_http_request *req, void *ud);
 void h_session_network(sbx_http_request *req, void *ud);
 /* routes_stream.c */
 void h_stream(sbx_http_request *req, void *ud);
+/* routes_ops.c */
+void h_metrics(sbx_http_request *req, void *ud);
+void h_openapi(sbx_http_request *req, void *ud);
 /* routes_files.c */
 void h_file_get(sbx_http_request *req, void *ud);
 void h_file_put(sbx_http_request *req, void *ud);

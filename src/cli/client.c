@@ -151,8 +151,7 @@ static size_t on_read(char *buf, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
-static struct curl_slist *add_header(struct curl_slist *h, bool *ok, const char *name,
-                                     const char *v)
+struct curl_slist *sbx_cli_header(struct curl_slist *h, bool *ok, const char *name, const char *v)
 {
     if (!*ok || !v)
         return h;
@@ -173,17 +172,17 @@ static struct curl_slist *headers_for(struct sbx_cli_client *c, const struct sbx
 {
     bool ok = true;
     struct curl_slist *h = NULL;
-    h = add_header(h, &ok, "Authorization", c->auth);
-    h = add_header(h, &ok, "X-Tenant-Code", c->tenant);
-    h = add_header(h, &ok, "X-Clone-Key", c->clone_key);
-    h = add_header(h, &ok, "X-Clone-Id", c->clone_id);
-    h = add_header(h, &ok, "Accept",
-                   rq->event_stream ? "text/event-stream" : "application/json, */*");
-    h = add_header(h, &ok, "Last-Event-ID", rq->last_event_id);
+    h = sbx_cli_header(h, &ok, "Authorization", c->auth);
+    h = sbx_cli_header(h, &ok, "X-Tenant-Code", c->tenant);
+    h = sbx_cli_header(h, &ok, "X-Clone-Key", c->clone_key);
+    h = sbx_cli_header(h, &ok, "X-Clone-Id", c->clone_id);
+    h = sbx_cli_header(h, &ok, "Accept",
+                       rq->event_stream ? "text/event-stream" : "application/json, */*");
+    h = sbx_cli_header(h, &ok, "Last-Event-ID", rq->last_event_id);
     if (rq->json)
-        h = add_header(h, &ok, "Content-Type", "application/json");
+        h = sbx_cli_header(h, &ok, "Content-Type", "application/json");
     else if (rq->upload)
-        h = add_header(h, &ok, "Content-Type", "application/octet-stream");
+        h = sbx_cli_header(h, &ok, "Content-Type", "application/octet-stream");
     if (!ok) {
         curl_slist_free_all(h);
         return NULL;

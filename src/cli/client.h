@@ -20,6 +20,12 @@
 #define SBX_CLI_ERROR_BODY_MAX (64u << 10)
 
 struct sbx_cli_client;
+struct curl_slist;
+
+/* Append "name: v" to a libcurl header list (nothing when v is NULL); *ok
+ * turns false when out of memory, and later calls then add nothing. The
+ * line is wiped from memory once copied (it may hold a token). */
+struct curl_slist *sbx_cli_header(struct curl_slist *h, bool *ok, const char *name, const char *v);
 
 /* NULL with err when curl cannot start or args->url is bad. */
 struct sbx_cli_client *sbx_cli_client_new(const struct sbx_cli_args *args, sbx_err *err);

@@ -43,6 +43,8 @@ static void usage(FILE *f)
         "  stream [--session ID] [--last-event-id N]\n"
         "                                  follow a session's events (default: the daemon's\n"
         "                                  default session), resuming after a drop\n"
+        "  mcp                             MCP over stdio for clients that spawn a server:\n"
+        "                                  each line a JSON-RPC message, bridged to POST /mcp\n"
         "\n"
         "Options of exec and run:\n"
         "  --timeout SECONDS   wall-clock limit of the task\n"
@@ -103,12 +105,17 @@ static int dispatch(struct sbx_cli_client *c, const struct sbx_cli_args *a)
     case SBX_CLI_TASKS_NETWORK:
     case SBX_CLI_SESSION_NETWORK:
         return sbx_cli_cmd_network(c, a);
+<<<<<<< HEAD
     case SBX_CLI_SNAPSHOT_CREATE:
     case SBX_CLI_SNAPSHOT_LIST:
     case SBX_CLI_SNAPSHOT_DIFF:
     case SBX_CLI_SNAPSHOT_ROLLBACK:
     case SBX_CLI_SNAPSHOT_RM:
         return sbx_cli_cmd_snapshot(c, a);
+=======
+    case SBX_CLI_MCP:
+        return sbx_cli_cmd_mcp(a);
+>>>>>>> wip3/mcp
     default:
         return 2;
     }

@@ -35,6 +35,7 @@
  *     max_body: 16m            # largest JSON request body (413 beyond it)
  *     header_timeout: 10s      # a client must send its headers within this
  *     connection_idle_timeout: 60s
+ *     metrics_tenant_label: false  # GET /metrics: a tenant label on task counters
  *     default_clone:           # the clone of a request that names none
  *       tenant_code: default   # CLAW_TENANT_CODE
  *       clone_key: ~           # CLAW_CLONE_KEY (unset: no cloneKey level)
@@ -180,6 +181,7 @@ struct sbx_config {
     uint64_t max_body_bytes;
     double header_timeout_s;
     double connection_idle_timeout_s;
+    bool metrics_tenant_label; /* a series per tenant: the operator's choice */
 
     /* sandbox */
     struct sbx_limits limits; /* defaults, each <= max */

@@ -51,6 +51,8 @@ const struct setting cfg_settings[] = {
      -1},
     {"server", "connection_idle_timeout", NULL, NULL, 0, NULL, K_DURATION,
      OFF(connection_idle_timeout_s), 0, 86400, -1},
+    {"server", "metrics_tenant_label", NULL, NULL, 0, NULL, K_BOOL, OFF(metrics_tenant_label), 0, 0,
+     -1},
     {"server.default_clone", "tenant_code", NULL, "CLAW_TENANT_CODE", K_SEGMENT, NULL, K_SEGMENT,
      OFF(tenant_code), 0, 0, -1},
     {"server.default_clone", "clone_key", NULL, "CLAW_CLONE_KEY", K_OPT_SEGMENT, NULL,

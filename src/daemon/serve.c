@@ -12,6 +12,7 @@
 
 #include "api/auth.h"
 #include "api/routes.h"
+#include "base/metrics.h"
 #include "base/time.h"
 #include "daemon/cmd.h"
 #include "daemon/config.h"
@@ -213,6 +214,7 @@ static void teardown(struct serve *s)
     if (s->base)
         event_base_free(s->base);
     sbx_config_free(&s->cfg);
+    sbx_metrics_reset();
 }
 
 /* An event made by event_new or evsignal_new (NULL when that failed) onto
@@ -264,6 +266,15 @@ int sbx_cmd_serve(int argc, char **argv)
                                   .policy = s.policy,
                                   .policy_opts = &s.policy_opts,
                                   .resolver = s.resolver};
+    sbx_metrics_set_tenant_label(s.cfg.metrics_tenant_label);
+    static const struct sbx_metric cg_mode = {
+        .name = "sandbox_cgroup_mode",
+        .help =
+            "How tasks' limits are enforced: 1 for the mode this daemon runs in (v2, v1-hybrid, "
+            "rlimit).",
+        .kind = SBX_METRIC_GAUGE,
+        .labels = {"mode"}};
+    sbx_metric_set(&cg_mode, 1, sbx_cg_mode_name(s.cg_host.mode));
     if (!(s.rt = sbx_runtime_new(&ro, &e)))
         goto fail;
     sbx_http_config hc = {.listen = s.cfg.listen.text,

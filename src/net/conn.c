@@ -26,6 +26,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/metrics.h"
+
 #define DEFAULT_MAX_CONNS 256
 #define DEFAULT_IDLE_S 300.0
 #define DEFAULT_CONNECT_S 10.0
@@ -94,8 +96,27 @@ static void close_client(int fd, bool reset)
     close(fd);
 }
 
+static const struct sbx_metric m_conns = {
+    .name = "sandbox_egress_connections_total",
+    .help = "Egress connections of the sandboxes, by verdict and by how they came (socks5, http, "
+            "transparent); the denials are those with verdict deny.",
+    .kind = SBX_METRIC_COUNTER,
+    .labels = {"verdict", "via"}};
+static const struct sbx_metric m_bytes = {
+    .name = "sandbox_egress_bytes_total",
+    .help =
+        "Bytes relayed for the sandboxes' egress connections, by verdict and direction (out: to "
+        "the target).",
+    .kind = SBX_METRIC_COUNTER,
+    .labels = {"verdict", "direction"}};
+
+/* Every flow, whatever became of it, is reported here once. */
 static void report(struct sbx_conn_ctx *ctx, const struct sbx_flow *f)
 {
+    const char *verdict = f->verdict == SBX_VERDICT_DENY ? "deny" : "allow";
+    sbx_metric_add(&m_conns, 1, verdict, sbx_flow_via_name(f->via));
+    sbx_metric_add(&m_bytes, (double)f->bytes_out, verdict, "out");
+    sbx_metric_add(&m_bytes, (double)f->bytes_in, verdict, "in");
     if (ctx->on_flow)
         ctx->on_flow(ctx->ud, f);
 }

@@ -24,6 +24,7 @@
 #include <event2/dns_struct.h>
 #include <event2/event.h>
 
+#include "base/metrics.h"
 #include "base/time.h"
 
 #define DNS_TTL 60
@@ -161,9 +162,20 @@ static void flow_name(const char *name, char *out, size_t len)
         snprintf(out, len, "(malformed)");
 }
 
+static const struct sbx_metric m_answers = {
+    .name = "sandbox_dns_answers_total",
+    .help = "DNS questions of the sandboxes answered (allowed by the policy and looked up).",
+    .kind = SBX_METRIC_COUNTER};
+static const struct sbx_metric m_refusals = {
+    .name = "sandbox_dns_refusals_total",
+    .help = "DNS questions of the sandboxes refused (by the policy, or malformed, or too many).",
+    .kind = SBX_METRIC_COUNTER};
+
+/* Each question's end: counted, and its flow reported. */
 static void report(const struct sbx_dns_server *s, const char *name, const struct sbx_decision *d,
                    const struct sbx_addr *addr, double start, double duration)
 {
+    sbx_metric_add(d->verdict == SBX_VERDICT_DENY ? &m_refusals : &m_answers, 1);
     if (!s->on_flow)
         return;
     struct sbx_flow f = {.start = start,

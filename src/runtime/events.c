@@ -139,6 +139,19 @@ int sbx_runtime_subscribe(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_
     return 0;
 }
 
+int sbx_runtime_subscribe_live(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_err *err)
+{
+    struct sbx_store_event_range range;
+    stream_key(s->key, sizeof(s->key), s->tenant, s->session);
+    if (sbx_store_events_since(rt->o.store, s->key, 0, 1, NULL, NULL, &range, err) < 0)
+        return -1;
+    s->last_id = range.last;
+    s->behind = false;
+    s->next = rt->subs;
+    rt->subs = s;
+    return 0;
+}
+
 void sbx_runtime_resume(struct sbx_runtime *rt, struct sbx_subscriber *s)
 {
     if (s->behind)

@@ -43,6 +43,7 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
     rt->o.settings = &rt->settings;
     snprintf(rt->default_session, sizeof(rt->default_session), "%s",
              rt->settings.runtime_id ? rt->settings.runtime_id : "default");
+    rt_metrics_init(rt);
     return rt;
 }
 
@@ -50,7 +51,11 @@ void sbx_runtime_free(struct sbx_runtime *rt)
 {
     if (!rt)
         return;
+<<<<<<< HEAD
     rt_snapshots_free(rt); /* before the workspaces are unmounted */
+=======
+    rt_metrics_fini(rt);
+>>>>>>> wip3/mcp
     while (rt->sessions)
         rt_session_free(rt->sessions);
     rt_releases_finish(rt);

@@ -212,6 +212,8 @@ struct sbx_subscriber {
 /* Replay from after_id (saying events_lost first when some aged out), then
  * keep pushing. */
 int sbx_runtime_subscribe(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_err *err);
+/* Only what comes from now on (no replay): a watcher of one task's output. */
+int sbx_runtime_subscribe_live(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_err *err);
 /* After a full buffer drained: replay what was missed, then live again. */
 void sbx_runtime_resume(struct sbx_runtime *rt, struct sbx_subscriber *s);
 void sbx_runtime_unsubscribe(struct sbx_runtime *rt, struct sbx_subscriber *s);

@@ -46,6 +46,10 @@ struct rt_task {
     struct sbx_egress *eg; /* proxy policy, not in a session: the task's own */
     sbx_runtime_done_fn done;
     void *ud;
+    /* For the metrics: CLOCK_MONOTONIC at submit and start (0 until then),
+     * and the report's outcome once it ended in a sandbox. */
+    double submitted_s, started_s;
+    const char *outcome;
     struct evbuffer *pending[2];
     struct event *flush;
     struct rt_task *next;     /* in its tenant's queue */
@@ -197,6 +201,13 @@ void rt_session_free(struct rt_session *x);
 /* At the runtime's end: the releases still going on, finished now (the
  * bounded synchronous release: the loop is ending). */
 void rt_releases_finish(struct sbx_runtime *rt);
+
+/* metrics.c: counted where tasks.c sees each event. */
+void rt_metrics_init(struct sbx_runtime *rt);
+void rt_metrics_fini(struct sbx_runtime *rt);
+void rt_metrics_submitted(struct rt_task *t);
+void rt_metrics_started(struct rt_task *t);
+void rt_metrics_finished(struct rt_task *t, enum sbx_task_status status);
 
 /* workspace.c */
 /* The workspace of a clone, made and mounted on first use: its directory

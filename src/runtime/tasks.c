@@ -191,6 +191,7 @@ void rt_finish(struct rt_task *t, enum sbx_task_status status, const char *error
                                       .stderr_len = err_len};
     char why[600];
     record_end(t, &tr, why, sizeof(why));
+    rt_metrics_finished(t, tr.to);
     json_t *d = task_event_data(t, sbx_task_status_name(tr.to));
     json_object_set_new(d, "exitCode", json_integer(exit_code));
     json_object_set_new(d, "error", json_string(tr.error));
@@ -215,6 +216,7 @@ static void on_task_done(void *ud, struct sbx_task *et)
     const char *out = sbx_task_output(et, SBX_STDOUT, &out_len);
     const char *errout = sbx_task_output(et, SBX_STDERR, &err_len);
     enum sbx_task_status st = final_status(r);
+    t->outcome = sbx_outcome_name(r->outcome);
     if (t->in_session && rt_find_session(rt, &t->clone, t->session) == t->in_session) {
         t->in_session->tasks--;
         rt_session_touch(t->in_session);
@@ -314,6 +316,7 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
     if (sbx_store_task_transition(rt->o.store, t->id, &tr, err) < 0)
         return -1;
     t->started_at = tr.at;
+    rt_metrics_started(t);
     t->t = sbx_task_start(rt->o.base, &to, err);
     if (!t->t)
         return -1;
@@ -498,6 +501,7 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     (void)rt_queue_put(rt, t, false); /* its tenant's queue exists: cannot fail */
     t->all_next = rt->active;
     rt->active = t;
+    rt_metrics_submitted(t);
     rt_start_next(rt);
     return 0;
 }

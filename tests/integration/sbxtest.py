@@ -60,6 +60,14 @@ def npm_clients():
     return node24, os.path.join(cache, "clients", "node_modules")
 
 
+def npm_checkers():
+    """The node_modules folder of the npm checkers (an OpenAPI validator, a
+    Prometheus text parser), installed by scripts/npm-deps.sh beside the
+    clients."""
+    node24, modules = npm_clients()
+    return os.path.join(os.path.dirname(os.path.dirname(modules)), "checkers", "node_modules")
+
+
 def workspace_with_helpers(*names):
     """A temporary workspace holding copies of the named helper programs."""
     ws = tempfile.mkdtemp(prefix="sbx-ws-")

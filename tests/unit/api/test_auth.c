@@ -105,6 +105,7 @@ static void token_list_and_public_paths(void **state)
     assert_non_null(strstr(e.msg, "item 2"));
     assert_true(sbx_auth_is_public(a, "/healthz"));
     assert_true(sbx_auth_is_public(a, "/readyz"));
+    assert_true(sbx_auth_is_public(a, "/openapi.json"));
     assert_false(sbx_auth_is_public(a, "/healthz/x"));
     assert_false(sbx_auth_is_public(a, "/runtime/status"));
     const char *only[] = {"/ping"};

@@ -245,6 +245,10 @@ static void files_and_stream_forms(void **state)
     assert_true(a.json);
     assert_int_equal(PARSE(&a, &e, "stream"), 0); /* the daemon's default session */
     assert_null(a.session);
+    assert_int_equal(PARSE(&a, &e, "--url", "unix:/run/s.sock", "--tenant", "acme", "mcp"), 0);
+    assert_int_equal(a.cmd, SBX_CLI_MCP);
+    assert_string_equal(a.url, "unix:/run/s.sock");
+    assert_string_equal(a.tenant, "acme");
 }
 
 static void help_and_version(void **state)
@@ -335,6 +339,8 @@ static const struct {
     {{"stream", "--session", "s", "--last-event-id", "x1"}, {"--last-event-id", "x1"}},
     {{"stream", "--session", "s", "--timeout", "3"}, {"--timeout", "stream"}},
     {{"status", "--session", "s"}, {"--session", "status"}},
+    {{"mcp", "extra"}, {"'extra'", "unexpected"}},
+    {{"mcp", "--json"}, {"--json", "mcp"}},
 };
 
 static void bad_lines_name_the_option(void **state)

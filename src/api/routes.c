@@ -153,18 +153,15 @@ int sbx_api_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err)
         /* Uploads stream: the body goes to the file as it arrives. */
         {"PUT", "/runtime/files", h_file_put, SBX_HTTP_ROUTE_STREAM_BODY},
         {"DELETE", "/runtime/files", h_file_delete, 0},
-<<<<<<< HEAD
         {"POST", "/workspace/snapshots", h_snapshot_create, 0},
         {"GET", "/workspace/snapshots", h_snapshot_list, 0},
         {"GET", "/workspace/snapshots/{id}/diff", h_snapshot_diff, 0},
         {"DELETE", "/workspace/snapshots/{id}", h_snapshot_delete, 0},
         {"POST", "/workspace/rollback", h_snapshot_rollback, 0},
-=======
         {"GET", "/metrics", h_metrics, 0},
         {"GET", "/openapi.json", h_openapi, 0},
         /* MCP, Streamable HTTP: GET is 405 (the router's), no server stream. */
         {"POST", "/mcp", sbx_mcp_post, 0},
->>>>>>> wip3/mcp
     };
     for (size_t i = 0; i < SBX_ARRAY_LEN(routes); i++)
         if (sbx_http_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, api,

@@ -629,14 +629,12 @@ static int resolve(struct parse_state *st, sbx_err *err)
     } else if (strcmp(w, "session") == 0) {
         if (resolve_session(st) < 0)
             return -1;
-<<<<<<< HEAD
     } else if (strcmp(w, "snapshot") == 0) {
         if (resolve_snapshot(st) < 0)
-=======
+            return -1;
     } else if (strcmp(w, "mcp") == 0) {
         a->cmd = SBX_CLI_MCP;
         if (operands(st, 1, 0, 0, "mcp") < 0)
->>>>>>> wip3/mcp
             return -1;
     } else if (strcmp(w, "stream") == 0) {
         a->cmd = SBX_CLI_STREAM;

@@ -36,15 +36,12 @@ enum sbx_cli_cmd {
     SBX_CLI_SESSION_STOP,
     SBX_CLI_TASKS_NETWORK,
     SBX_CLI_SESSION_NETWORK,
-<<<<<<< HEAD
     SBX_CLI_SNAPSHOT_CREATE,
     SBX_CLI_SNAPSHOT_LIST,
     SBX_CLI_SNAPSHOT_DIFF,
     SBX_CLI_SNAPSHOT_ROLLBACK,
     SBX_CLI_SNAPSHOT_RM,
-=======
     SBX_CLI_MCP,
->>>>>>> wip3/mcp
 };
 
 /* Defaults from the environment (each may be NULL or ""). */

@@ -15,12 +15,9 @@ int sbx_cli_cmd_files(struct sbx_cli_client *c, const struct sbx_cli_args *a);
 int sbx_cli_cmd_stream(struct sbx_cli_client *c, const struct sbx_cli_args *a);
 int sbx_cli_cmd_session(struct sbx_cli_client *c, const struct sbx_cli_args *a);
 int sbx_cli_cmd_network(struct sbx_cli_client *c, const struct sbx_cli_args *a);
-<<<<<<< HEAD
 int sbx_cli_cmd_snapshot(struct sbx_cli_client *c, const struct sbx_cli_args *a);
-=======
 /* MCP over stdio, bridged to POST /mcp (its own transfers, side by side). */
 int sbx_cli_cmd_mcp(const struct sbx_cli_args *a);
->>>>>>> wip3/mcp
 
 /* ---- shared by the commands ---- */
 

@@ -105,17 +105,14 @@ static int dispatch(struct sbx_cli_client *c, const struct sbx_cli_args *a)
     case SBX_CLI_TASKS_NETWORK:
     case SBX_CLI_SESSION_NETWORK:
         return sbx_cli_cmd_network(c, a);
-<<<<<<< HEAD
     case SBX_CLI_SNAPSHOT_CREATE:
     case SBX_CLI_SNAPSHOT_LIST:
     case SBX_CLI_SNAPSHOT_DIFF:
     case SBX_CLI_SNAPSHOT_ROLLBACK:
     case SBX_CLI_SNAPSHOT_RM:
         return sbx_cli_cmd_snapshot(c, a);
-=======
     case SBX_CLI_MCP:
         return sbx_cli_cmd_mcp(a);
->>>>>>> wip3/mcp
     default:
         return 2;
     }

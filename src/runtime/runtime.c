@@ -51,11 +51,8 @@ void sbx_runtime_free(struct sbx_runtime *rt)
 {
     if (!rt)
         return;
-<<<<<<< HEAD
     rt_snapshots_free(rt); /* before the workspaces are unmounted */
-=======
     rt_metrics_fini(rt);
->>>>>>> wip3/mcp
     while (rt->sessions)
         rt_session_free(rt->sessions);
     rt_releases_finish(rt);

@@ -141,9 +141,35 @@ static int setup_engine(struct serve *s, sbx_err *err)
     return s->resolver ? 0 : -1;
 }
 
+/* Kill and remove the cgroup name if there is one. */
+static bool drop_cgroup(struct serve *s, const char *name)
+{
+    struct sbx_cgroup cg;
+    if (sbx_cgroup_adopt(&s->cg_host, name, &cg, NULL) < 0)
+        return false;
+    sbx_cgroup_kill_all(&cg, NULL);
+    sbx_cgroup_destroy(&cg, NULL);
+    return true;
+}
+
+struct sweep {
+    struct serve *s;
+    char tag[SBX_RUNTIME_CG_TAG_SIZE];
+    size_t n;
+};
+
+static void sweep_ours(const char *name, void *ud)
+{
+    struct sweep *w = ud;
+    if (sbx_runtime_cg_is_ours(name, w->tag) && drop_cgroup(w->s, name))
+        w->n++;
+}
+
 /* After a crash: tasks that were running are marked interrupted, and what is
  * left of their sandboxes (a cgroup with maybe a process in it) is killed and
- * removed. */
+ * removed; so is every other cgroup named with this state directory's tag
+ * (sessions', a task's not recorded as running yet): none is live before the
+ * runtime starts. Other daemons' cgroups beside ours are left alone. */
 static void recover(struct serve *s)
 {
     struct sbx_store_recovery r = {0};
@@ -152,13 +178,13 @@ static void recover(struct serve *s)
         sbx_log(SBX_LOG_ERROR, "recovery: %s", e.msg);
         return;
     }
-    for (size_t i = 0; i < r.n_sandboxes; i++) {
-        struct sbx_cgroup cg;
-        if (sbx_cgroup_adopt(&s->cg_host, r.sandboxes[i], &cg, NULL) == 0) {
-            sbx_cgroup_kill_all(&cg, NULL);
-            sbx_cgroup_destroy(&cg, NULL);
-        }
-    }
+    for (size_t i = 0; i < r.n_sandboxes; i++)
+        drop_cgroup(s, r.sandboxes[i]);
+    struct sweep w = {.s = s};
+    if (sbx_runtime_cg_tag(s->cfg.state_dir, w.tag, &e) == 0)
+        sbx_cgroup_each(&s->cg_host, sweep_ours, &w);
+    if (w.n)
+        sbx_log(SBX_LOG_WARN, "recovery: %zu cgroup(s) of an earlier run removed", w.n);
     if (r.interrupted)
         sbx_log(SBX_LOG_WARN, "recovery: %zu unfinished task(s) marked interrupted", r.interrupted);
     sbx_store_recovery_free(&r);

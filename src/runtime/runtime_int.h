@@ -36,7 +36,7 @@ struct rt_task {
     char *workspace;          /* once known (rt_task_workspace) */
     uid_t ws_uid;             /* the clone's host uid of the runner */
     struct rt_format *format; /* waiting for its workspace image (not queued) */
-    char name[48];            /* the sandbox's cgroup name, "" until started */
+    char name[64];            /* the sandbox's cgroup name, "" until started */
     int64_t started_at;       /* as recorded; 0 until running */
     struct sbx_task *t;
     struct rt_session *in_session;  /* running inside this live session */
@@ -79,7 +79,7 @@ struct rt_session {
     char name[SBX_SEGMENT_MAX + 1];
     char clone_key[SBX_SEGMENT_MAX + 1];
     char clone_id[SBX_SEGMENT_MAX + 1];
-    char cgname[48];
+    char cgname[64];
     char *workspace;
     char **env;
     struct sbx_sandbox sb;
@@ -119,7 +119,7 @@ struct rt_format {
 struct rt_release {
     struct sbx_runtime *rt;
     struct sbx_sandbox sb;
-    char cgname[48];
+    char cgname[64];
     int64_t deadline; /* sbx_mono_ms(): past it the cgroup is left */
     struct event *ev; /* the next try */
     struct rt_release *next;
@@ -134,7 +134,8 @@ struct sbx_runtime {
     struct sbx_runtime_opts o;
     struct sbx_runtime_settings settings; /* o.settings points here */
     char default_session[SBX_SEGMENT_MAX + 1];
-    struct rt_tenant *ring; /* tenants with queued tasks */
+    char cg_tag[SBX_RUNTIME_CG_TAG_SIZE]; /* in its sandboxes' cgroup names */
+    struct rt_tenant *ring;               /* tenants with queued tasks */
     unsigned queued, running;
     unsigned preparing;         /* tasks waiting for their workspace image */
     struct rt_task *active;     /* queued and running */

@@ -265,7 +265,7 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
     const struct sbx_runtime_settings *set = &rt->settings;
     /* The queue made its workspace ready first (rt_task_workspace). */
     uint32_t base = (uint32_t)t->ws_uid - set->runner_uid;
-    snprintf(t->name, sizeof(t->name), "task-%.36s", t->id);
+    snprintf(t->name, sizeof(t->name), "task-%s-%.36s", rt->cg_tag, t->id);
     t->pending[0] = evbuffer_new();
     t->pending[1] = evbuffer_new();
     t->flush = evtimer_new(rt->o.base, on_flush, t);
@@ -279,6 +279,7 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
                  .gid = set->runner_gid,
                  .host_id_base = base,
                  .host_net = t->net == SBX_NET_HOST,
+                 .net_rules = t->net == SBX_NET_PROXY ? sbx_egress_rules : NULL,
                  .cg_host = rt->o.cg_host,
                  .cg_limits = t->lim,
                  .file_size_bytes = t->file_size,
@@ -307,8 +308,11 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
         to.spec.join_cg = &x->sb.cg;
         to.spec.workspace = x->workspace;
         to.spec.host_net = set->net == SBX_NET_HOST;
+        to.spec.net_rules = NULL;
         to.on_spawn = NULL; /* the session's egress serves it */
     }
+    if (to.spec.net_rules && !x && sbx_egress_rules_load(err) < 0)
+        return -1;
     struct sbx_store_transition tr = {
         .to = SBX_TASK_RUNNING, .at = sbx_now_ms(), .sandbox = t->name};
     if (sbx_store_task_transition(rt->o.store, t->id, &tr, err) < 0)

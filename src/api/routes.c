@@ -88,9 +88,19 @@ void h_readyz(sbx_http_request *req, void *ud)
     struct sbx_api *api = ud;
     unsigned running, queued;
     sbx_runtime_counts(api->rt, &running, &queued);
-    const char *status = !api->ready ? "created" : running ? "busy" : "ready";
-    sbx_http_respond_json(req, api->ready ? 200 : 503,
-                          json_pack("{s:b, s:s}", "ok", api->ready, "status", status));
+    /* Not ready while the store cannot write (a full disk, an I/O error):
+     * every request that records something would fail. */
+    sbx_err e = {0};
+    bool store_ok = !api->store || sbx_store_health(api->store, &e) == 0;
+    bool ok = api->ready && store_ok;
+    const char *status = !api->ready ? "created"
+                         : !store_ok ? "store_unavailable"
+                         : running   ? "busy"
+                                     : "ready";
+    json_t *body = json_pack("{s:b, s:s}", "ok", ok, "status", status);
+    if (body && !store_ok)
+        json_object_set_new(body, "reason", json_string(e.msg));
+    sbx_http_respond_json(req, ok ? 200 : 503, body);
 }
 
 void h_status(sbx_http_request *req, void *ud)

@@ -108,6 +108,8 @@ static int set_defaults(struct loader *L)
     c->max_body_bytes = 16ull << 20;
     c->header_timeout_s = 10;
     c->connection_idle_timeout_s = 60;
+    c->store_reserve_bytes = 16ull << 20;
+    c->disk_reserve_bytes = 256ull << 20;
 
     if (builtin_limits(L) < 0)
         return -1;

@@ -175,6 +175,8 @@ struct sbx_config {
     uint64_t max_body_bytes;
     double header_timeout_s;
     double connection_idle_timeout_s;
+    uint64_t store_reserve_bytes; /* kept beside the database for its writes on a full disk */
+    uint64_t disk_reserve_bytes;  /* of the state dir's filesystem, never promised to images */
 
     /* sandbox */
     struct sbx_limits limits; /* defaults, each <= max */

@@ -200,6 +200,7 @@ static void on_prune(evutil_socket_t fd, short what, void *ud)
     int64_t older =
         s->cfg.retention.max_age_s > 0 ? now - (int64_t)(s->cfg.retention.max_age_s * 1000) : 0;
     struct sbx_store_prune_counts c = {0};
+    (void)sbx_store_health(s->store, NULL); /* makes a spent reserve again when it can */
     for (int round = 0; round < 8; round++) {
         sbx_err e = {0};
         if (sbx_store_prune(s->store, older, s->cfg.retention.max_tasks, &c, &e) < 0) {
@@ -272,7 +273,9 @@ int sbx_cmd_serve(int argc, char **argv)
     struct event *sigs[2] = {0};
     int rc = 1;
     snprintf(path, sizeof(path), "%s/sandboxd.db", s.cfg.state_dir);
-    struct sbx_store_options so = {.event_bound = (uint32_t)s.cfg.retention.events_per_session};
+    struct sbx_store_options so = {.event_bound = (uint32_t)s.cfg.retention.events_per_session,
+                                   .output_max = s.cfg.max.output_bytes,
+                                   .reserve_bytes = s.cfg.store_reserve_bytes};
     if (mkdir_p(s.cfg.state_dir, 0700, &e) < 0 || mkdir_p(s.cfg.workspace_root, 0755, &e) < 0 ||
         !(s.base = event_base_new()) || sbx_store_open(path, &so, &s.store, &e) < 0 ||
         setup_engine(&s, &e) < 0 || setup_auth(&s, &e) < 0) {

@@ -207,6 +207,10 @@ char *rt_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, uid_t *uid
  * t->workspace is ready, 0 when its image is being formatted (the task waits
  * in the queue: the format's end starts it), -1 with err. */
 int rt_task_workspace(struct rt_task *t, sbx_err *err);
+/* Whether clone c's workspace image exists or has room to be made (ENOSPC,
+ * naming the figures, when a new one would take the state filesystem's
+ * reserve): asked when a task is submitted, so that it is refused at once. */
+int rt_workspace_room(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err *err);
 /* Kill a format still running (at the runtime's end) and free it; the
  * tasks that waited for it are left to the caller (active, not queued), the
  * others are told it failed. */

@@ -425,6 +425,10 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
         return sbx_err_set(err, EAGAIN, "the task queue of tenant '%s' is full", req->clone.tenant);
     if (sbx_runtime_check_limits(set, req, NULL, err) < 0)
         return -1;
+    /* A store that cannot write (a full disk: its reserve spent) keeps what
+     * room it has for the ends of the tasks already in: no new ones. */
+    if (sbx_store_health(rt->o.store, err) < 0 || rt_workspace_room(rt, &req->clone, err) < 0)
+        return -1;
     struct rt_task *t = calloc(1, sizeof(*t));
     if (!t)
         return sbx_err_set(err, ENOMEM, "task");

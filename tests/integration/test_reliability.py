@@ -18,12 +18,13 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
+import sbxtest  # noqa: E402
 from sbxtest import ServeDaemon, Suite, check  # noqa: E402
 
 S = Suite("reliability")
 TMP = tempfile.mkdtemp(prefix="sbx-rel-")
 _daemons = []
-FINAL = {"completed", "failed", "timeout", "canceled", "interrupted", "error"}
+FINAL = {"succeeded", "failed", "timeout", "canceled", "interrupted"}
 
 
 TOKEN = "op-" + "0123456789abcdef0123456789abc"  # 32 chars, operator
@@ -54,6 +55,11 @@ class Daemon(ServeDaemon):
         finally:
             c.close()
 
+    def submit_task(self, body, headers=None):
+        st, b, _ = self.req("POST", "/runtime/tasks", body, headers=headers)
+        check(st == 202 and isinstance(b, dict) and b.get("id"), "task accepted", (st, b))
+        return b["id"]
+
     def wait_status(self, tid, want, timeout=30, headers=None):
         deadline = time.monotonic() + timeout
         while True:
@@ -66,7 +72,66 @@ class Daemon(ServeDaemon):
 
 
 def case(fn):
+    # SBX_REL_ONLY=word runs only the cases whose name has it (while working
+    # on one); by default every case runs.
+    if os.environ.get("SBX_REL_ONLY", "") not in fn.__name__:
+        return fn
     return S.case(fn)
+
+
+class SmallFsDaemon(Daemon):
+    """A daemon whose state directory is a small tmpfs mounted in a mount
+    namespace of its own (so nothing is left mounted on the host whatever
+    happens): its store, workspace images and workspaces all live there.
+    The test reaches the files through /proc/<pid>/root."""
+
+    def __init__(self, name, size_mb, config=None, extra=()):
+        state = os.path.join(TMP, name)
+        os.makedirs(state, exist_ok=True)
+        self.wrapper = os.path.join(TMP, name + "-serve.sh")
+        with open(self.wrapper, "w") as f:
+            f.write("#!/bin/sh\n"
+                    "exec unshare -m --propagation private /bin/sh -c "
+                    "'mount -t tmpfs -o size=%dm,mode=0700 sbx-test-small \"$0\" && "
+                    "exec \"$@\"' '%s' '%s' \"$@\"\n"
+                    % (size_mb, state, os.path.abspath(sbxtest.SANDBOXD)))
+        os.chmod(self.wrapper, 0o755)
+        super().__init__(state, config=config, extra=extra)
+
+    def start(self, timeout=15):
+        real = sbxtest.SANDBOXD
+        sbxtest.SANDBOXD = self.wrapper
+        try:
+            return super().start(timeout)
+        finally:
+            sbxtest.SANDBOXD = real
+
+    def path(self, *parts):
+        """A path in the daemon's state directory, as the daemon sees it."""
+        return os.path.join("/proc/%d/root" % self.proc.pid, self.state.lstrip("/"), *parts)
+
+    def fill(self, name="filler"):
+        """Fill the state filesystem to the last block; returns the file."""
+        p = self.path(name)
+        with open(p, "ab", buffering=0) as f:
+            chunk = b"\0" * (1 << 20)
+            try:
+                while True:
+                    f.write(chunk)
+                    f.flush()
+            except OSError:
+                pass
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+                    f.flush()
+            except OSError:
+                pass
+        return p
+
+    def free_bytes(self):
+        v = os.statvfs(self.path())
+        return v.f_bavail * v.f_frsize
 
 
 def write_config(name, text):
@@ -151,7 +216,7 @@ def three_hundred_proxy_sessions_on_one_daemon():
     state = os.path.join(TMP, "many-sessions")
     d = Daemon(state, extra=["--net", "proxy"]).start()
     h = {"X-Tenant-Code": "many", "X-Clone-Id": "c1"}
-    n = int(os.environ.get("SBX_REL_SESSIONS", "300"))
+    n = 300
     started = 0
     try:
         for i in range(n):
@@ -200,6 +265,146 @@ def kill9_with_live_sessions_then_restart_removes_their_cgroups():
         st, b, _ = d.req("POST", "/runtime/start", {"sessionID": "again"}, headers=h)
         check(st == 200, "a session starts again after the restart", (st, b))
     finally:
+        d.stop()
+
+
+# ---- 17.2: a task always ends, whatever its final store write meets --------
+
+@case
+def fifteen_megabytes_of_stdout_under_a_20m_output_limit():
+    # The store kept at most 10 MiB a stream while output_limit allowed 20m:
+    # the task's end could not be recorded with its output. The store now
+    # keeps each stream up to the largest output limit configured.
+    cfg = write_config("out20m.yaml", "sandbox:\n  output_limit: 20m\n  max:\n"
+                       "    output_limit: 20m\n")
+    d = Daemon(os.path.join(TMP, "out20m"), config=cfg).start()
+    try:
+        st, b, _ = d.req("POST", "/runtime/exec", {"command": [
+            "/bin/sh", "-c", "head -c 15000000 /dev/zero | tr '\\0' x"]}, timeout=120)
+        check(st == 200 and isinstance(b, dict), "exec answered", (st, str(b)[:300]))
+        check(b.get("status") == "succeeded", "the task succeeded", {
+            k: v for k, v in b.items() if k not in ("stdout", "stderr")})
+        check(len(b.get("stdout", "")) == 15000000, "all 15,000,000 bytes of stdout",
+              len(b.get("stdout", "")))
+        st, t, _ = d.req("GET", "/runtime/tasks/" + b["taskId"], timeout=60)
+        check(st == 200 and t["status"] == "succeeded", "recorded succeeded", (st, t.get("status")))
+        st, b, _ = d.req("GET", "/runtime/status")
+        check(st == 200 and b.get("running", 0) == 0, "nothing counted running", b)
+    finally:
+        d.stop()
+    # An output limit the store cannot keep is refused at start, naming the key.
+    cfg = write_config("out1g.yaml", "sandbox:\n  max:\n    output_limit: 1g\n")
+    r = subprocess.run([sbxtest.SANDBOXD, "serve", "--state-dir", os.path.join(TMP, "out1g"),
+                        "--config", cfg, "--listen", "127.0.0.1:0"], capture_output=True,
+                       text=True, timeout=30)
+    check(r.returncode != 0 and "output_limit" in r.stderr,
+          "max.output_limit: 1g refused, naming the key", (r.returncode, r.stderr))
+
+
+SMALL_CFG = ("server:\n  store_reserve: 4m\n  disk_reserve: 8m\n"
+             "sandbox:\n  workspace_quota: 16m\n")
+
+
+@case
+def a_task_ends_when_the_disk_is_full_at_its_end():
+    d = SmallFsDaemon("fullend", 48, config=write_config("fullend.yaml", SMALL_CFG)).start()
+    h = {"X-Tenant-Code": "full"}
+    filler = None
+    try:
+        tid = d.submit_task({"command": ["/bin/sh", "-c", "sleep 1; echo done"]}, headers=h)
+        d.wait_status(tid, {"running"}, headers=h)
+        filler = d.fill()
+        check(d.free_bytes() < (1 << 20), "the state filesystem is full", d.free_bytes())
+        t = d.wait_status(tid, FINAL, timeout=30, headers=h)
+        check(t["status"] == "succeeded", "the task reached its status on a full disk", t)
+        st, b, _ = d.req("GET", "/readyz", token=None)
+        check(st == 503 and b.get("status") == "store_unavailable",
+              "not ready while the disk is full", (st, b))
+        st, b, _ = d.req("POST", "/runtime/tasks", {"command": ["true"]}, headers=h)
+        check(st == 507, "a new task is refused with 507 meanwhile", (st, b))
+        os.unlink(filler)
+        filler = None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            st, b, _ = d.req("GET", "/readyz", token=None)
+            if st == 200:
+                break
+            time.sleep(0.2)
+        check(st == 200, "ready again once there is room", (st, b))
+        st, b, _ = d.req("POST", "/runtime/exec", {"command": ["echo", "ok"]}, headers=h)
+        check(st == 200 and b.get("stdout") == "ok\n", "tasks run again", (st, b))
+    finally:
+        if filler and d.proc.poll() is None:
+            os.unlink(filler)
+        d.stop()
+
+
+# ---- 17.3 / 16.9: images never overcommit the state filesystem --------------
+
+@case
+def workspace_images_are_refused_before_the_disk_is_full():
+    d = SmallFsDaemon("overcommit", 48, config=write_config("oc.yaml", SMALL_CFG)).start()
+    fill = ["/bin/sh", "-c", "dd if=/dev/zero of=big bs=1M count=24 2>&1; sync; echo wrote"]
+    try:
+        made = []
+        for c in ("a", "b", "c", "d"):
+            st, b, _ = d.req("POST", "/runtime/exec", {"command": ["true"]},
+                             headers={"X-Tenant-Code": "oc", "X-Clone-Id": c}, timeout=60)
+            if st == 200:
+                made.append(c)
+            else:
+                check(st == 507 and b["error"]["code"] == "insufficient_storage",
+                      "a clone beyond the room is refused with 507", (st, b))
+                check("server.disk_reserve" in b["error"]["message"], "... saying why", b)
+        check(made == ["a", "b"], "two 16m images fit a 48m state filesystem, no more",
+              (made, d.output()))
+        # Each clone fills its own workspace: ENOSPC there, never on the host.
+        for c in made:
+            h = {"X-Tenant-Code": "oc", "X-Clone-Id": c}
+            st, b, _ = d.req("POST", "/runtime/exec", {"command": fill}, headers=h, timeout=60)
+            check(st == 200 and "No space left" in b.get("stdout", ""),
+                  "clone %s meets its own quota" % c, (st, b))
+        check(d.free_bytes() > (4 << 20), "the state filesystem keeps its headroom",
+              d.free_bytes())
+        st, b, _ = d.req("GET", "/readyz", token=None)
+        check(st == 200, "still ready", (st, b))
+        for c in made:
+            h = {"X-Tenant-Code": "oc", "X-Clone-Id": c}
+            st, b, _ = d.req("POST", "/runtime/exec", {"command": [
+                "/bin/sh", "-c", "rm big && echo again > small && cat small"]}, headers=h)
+            check(st == 200 and b.get("stdout") == "again\n",
+                  "clone %s writes again once it deleted its files" % c, (st, b))
+    finally:
+        d.stop()
+
+
+# ---- 17.8: readiness follows the store --------------------------------------
+
+@case
+def readyz_is_503_while_the_store_cannot_write():
+    d = SmallFsDaemon("ready", 32, config=write_config("ready.yaml", SMALL_CFG)).start()
+    filler = None
+    try:
+        st, b, _ = d.req("GET", "/readyz", token=None)
+        check(st == 200, "ready at first", (st, b))
+        filler = d.fill()
+        # A write meets the full disk: it takes the reserve, and readiness goes.
+        st, b, _ = d.req("POST", "/runtime/exec", {"command": ["true"]})
+        st, b, _ = d.req("GET", "/readyz", token=None)
+        check(st == 503 and b.get("ok") is False and "full" in b.get("reason", ""),
+              "/readyz is 503 with the reason", (st, b))
+        os.unlink(filler)
+        filler = None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            st, b, _ = d.req("GET", "/readyz", token=None)
+            if st == 200:
+                break
+            time.sleep(0.2)
+        check(st == 200 and b.get("ok") is True, "ready again", (st, b))
+    finally:
+        if filler and d.proc.poll() is None:
+            os.unlink(filler)
         d.stop()
 
 

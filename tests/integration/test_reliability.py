@@ -408,6 +408,43 @@ def readyz_is_503_while_the_store_cannot_write():
         d.stop()
 
 
+# ---- 17.9: a timeout across a stopped daemon ------------------------------
+
+def iso_ms(text):
+    """Milliseconds since the epoch of "2026-12-01T10:00:00.123Z"."""
+    import calendar
+    head, frac = text.rstrip("Z").split(".")
+    return calendar.timegm(time.strptime(head, "%Y-%m-%dT%H:%M:%S")) * 1000 + int(frac)
+
+
+@case
+def a_timeout_that_falls_due_while_the_daemon_is_stopped_ends_on_resume():
+    # A 2 s timeout measured from the start on the monotonic clock: when the
+    # daemon is stopped for 5 s meanwhile, the task is killed as soon as it
+    # runs again (~5 s after its start), not 2 s after that.
+    d = Daemon(os.path.join(TMP, "stopped")).start()
+    h = {"X-Tenant-Code": "stop"}
+    stop_s = 5
+    try:
+        tid = d.submit_task({"command": ["sleep", "60"], "timeoutSeconds": 2}, headers=h)
+        d.wait_status(tid, {"running"}, headers=h)
+        os.kill(d.proc.pid, signal.SIGSTOP)
+        try:
+            time.sleep(stop_s)
+        finally:
+            os.kill(d.proc.pid, signal.SIGCONT)
+        t = d.wait_status(tid, FINAL, timeout=20, headers=h)
+        check(t["status"] == "timeout", "the task timed out", t)
+        ran = (iso_ms(t["endedAt"]) - iso_ms(t["startedAt"])) / 1000.0
+        check(ran < stop_s + 1.5, "it ended on resume (%.2fs after its start), not a full "
+              "timeout later" % ran, t)
+        wall = ((t.get("result") or {}).get("report") or {}).get("wallSeconds", 0)
+        check(2 <= wall < stop_s + 1.5, "its reported wall time (%.2fs) is the time it ran"
+              % wall, t)
+    finally:
+        d.stop()
+
+
 # ---- end ----
 
 try:

@@ -76,6 +76,28 @@ void api_audit(sbx_http_request *req, struct sbx_api *api, const char *action, c
             sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
 }
 
+void sbx_api_audit_refusals(struct sbx_api *api)
+{
+    if (!api->refused_busy)
+        return;
+    json_t *d = json_pack("{s:I, s:I}", "count", (json_int_t)api->refused_busy, "since",
+                          (json_int_t)api->refused_since);
+    cleanup_free char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    struct sbx_store_audit rec = {
+        .identity = "sandboxd", .action = "tasks_refused_busy", .detail = detail};
+    sbx_err e = {0};
+    if (detail && sbx_store_audit_append(api->store, &rec, &e) < 0) {
+        char msg[600], why[300];
+        sbx_log(SBX_LOG_WARN,
+                "audit record not stored action=tasks_refused_busy count=%llu error=%s",
+                (unsigned long long)api->refused_busy,
+                sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
+        return; /* counted on, tried again */
+    }
+    api->refused_busy = 0;
+}
+
 /* ---- the daemon ---- */
 
 void h_healthz(sbx_http_request *req, void *ud)

@@ -133,6 +133,8 @@ static int set_defaults(struct loader *L)
     c->retention.max_age_s = 7 * DAY;
     c->retention.max_tasks = 10000;
     c->retention.events_per_session = 10000;
+    c->retention.audit_max_age_s = 30 * DAY;
+    c->retention.audit_max_records = 1000000;
 
     c->pool.idle_timeout_s = 300;
 

@@ -211,6 +211,8 @@ struct sbx_config {
         double max_age_s;
         uint64_t max_tasks;
         uint64_t events_per_session;
+        double audit_max_age_s;     /* 0: no age limit */
+        uint64_t audit_max_records; /* 0: no count limit */
     } retention;
 
     struct sbx_environment *environments; /* enabled ones only, n >= 0 */

@@ -118,6 +118,10 @@ const struct setting cfg_settings[] = {
      -1},
     {"retention", "events_per_session", NULL, NULL, 0, NULL, K_UINT,
      OFF(retention.events_per_session), 1, 1000000000, -1},
+    {"retention", "audit_max_age", NULL, NULL, 0, NULL, K_DURATION, OFF(retention.audit_max_age_s),
+     0, 10 * 365 * 86400.0, -1},
+    {"retention", "audit_max_records", NULL, NULL, 0, NULL, K_UINT,
+     OFF(retention.audit_max_records), 0, 1000000000, -1},
     /* pool */
     {"pool", "enabled", NULL, NULL, 0, NULL, K_BOOL, OFF(pool.enabled), 0, 0, -1},
     {"pool", "size", "max_idle", NULL, 0, NULL, K_UINT, OFF(pool.size), 0, 1024, -1},

@@ -190,25 +190,42 @@ static void recover(struct serve *s)
     sbx_store_recovery_free(&r);
 }
 
-/* Retention: finished tasks, their outputs and idle sessions' events older
- * than the configured age (or beyond the newest max_tasks) go, a bounded batch
- * at a time so the loop never waits long. */
+/* How long one tick of retention may work, at most (the loop waits as long). */
+#define PRUNE_BUDGET_MS 25
+
+/* Retention, once a second: finished tasks, their outputs and idle sessions'
+ * events older than the configured age (or beyond the newest max_tasks) go,
+ * and the audit log's oldest records by its own bounds, in bounded batches
+ * for at most PRUNE_BUDGET_MS a tick: thousands of tasks a second, more than
+ * the daemon can run, so the bounds hold at its highest task rate. */
 static void on_prune(evutil_socket_t fd, short what, void *ud)
 {
     struct serve *s = ud;
-    int64_t now = sbx_now_ms();
+    const struct sbx_config *cfg = &s->cfg;
+    int64_t now = sbx_now_ms(), t0 = sbx_mono_ms();
     int64_t older =
-        s->cfg.retention.max_age_s > 0 ? now - (int64_t)(s->cfg.retention.max_age_s * 1000) : 0;
-    struct sbx_store_prune_counts c = {0};
+        cfg->retention.max_age_s > 0 ? now - (int64_t)(cfg->retention.max_age_s * 1000) : 0;
+    int64_t audit_older = cfg->retention.audit_max_age_s > 0
+                              ? now - (int64_t)(cfg->retention.audit_max_age_s * 1000)
+                              : 0;
     (void)sbx_store_health(s->store, NULL); /* makes a spent reserve again when it can */
-    for (int round = 0; round < 8; round++) {
+    sbx_api_audit_refusals(&s->api);
+    bool more = true, audit_more = true;
+    while ((more || audit_more) && sbx_mono_ms() - t0 < PRUNE_BUDGET_MS) {
         sbx_err e = {0};
-        if (sbx_store_prune(s->store, older, s->cfg.retention.max_tasks, &c, &e) < 0) {
+        struct sbx_store_prune_counts c = {0};
+        uint64_t n = 0;
+        if (more && sbx_store_prune(s->store, older, cfg->retention.max_tasks, &c, &e) < 0) {
             sbx_log(SBX_LOG_WARN, "retention: %s", e.msg);
             return;
         }
-        if (!c.more)
-            break;
+        more = more && c.more;
+        if (audit_more &&
+            sbx_store_prune_audit(s->store, audit_older, cfg->retention.audit_max_records, &n,
+                                  &audit_more, &e) < 0) {
+            sbx_log(SBX_LOG_WARN, "retention of the audit log: %s", e.msg);
+            return;
+        }
     }
 }
 
@@ -308,7 +325,7 @@ int sbx_cmd_serve(int argc, char **argv)
         sbx_api_routes(s.http, &s.api, &e) < 0 || sbx_http_server_listen(s.http, &e) < 0)
         goto fail;
     int stop[] = {SIGTERM, SIGINT};
-    struct timeval every = {.tv_sec = 60};
+    struct timeval every = {.tv_sec = 1};
     for (int i = 0; i < 2; i++)
         if (loop_add(sigs[i] = evsignal_new(s.base, stop[i], on_stop_signal, &s), NULL,
                      "the stop signals", &e) < 0)

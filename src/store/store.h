@@ -31,7 +31,7 @@ struct sbx_store;
 /* The schema version this build writes. A file with a higher
  * PRAGMA user_version (written by a newer sandboxd) is refused with ENOTSUP,
  * never opened and never downgraded. */
-#define SBX_STORE_SCHEMA_VERSION 1
+#define SBX_STORE_SCHEMA_VERSION 2
 
 struct sbx_store_options {
     uint32_t busy_timeout_ms; /* 0: 50 ms */
@@ -325,3 +325,9 @@ struct sbx_store_prune_counts {
  * whose counter was dropped starts again at id 1 if it is ever reused. */
 int sbx_store_prune(struct sbx_store *st, int64_t older_than_ms, uint64_t max_tasks,
                     struct sbx_store_prune_counts *counts, sbx_err *err);
+/* The audit log's retention: its oldest records go while they are older than
+ * older_than_ms (0: no age limit) or beyond the newest max_rows (0: no count
+ * limit), a bounded batch a call; *deleted is how many, *more whether
+ * another call would delete more. */
+int sbx_store_prune_audit(struct sbx_store *st, int64_t older_than_ms, uint64_t max_rows,
+                          uint64_t *deleted, bool *more, sbx_err *err);

@@ -408,6 +408,95 @@ def readyz_is_503_while_the_store_cannot_write():
         d.stop()
 
 
+# ---- 17.4: retention keeps its bounds at the daemon's highest task rate ------
+
+def db_count(state, sql):
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(state, "sandboxd.db"), uri=True,
+                         timeout=10)
+    try:
+        return db.execute(sql).fetchone()[0]
+    finally:
+        db.close()
+
+
+@case
+def retention_keeps_its_bounds_under_a_flood_of_tasks():
+    import threading
+    state = os.path.join(TMP, "retention")
+    max_tasks, max_audit = 100, 300
+    cfg = write_config("retention.yaml", (
+        "server:\n  max_concurrent: 8\n  queue_size: 16\n  queue_per_tenant: 16\n"
+        "retention:\n  max_tasks: %d\n  audit_max_records: %d\n" % (max_tasks, max_audit)))
+    d = Daemon(state, config=cfg).start()
+    counts = {"accepted": 0, "busy": 0, "other": []}
+    lock = threading.Lock()
+    stop_at = time.monotonic() + 40
+    want = 1000
+
+    def client(k):
+        h = {"X-Tenant-Code": "flood%d" % (k % 2)}
+        while time.monotonic() < stop_at:
+            with lock:
+                if counts["accepted"] >= want:
+                    return
+            st, b, _ = d.req("POST", "/runtime/tasks", {"command": ["true"]}, headers=h)
+            with lock:
+                if st == 202:
+                    counts["accepted"] += 1
+                elif st == 429:
+                    counts["busy"] += 1
+                else:
+                    counts["other"].append((st, b))
+            if st == 429:
+                time.sleep(0.005)
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(6)]
+    peak = 0
+    try:
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            peak = max(peak, db_count(state, "SELECT count(*) FROM tasks"))
+            time.sleep(0.5)
+        for t in threads:
+            t.join()
+        took = time.monotonic() - t0
+        check(not counts["other"], "only 202 and 429 answers", counts["other"][:3])
+        check(counts["accepted"] >= want, "%d tasks accepted in %.1fs" % (counts["accepted"], took),
+              counts)
+        check(counts["busy"] > 0, "the queue was full at times (429s)", counts)
+        # Everything has run within a few seconds; a tick later the bounds hold.
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            left = db_count(state, "SELECT count(*) FROM tasks WHERE status IN "
+                            "('pending', 'running')")
+            tasks = db_count(state, "SELECT count(*) FROM tasks")
+            audit = db_count(state, "SELECT count(*) FROM audit")
+            if not left and tasks <= max_tasks and audit <= max_audit:
+                break
+            time.sleep(0.25)
+        check(tasks <= max_tasks, "tasks kept: %d (max_tasks %d)" % (tasks, max_tasks))
+        check(audit <= max_audit, "audit records kept: %d (audit_max_records %d)"
+              % (audit, max_audit))
+        # While it ran, retention kept up: never far beyond the bound.
+        check(peak <= max_tasks + 300, "tasks in the store at most %d during the flood" % peak)
+        refusals = db_count(state, "SELECT count(*) FROM audit WHERE action LIKE 'task%refused%'")
+        check(refusals <= took + 3, "%d 429s audited as %d records (counted, not one each)"
+              % (counts["busy"], refusals))
+        total = db_count(state, "SELECT coalesce(sum(json_extract(detail, '$.count')), 0) "
+                                "FROM audit WHERE action = 'tasks_refused_busy'")
+        check(total > 0, "the refusals' count is in the audit log", total)
+        db = sqlite3.connect(os.path.join(state, "sandboxd.db"), timeout=10)
+        try:
+            ok = db.execute("PRAGMA integrity_check").fetchone()[0]
+        finally:
+            db.close()
+        check(ok == "ok", "integrity_check", ok)
+    finally:
+        d.stop()
+
+
 # ---- 17.9: a timeout across a stopped daemon ------------------------------
 
 def iso_ms(text):

@@ -156,6 +156,23 @@ def loops_of(path):
     return n
 
 
+def settled(fn, timeout=10):
+    """fn()'s value once it is empty (an unmount frees its loop device a
+    moment later, asynchronously), or its last value after timeout."""
+    t0 = time.monotonic()
+    while True:
+        v = fn()
+        if not v or time.monotonic() - t0 > timeout:
+            return v
+        time.sleep(0.1)
+
+
+def after_stop(state, code):
+    return {"cgroups": len(settled(lambda: our_cgroups(state))),
+            "mounts": len(settled(lambda: mounts_under(state))),
+            "loops": len(settled(lambda: loops_of(state))), "daemon_exit": code}
+
+
 def descendants(pid):
     out, todo = [], [pid]
     while todo:
@@ -339,8 +356,7 @@ def soak(a, tmp):
             and not (v[0][0] == "cancel" and v[1] in ("succeeded", "failed"))}
     mounts_live = len(mounts_under(state, d.proc.pid))
     code = d.stop()
-    after = {"cgroups": len(our_cgroups(state)), "mounts": len(mounts_under(state)),
-             "loops": len(loops_of(state)), "daemon_exit": code}
+    after = after_stop(state, code)
     res = {
         "mode": "soak", "tasks": len(load.tasks), "clients": a.clients,
         "concurrency": a.concurrency, "submit_seconds": round(took, 1),
@@ -432,8 +448,7 @@ def chaos(a, tmp):
     bad = [t for t, s in got.items() if s in ("LOST", "STUCK")]
     end = snapshot(d)
     code = d.stop()
-    after = {"cgroups": len(our_cgroups(state)), "mounts": len(mounts_under(state)),
-             "loops": len(loops_of(state)), "daemon_exit": code}
+    after = after_stop(state, code)
     res = {"mode": "chaos", "rounds": rnd, "faults": faults, "tasks": len(accepted),
            "restart_ready_s_max": max(restarts) if restarts else None,
            "restart_ready_s": restarts,
@@ -492,7 +507,7 @@ def disk_full(a, tmp):
     res["mounts_live"] = len(mounts_under(state, pid))
     code = d.stop()
     res["daemon_exit"] = code
-    res["loops_after"] = len(loops_of(state))
+    res["loops_after"] = len(settled(lambda: loops_of(state)))
     res["ok"] = (not bad and st_full == 503 and st_after == 200 and code == 0
                  and res["loops_after"] == 0)
     return res

@@ -8,6 +8,7 @@ temporary state dirs; `--net proxy` sandboxes only create listeners inside
 their own network namespaces and nothing here connects out."""
 import hashlib
 import http.client
+import resource
 import json
 import os
 import signal
@@ -22,6 +23,12 @@ import sbxtest  # noqa: E402
 from sbxtest import ServeDaemon, Suite, check  # noqa: E402
 
 S = Suite("reliability")
+# 300 live sessions hold several thousand fds in one daemon: its soft limit
+# (inherited from us) up to the hard one, at most 65536.
+_soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+_want = min(_hard, 65536) if _hard != resource.RLIM_INFINITY else 65536
+if _soft < _want:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (_want, _hard))
 TMP = tempfile.mkdtemp(prefix="sbx-rel-")
 _daemons = []
 FINAL = {"succeeded", "failed", "timeout", "canceled", "interrupted"}

@@ -7,9 +7,7 @@ Everything runs on loopback against daemons of this test with their own
 temporary state dirs; `--net proxy` sandboxes only create listeners inside
 their own network namespaces and nothing here connects out."""
 import hashlib
-import http.client
 import resource
-import json
 import os
 import signal
 import sqlite3
@@ -41,26 +39,14 @@ class Daemon(ServeDaemon):
     def __init__(self, state_dir, config=None, extra=()):
         super().__init__(state_dir, TOKEN, config=config, extra=extra, registry=_daemons)
 
-    def req(self, method, path, body=None, token=TOKEN, headers=None, timeout=20):
-        """One request: (status, parsed JSON or text, headers)."""
-        h = dict(headers or {})
-        if token is not None:
-            h["Authorization"] = "Bearer " + token
-        if body is not None:
-            body = json.dumps(body).encode()
-            h.setdefault("Content-Type", "application/json")
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            c.request(method, path, body=body, headers=h)
-            r = c.getresponse()
-            data = r.read()
-            try:
-                parsed = json.loads(data) if data else None
-            except ValueError:
-                parsed = data.decode(errors="replace")
-            return r.status, parsed, dict(r.getheaders())
-        finally:
-            c.close()
+    def ready_again(self, timeout=10):
+        """(status, body) of /readyz once it is 200, or the last after timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            st, b, _ = self.req("GET", "/readyz", token=None)
+            if st == 200 or time.monotonic() > deadline:
+                return st, b
+            time.sleep(0.2)
 
     def submit_task(self, body, headers=None):
         st, b, _ = self.req("POST", "/runtime/tasks", body, headers=headers)
@@ -331,12 +317,7 @@ def a_task_ends_when_the_disk_is_full_at_its_end():
         check(st == 507, "a new task is refused with 507 meanwhile", (st, b))
         os.unlink(filler)
         filler = None
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            st, b, _ = d.req("GET", "/readyz", token=None)
-            if st == 200:
-                break
-            time.sleep(0.2)
+        st, b = d.ready_again()
         check(st == 200, "ready again once there is room", (st, b))
         st, b, _ = d.req("POST", "/runtime/exec", {"command": ["echo", "ok"]}, headers=h)
         check(st == 200 and b.get("stdout") == "ok\n", "tasks run again", (st, b))
@@ -402,12 +383,7 @@ def readyz_is_503_while_the_store_cannot_write():
               "/readyz is 503 with the reason", (st, b))
         os.unlink(filler)
         filler = None
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            st, b, _ = d.req("GET", "/readyz", token=None)
-            if st == 200:
-                break
-            time.sleep(0.2)
+        st, b = d.ready_again()
         check(st == 200 and b.get("ok") is True, "ready again", (st, b))
     finally:
         if filler and d.proc.poll() is None:

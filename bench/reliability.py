@@ -369,7 +369,12 @@ def soak(a, tmp):
         "rss_kb_max": max([s["rss_kb"] for s in samples] + [end["rss_kb"]]),
         "integrity_check": integrity(state),
     }
+    # RSS: what the first samples settled at (allocator pools warm) against
+    # the end; a leak of even 100 bytes a task would show over 10,000 tasks.
+    settled_rss = min([smp["rss_kb"] for smp in samples[1:3]] or [end["rss_kb"]])
+    res["rss_kb_growth_after_warmup"] = end["rss_kb"] - settled_rss
     ok = (not lost and not mism and not load.errors and res["integrity_check"] == "ok"
+          and res["rss_kb_growth_after_warmup"] <= 4096
           and end["cgroups"] == 0 and end["children"] == 0 and end["fds"] <= base["fds"] + 8
           and after == {"cgroups": 0, "mounts": 0, "loops": 0, "daemon_exit": 0}
           and len(load.tasks) >= a.tasks)

@@ -9,6 +9,7 @@ their own network namespaces and nothing here connects out."""
 import hashlib
 import resource
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -530,3 +531,7 @@ finally:
     for d in _daemons:
         if d.proc and d.proc.poll() is None:
             d.proc.kill()
+            d.proc.wait()
+    if not any(l.split()[4].startswith(os.path.realpath(TMP) + "/")
+               for l in open("/proc/self/mountinfo")):
+        shutil.rmtree(TMP, ignore_errors=True)

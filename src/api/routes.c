@@ -77,6 +77,28 @@ void api_audit(sbx_http_request *req, struct sbx_api *api, const char *action, c
             sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
 }
 
+void sbx_api_audit_refusals(struct sbx_api *api)
+{
+    if (!api->refused_busy)
+        return;
+    json_t *d = json_pack("{s:I, s:I}", "count", (json_int_t)api->refused_busy, "since",
+                          (json_int_t)api->refused_since);
+    cleanup_free char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    struct sbx_store_audit rec = {
+        .identity = "sandboxd", .action = "tasks_refused_busy", .detail = detail};
+    sbx_err e = {0};
+    if (detail && sbx_store_audit_append(api->store, &rec, &e) < 0) {
+        char msg[600], why[300];
+        sbx_log(SBX_LOG_WARN,
+                "audit record not stored action=tasks_refused_busy count=%llu error=%s",
+                (unsigned long long)api->refused_busy,
+                sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
+        return; /* counted on, tried again */
+    }
+    api->refused_busy = 0;
+}
+
 /* ---- the daemon ---- */
 
 void h_healthz(sbx_http_request *req, void *ud)
@@ -89,9 +111,19 @@ void h_readyz(sbx_http_request *req, void *ud)
     struct sbx_api *api = ud;
     unsigned running, queued;
     sbx_runtime_counts(api->rt, &running, &queued);
-    const char *status = !api->ready ? "created" : running ? "busy" : "ready";
-    sbx_http_respond_json(req, api->ready ? 200 : 503,
-                          json_pack("{s:b, s:s}", "ok", api->ready, "status", status));
+    /* Not ready while the store cannot write (a full disk, an I/O error):
+     * every request that records something would fail. */
+    sbx_err e = {0};
+    bool store_ok = !api->store || sbx_store_health(api->store, &e) == 0;
+    bool ok = api->ready && store_ok;
+    const char *status = !api->ready ? "created"
+                         : !store_ok ? "store_unavailable"
+                         : running   ? "busy"
+                                     : "ready";
+    json_t *body = json_pack("{s:b, s:s}", "ok", ok, "status", status);
+    if (body && !store_ok)
+        json_object_set_new(body, "reason", json_string(e.msg));
+    sbx_http_respond_json(req, ok ? 200 : 503, body);
 }
 
 void h_status(sbx_http_request *req, void *ud)

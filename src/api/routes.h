@@ -11,6 +11,14 @@ struct sbx_api {
     bool ready; /* the store is open and the engine's self-check passed */
     int64_t started_at;
     struct mcp_call *mcp_calls; /* MCP tool calls in flight (api/mcp/) */
+    /* Tasks refused for a full queue (429) since the last audit record of
+     * them: counted, not each written (sbx_api_audit_refusals). */
+    uint64_t refused_busy;
+    int64_t refused_since; /* sbx_now_ms() of the first of them */
 };
+
+/* One audit record for the tasks refused with 429 since the last one (none
+ * when there were none): the daemon calls it from a timer. */
+void sbx_api_audit_refusals(struct sbx_api *api);
 
 int sbx_api_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/parse.h"
+#include "base/time.h"
 #include "workspace/path.h"
 
 /* ---- tasks: /runtime/exec, /runtime/tasks, /execute; JSON in the original's shape ---- */
@@ -108,7 +109,14 @@ static void submit(sbx_http_request *req, struct sbx_api *api, struct parsed_tas
         sbx_http_req_defer(req, exec_cancel, w);
     }
     int rc = sbx_runtime_submit(api->rt, &p->r, sync ? exec_done : NULL, w, id, &e);
-    api_audit(req, api, rc < 0 ? "task_refused" : "task_submit", rc < 0 ? e.msg : id);
+    /* A full queue's refusals come at the highest rate there is: counted,
+     * and audited as one record a second (sbx_api_audit_refusals). */
+    if (rc < 0 && e.errnum == EAGAIN) {
+        if (!api->refused_busy++)
+            api->refused_since = sbx_now_ms();
+    } else {
+        api_audit(req, api, rc < 0 ? "task_refused" : "task_submit", rc < 0 ? e.msg : id);
+    }
     if (w) {
         w->submitting = false;
         /* A task that could not even start was answered inside submit. */

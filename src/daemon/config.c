@@ -108,6 +108,8 @@ static int set_defaults(struct loader *L)
     c->max_body_bytes = 16ull << 20;
     c->header_timeout_s = 10;
     c->connection_idle_timeout_s = 60;
+    c->store_reserve_bytes = 16ull << 20;
+    c->disk_reserve_bytes = 256ull << 20;
 
     if (builtin_limits(L) < 0)
         return -1;
@@ -134,6 +136,8 @@ static int set_defaults(struct loader *L)
     c->retention.snapshots = 10; /* the original's design: 10, 30 days, 100 MB */
     c->retention.snapshot_max_age_s = 30 * DAY;
     c->retention.snapshot_max_bytes = 100ull << 20;
+    c->retention.audit_max_age_s = 30 * DAY;
+    c->retention.audit_max_records = 1000000;
 
     c->pool.idle_timeout_s = 300;
 

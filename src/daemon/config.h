@@ -182,6 +182,8 @@ struct sbx_config {
     double header_timeout_s;
     double connection_idle_timeout_s;
     bool metrics_tenant_label; /* a series per tenant: the operator's choice */
+    uint64_t store_reserve_bytes; /* kept beside the database for its writes on a full disk */
+    uint64_t disk_reserve_bytes;  /* of the state dir's filesystem, never promised to images */
 
     /* sandbox */
     struct sbx_limits limits; /* defaults, each <= max */
@@ -219,6 +221,8 @@ struct sbx_config {
         uint64_t snapshots; /* per workspace; 0: no bound (and below) */
         double snapshot_max_age_s;
         uint64_t snapshot_max_bytes;
+        double audit_max_age_s;     /* 0: no age limit */
+        uint64_t audit_max_records; /* 0: no count limit */
     } retention;
 
     struct sbx_environment *environments; /* enabled ones only, n >= 0 */

@@ -18,8 +18,9 @@ const struct lim_field cfg_lim_fields[N_LIM] = {
                  "2"},
     [LIM_FILE] = {"file_size_limit", NULL, K_SIZE, offsetof(struct sbx_limits, file_size_bytes), 1,
                   0, "100m", "1g"},
-    [LIM_OUTPUT] = {"output_limit", NULL, K_SIZE, offsetof(struct sbx_limits, output_bytes), 1, 0,
-                    "10m", "64m"},
+    /* (the store keeps each stream up to max.output_limit: at most 512m) */
+    [LIM_OUTPUT] = {"output_limit", NULL, K_SIZE, offsetof(struct sbx_limits, output_bytes), 1,
+                    512ull << 20, "10m", "64m"},
     [LIM_TMP] = {"tmp_size", NULL, K_SIZE, offsetof(struct sbx_limits, tmp_bytes), 1ull << 20, 0,
                  "64m", "1g"},
 };
@@ -53,6 +54,9 @@ const struct setting cfg_settings[] = {
      OFF(connection_idle_timeout_s), 0, 86400, -1},
     {"server", "metrics_tenant_label", NULL, NULL, 0, NULL, K_BOOL, OFF(metrics_tenant_label), 0, 0,
      -1},
+    {"server", "store_reserve", NULL, NULL, 0, NULL, K_SIZE0, OFF(store_reserve_bytes), 0,
+     1ull << 32, -1},
+    {"server", "disk_reserve", NULL, NULL, 0, NULL, K_SIZE0, OFF(disk_reserve_bytes), 0, 0, -1},
     {"server.default_clone", "tenant_code", NULL, "CLAW_TENANT_CODE", K_SEGMENT, NULL, K_SEGMENT,
      OFF(tenant_code), 0, 0, -1},
     {"server.default_clone", "clone_key", NULL, "CLAW_CLONE_KEY", K_OPT_SEGMENT, NULL,
@@ -123,6 +127,10 @@ const struct setting cfg_settings[] = {
      OFF(retention.snapshot_max_age_s), 0, 3650 * 86400ull, -1},
     {"retention", "snapshot_max_bytes", NULL, NULL, 0, NULL, K_SIZE0,
      OFF(retention.snapshot_max_bytes), 1, 0, -1},
+    {"retention", "audit_max_age", NULL, NULL, 0, NULL, K_DURATION, OFF(retention.audit_max_age_s),
+     0, 10 * 365 * 86400.0, -1},
+    {"retention", "audit_max_records", NULL, NULL, 0, NULL, K_UINT,
+     OFF(retention.audit_max_records), 0, 1000000000, -1},
     /* pool */
     {"pool", "enabled", NULL, NULL, 0, NULL, K_BOOL, OFF(pool.enabled), 0, 0, -1},
     {"pool", "size", "max_idle", NULL, 0, NULL, K_UINT, OFF(pool.size), 0, 1024, -1},

@@ -381,6 +381,10 @@ static int parse_kind(struct loader *L, enum kind k, void *dst, uint64_t min, ui
             cfg_fmt_size(min, buf, sizeof(buf));
             return sbx_err_set(e, ERANGE, "'%s' is below the minimum %s", text, buf);
         }
+        if (max && u > max) { /* (0: no upper bound) */
+            cfg_fmt_size(max, buf, sizeof(buf));
+            return sbx_err_set(e, ERANGE, "'%s' is above the maximum %s", text, buf);
+        }
         return *(uint64_t *)dst = u, 0;
     case K_MB:
         if (sbx_parse_uint(text, min >> 20, max >> 20, &u, e) < 0)

@@ -524,7 +524,8 @@ int sbx_cmd_run(int argc, char **argv)
             .n_own_addrs = sbx_host_addresses(own, SBX_ARRAY_LEN(own)),
         };
         if (!(policy = sbx_policy_new(&po, &e)) ||
-            !(resolver = sbx_resolver_new(st.base, policy, o.n_dns ? o.dns : NULL, &e))) {
+            !(resolver = sbx_resolver_new(st.base, policy, o.n_dns ? o.dns : NULL, &e)) ||
+            sbx_egress_rules_load(&e) < 0) {
             fprintf(stderr, "sandboxd run: egress policy: %s\n",
                     sbx_err_format(&e, msg, sizeof(msg)));
             goto out;
@@ -547,6 +548,7 @@ int sbx_cmd_run(int argc, char **argv)
                 .gid = (gid_t)o.gid,
                 .host_id_base = (uint32_t)o.host_id_base,
                 .host_net = o.net == SBX_NET_HOST,
+                .net_rules = o.net == SBX_NET_PROXY ? sbx_egress_rules : NULL,
                 .cg_host = &cg_host,
                 .cg_limits = o.lim,
                 .file_size_bytes = o.file_size,

@@ -142,9 +142,35 @@ static int setup_engine(struct serve *s, sbx_err *err)
     return s->resolver ? 0 : -1;
 }
 
+/* Kill and remove the cgroup name if there is one. */
+static bool drop_cgroup(struct serve *s, const char *name)
+{
+    struct sbx_cgroup cg;
+    if (sbx_cgroup_adopt(&s->cg_host, name, &cg, NULL) < 0)
+        return false;
+    sbx_cgroup_kill_all(&cg, NULL);
+    sbx_cgroup_destroy(&cg, NULL);
+    return true;
+}
+
+struct sweep {
+    struct serve *s;
+    char tag[SBX_RUNTIME_CG_TAG_SIZE];
+    size_t n;
+};
+
+static void sweep_ours(const char *name, void *ud)
+{
+    struct sweep *w = ud;
+    if (sbx_runtime_cg_is_ours(name, w->tag) && drop_cgroup(w->s, name))
+        w->n++;
+}
+
 /* After a crash: tasks that were running are marked interrupted, and what is
  * left of their sandboxes (a cgroup with maybe a process in it) is killed and
- * removed. */
+ * removed; so is every other cgroup named with this state directory's tag
+ * (sessions', a task's not recorded as running yet): none is live before the
+ * runtime starts. Other daemons' cgroups beside ours are left alone. */
 static void recover(struct serve *s)
 {
     struct sbx_store_recovery r = {0};
@@ -153,36 +179,54 @@ static void recover(struct serve *s)
         sbx_log(SBX_LOG_ERROR, "recovery: %s", e.msg);
         return;
     }
-    for (size_t i = 0; i < r.n_sandboxes; i++) {
-        struct sbx_cgroup cg;
-        if (sbx_cgroup_adopt(&s->cg_host, r.sandboxes[i], &cg, NULL) == 0) {
-            sbx_cgroup_kill_all(&cg, NULL);
-            sbx_cgroup_destroy(&cg, NULL);
-        }
-    }
+    for (size_t i = 0; i < r.n_sandboxes; i++)
+        drop_cgroup(s, r.sandboxes[i]);
+    struct sweep w = {.s = s};
+    if (sbx_runtime_cg_tag(s->cfg.state_dir, w.tag, &e) == 0)
+        sbx_cgroup_each(&s->cg_host, sweep_ours, &w);
+    if (w.n)
+        sbx_log(SBX_LOG_WARN, "recovery: %zu cgroup(s) of an earlier run removed", w.n);
     if (r.interrupted)
         sbx_log(SBX_LOG_WARN, "recovery: %zu unfinished task(s) marked interrupted", r.interrupted);
     sbx_store_recovery_free(&r);
 }
 
-/* Retention: finished tasks, their outputs and idle sessions' events older
- * than the configured age (or beyond the newest max_tasks) go, a bounded batch
- * at a time so the loop never waits long. */
+/* How long one tick of retention may work, at most (the loop waits as long). */
+#define PRUNE_BUDGET_MS 25
+
+/* Retention, once a second: finished tasks, their outputs and idle sessions'
+ * events older than the configured age (or beyond the newest max_tasks) go,
+ * and the audit log's oldest records by its own bounds, in bounded batches
+ * for at most PRUNE_BUDGET_MS a tick: thousands of tasks a second, more than
+ * the daemon can run, so the bounds hold at its highest task rate. */
 static void on_prune(evutil_socket_t fd, short what, void *ud)
 {
     struct serve *s = ud;
-    int64_t now = sbx_now_ms();
+    const struct sbx_config *cfg = &s->cfg;
+    int64_t now = sbx_now_ms(), t0 = sbx_mono_ms();
     int64_t older =
-        s->cfg.retention.max_age_s > 0 ? now - (int64_t)(s->cfg.retention.max_age_s * 1000) : 0;
-    struct sbx_store_prune_counts c = {0};
-    for (int round = 0; round < 8; round++) {
+        cfg->retention.max_age_s > 0 ? now - (int64_t)(cfg->retention.max_age_s * 1000) : 0;
+    int64_t audit_older = cfg->retention.audit_max_age_s > 0
+                              ? now - (int64_t)(cfg->retention.audit_max_age_s * 1000)
+                              : 0;
+    (void)sbx_store_health(s->store, NULL); /* makes a spent reserve again when it can */
+    sbx_api_audit_refusals(&s->api);
+    bool more = true, audit_more = true;
+    while ((more || audit_more) && sbx_mono_ms() - t0 < PRUNE_BUDGET_MS) {
         sbx_err e = {0};
-        if (sbx_store_prune(s->store, older, s->cfg.retention.max_tasks, &c, &e) < 0) {
+        struct sbx_store_prune_counts c = {0};
+        uint64_t n = 0;
+        if (more && sbx_store_prune(s->store, older, cfg->retention.max_tasks, &c, &e) < 0) {
             sbx_log(SBX_LOG_WARN, "retention: %s", e.msg);
             return;
         }
-        if (!c.more)
-            break;
+        more = more && c.more;
+        if (audit_more &&
+            sbx_store_prune_audit(s->store, audit_older, cfg->retention.audit_max_records, &n,
+                                  &audit_more, &e) < 0) {
+            sbx_log(SBX_LOG_WARN, "retention of the audit log: %s", e.msg);
+            return;
+        }
     }
 }
 
@@ -248,7 +292,9 @@ int sbx_cmd_serve(int argc, char **argv)
     struct event *sigs[2] = {0};
     int rc = 1;
     snprintf(path, sizeof(path), "%s/sandboxd.db", s.cfg.state_dir);
-    struct sbx_store_options so = {.event_bound = (uint32_t)s.cfg.retention.events_per_session};
+    struct sbx_store_options so = {.event_bound = (uint32_t)s.cfg.retention.events_per_session,
+                                   .output_max = s.cfg.max.output_bytes,
+                                   .reserve_bytes = s.cfg.store_reserve_bytes};
     if (mkdir_p(s.cfg.state_dir, 0700, &e) < 0 || mkdir_p(s.cfg.workspace_root, 0755, &e) < 0 ||
         !(s.base = event_base_new()) || sbx_store_open(path, &so, &s.store, &e) < 0 ||
         setup_engine(&s, &e) < 0 || setup_auth(&s, &e) < 0) {
@@ -290,7 +336,7 @@ int sbx_cmd_serve(int argc, char **argv)
         sbx_api_routes(s.http, &s.api, &e) < 0 || sbx_http_server_listen(s.http, &e) < 0)
         goto fail;
     int stop[] = {SIGTERM, SIGINT};
-    struct timeval every = {.tv_sec = 60};
+    struct timeval every = {.tv_sec = 1};
     for (int i = 0; i < 2; i++)
         if (loop_add(sigs[i] = evsignal_new(s.base, stop[i], on_stop_signal, &s), NULL,
                      "the stop signals", &e) < 0)

@@ -190,6 +190,50 @@ static int loopback_up(sbx_err *err)
     return 0;
 }
 
+/* spec->net_rules in a grandchild: our fd table is a copy of the creator's
+ * (a daemon's may hold thousands), the grandchild's holds only the pipe its
+ * error comes back on (as fd 0). It lives in our namespaces, as root inside. */
+static int net_rules(const struct sbx_spec *spec, sbx_err *err)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return sbx_err_at(err, SBX_STAGE_EGRESS, errno, "pipe");
+    pid_t pid = fork();
+    if (pid < 0) {
+        int saved = errno;
+        close(p[0]);
+        close(p[1]);
+        return sbx_err_at(err, SBX_STAGE_EGRESS, saved, "fork");
+    }
+    if (pid == 0) {
+        sbx_err e = {0};
+        if (dup2(p[1], 0) < 0 || syscall(SYS_close_range, 1, ~0U, 0) < 0)
+            _exit(125);
+        if (spec->net_rules(&e) < 0) {
+            (void)!write(0, &e, sizeof(e));
+            _exit(1);
+        }
+        _exit(0);
+    }
+    close(p[1]);
+    sbx_err got;
+    ssize_t n;
+    while ((n = read(p[0], &got, sizeof(got))) < 0 && errno == EINTR)
+        ;
+    close(p[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (n == (ssize_t)sizeof(got)) {
+        got.stage[sizeof(got.stage) - 1] = got.msg[sizeof(got.msg) - 1] = '\0';
+        *err = got;
+        return -1;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return sbx_err_at(err, SBX_STAGE_EGRESS, ECHILD, "rules process: status %#x", status);
+    return 0;
+}
+
 static int build_root(const struct sbx_spec *spec, int ws, sbx_err *err)
 {
     struct sbx_rootfs_opts ro = {
@@ -284,6 +328,8 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
     STEP(set_user_limits(&e));
     if (!spec->host_net)
         STEP(loopback_up(&e));
+    if (!spec->host_net && spec->net_rules)
+        STEP(net_rules(spec, &e));
     STEP(build_root(spec, ws, &e));
     STEP(unshare_cgroup_ns(&e));
     STEP(recv_fds(c->sync_fd, got, &e));

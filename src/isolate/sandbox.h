@@ -37,6 +37,8 @@
  *   hostname          "sandbox"
  *   user limits       inotify/fanotify bounds of its own, no new namespaces
  *   loopback          up (unless the host's network is shared)
+ *   egress            the caller's net_rules (e.g. the egress's nftables), in a
+ *                     grandchild whose fd table holds one pipe (see net_rules)
  *   rootfs (sbx_rootfs_setup, steps[] in rootfs.c): make / private, mount
  *                     tmpfs (the new root), bind mount the system dirs, write
  *                     /etc, /dev, mount /proc and mask the host's kernel
@@ -76,6 +78,11 @@ struct sbx_spec {
     gid_t gid;
     uint32_t host_id_base; /* inside 0..65535 -> host base..base+65535 */
     bool host_net;         /* share the host's network namespace (policy host) */
+    /* Run inside the new network namespace before the root is built (the
+     * egress's nftables rules): in a grandchild with a small fd table, so a
+     * library that waits with select() (libnftables) never meets an fd number
+     * of FD_SETSIZE or more from the creator's large table. NULL: none. */
+    int (*net_rules)(sbx_err *err);
     const struct sbx_cg_host *cg_host;
     struct sbx_cg_limits cg_limits;
     uint64_t file_size_bytes; /* RLIMIT_FSIZE; 0 = unlimited */

@@ -174,7 +174,8 @@ static int routes(sbx_err *err)
     return rc;
 }
 
-/* libnftables, loaded on first use: only sandboxes in proxy mode need it. */
+/* libnftables, loaded once by the creator of sandboxes (sbx_egress_rules_load)
+ * and inherited by its children: only sandboxes in proxy mode need it. */
 struct nft_api {
     void *(*ctx_new)(uint32_t flags);
     void (*ctx_free)(void *ctx);
@@ -183,22 +184,28 @@ struct nft_api {
     int (*run)(void *ctx, const char *buf);
 };
 
-static int nft_load(struct nft_api *api, sbx_err *err)
+static struct nft_api nft;
+
+int sbx_egress_rules_load(sbx_err *err)
 {
+    if (nft.run)
+        return 0;
     void *h = dlopen("libnftables.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h)
         return sbx_err_at(err, SBX_STAGE_EGRESS, ENOENT, "dlopen libnftables.so.1: %s", dlerror());
-    *(void **)&api->ctx_new = dlsym(h, "nft_ctx_new");
-    *(void **)&api->ctx_free = dlsym(h, "nft_ctx_free");
-    *(void **)&api->buffer_error = dlsym(h, "nft_ctx_buffer_error");
-    *(void **)&api->get_error = dlsym(h, "nft_ctx_get_error_buffer");
-    *(void **)&api->run = dlsym(h, "nft_run_cmd_from_buffer");
-    if (!api->ctx_new || !api->ctx_free || !api->buffer_error || !api->get_error || !api->run)
+    struct nft_api api;
+    *(void **)&api.ctx_new = dlsym(h, "nft_ctx_new");
+    *(void **)&api.ctx_free = dlsym(h, "nft_ctx_free");
+    *(void **)&api.buffer_error = dlsym(h, "nft_ctx_buffer_error");
+    *(void **)&api.get_error = dlsym(h, "nft_ctx_get_error_buffer");
+    *(void **)&api.run = dlsym(h, "nft_run_cmd_from_buffer");
+    if (!api.ctx_new || !api.ctx_free || !api.buffer_error || !api.get_error || !api.run)
         return sbx_err_at(err, SBX_STAGE_EGRESS, ENOSYS, "libnftables lacks a symbol");
+    nft = api;
     return 0; /* the handle stays loaded for the life of the process */
 }
 
-static int nft_rules(sbx_err *err)
+int sbx_egress_rules(sbx_err *err)
 {
     static const char rules[] = "table inet sandbox {\n"
                                 "  chain nat_out {\n"
@@ -213,17 +220,16 @@ static int nft_rules(sbx_err *err)
                                 "    ip6 daddr ::1 accept\n"
                                 "  }\n"
                                 "}\n";
-    struct nft_api api = {0};
-    if (nft_load(&api, err) < 0)
+    if (sbx_egress_rules_load(err) < 0)
         return -1;
-    void *ctx = api.ctx_new(0);
+    void *ctx = nft.ctx_new(0);
     if (!ctx)
         return sbx_err_at(err, SBX_STAGE_EGRESS, ENOMEM, "nft context");
-    api.buffer_error(ctx);
-    int rc = api.run(ctx, rules);
+    nft.buffer_error(ctx);
+    int rc = nft.run(ctx, rules);
     if (rc != 0)
-        sbx_err_at(err, SBX_STAGE_EGRESS, EPERM, "nftables rules: %s", api.get_error(ctx));
-    api.ctx_free(ctx);
+        sbx_err_at(err, SBX_STAGE_EGRESS, EPERM, "nftables rules: %s", nft.get_error(ctx));
+    nft.ctx_free(ctx);
     return rc != 0 ? -1 : 0;
 }
 
@@ -256,7 +262,8 @@ struct ns_sockets {
     int dns;
 };
 
-/* Everything that must happen inside the sandbox's namespace. */
+/* Everything of ours that must happen inside the sandbox's namespace (its
+ * nftables rules were applied by the sandbox's own setup: sbx_egress_rules). */
 static int inside(struct ns_sockets *s, uint16_t socks_port, sbx_err *err)
 {
     const struct {
@@ -268,7 +275,7 @@ static int inside(struct ns_sockets *s, uint16_t socks_port, sbx_err *err)
         [L_TRANSPARENT4] = {AF_INET, SBX_EGRESS_TRANSPARENT_PORT},
         [L_TRANSPARENT6] = {AF_INET6, SBX_EGRESS_TRANSPARENT_PORT},
     };
-    if (loopback_up(err) < 0 || routes(err) < 0 || nft_rules(err) < 0)
+    if (loopback_up(err) < 0 || routes(err) < 0)
         return -1;
     for (int i = 0; i < L_COUNT; i++) {
         sbx_err e6 = {0};

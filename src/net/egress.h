@@ -49,7 +49,18 @@ struct sbx_egress_opts {
 
 struct sbx_egress;
 
-/* Build it all inside the namespace netns_fd (an fd of /proc/PID/ns/net).
+/* The nftables rules of a proxy sandbox (everything not to loopback is
+ * redirected to the transparent listener, the rest dropped), applied in the
+ * caller's network namespace: for sbx_spec.net_rules. libnftables waits with
+ * select(), so this must run in a process whose fds are all below FD_SETSIZE
+ * (the sandbox's setup gives it one), never in the daemon. */
+int sbx_egress_rules(sbx_err *err);
+/* Load libnftables (once) in the creator, so its sandboxes inherit it: before
+ * a spawn whose spec has net_rules. */
+int sbx_egress_rules_load(sbx_err *err);
+
+/* Build it all inside the namespace netns_fd (an fd of /proc/PID/ns/net):
+ * loopback, routes and the listening sockets; the rules are the sandbox's.
  * The calling thread returns to its own namespace before this returns. */
 struct sbx_egress *sbx_egress_start(const struct sbx_egress_opts *o, int netns_fd, sbx_err *err);
 /* The same inside the network namespace of process pid (opening and closing

@@ -1,8 +1,10 @@
 /* The runtime itself: made and freed with the daemon, and its counts. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/digest.h"
 #include "runtime/runtime_int.h"
 #include "workspace/quota.h"
 
@@ -31,6 +33,31 @@ const char *sbx_runtime_default_session(const struct sbx_runtime *rt)
     return rt->default_session;
 }
 
+int sbx_runtime_cg_tag(const char *state_dir, char tag[SBX_RUNTIME_CG_TAG_SIZE], sbx_err *err)
+{
+    char real[PATH_MAX], hex[SBX_SHA256_HEX_SIZE];
+    const char *dir = state_dir ? state_dir : ".";
+    /* (a directory not made yet is named as given) */
+    if (realpath(dir, real))
+        dir = real;
+    if (sbx_sha256_hex(dir, strlen(dir), hex, err) < 0)
+        return -1;
+    snprintf(tag, SBX_RUNTIME_CG_TAG_SIZE, "%.*s", SBX_RUNTIME_CG_TAG_SIZE - 1, hex);
+    return 0;
+}
+
+bool sbx_runtime_cg_is_ours(const char *name, const char *tag)
+{
+    static const char *const kinds[] = {"task-", "session-"};
+    size_t n = strlen(tag);
+    for (size_t i = 0; i < SBX_ARRAY_LEN(kinds); i++) {
+        size_t k = strlen(kinds[i]);
+        if (strncmp(name, kinds[i], k) == 0 && strncmp(name + k, tag, n) == 0 && name[k + n] == '-')
+            return true;
+    }
+    return false;
+}
+
 struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *err)
 {
     struct sbx_runtime *rt = calloc(1, sizeof(*rt));
@@ -43,6 +70,10 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
     rt->o.settings = &rt->settings;
     snprintf(rt->default_session, sizeof(rt->default_session), "%s",
              rt->settings.runtime_id ? rt->settings.runtime_id : "default");
+    if (sbx_runtime_cg_tag(rt->settings.state_dir, rt->cg_tag, err) < 0) {
+        free(rt);
+        return NULL;
+    }
     rt_metrics_init(rt);
     return rt;
 }

@@ -35,6 +35,17 @@ struct sbx_runtime_opts {
 };
 
 struct sbx_runtime;
+
+/* The runtime's sandboxes have cgroups named task-<tag>-<id> and
+ * session-<tag>-<id>, the tag being the first hex digits of the SHA-256 of
+ * the state directory's real path: other daemons on the host (another state
+ * directory) keep theirs beside ours in the same "sandboxd/" base, and a
+ * restart after a crash removes every cgroup with its own tag. */
+#define SBX_RUNTIME_CG_TAG_SIZE 13
+int sbx_runtime_cg_tag(const char *state_dir, char tag[SBX_RUNTIME_CG_TAG_SIZE], sbx_err *err);
+/* Whether the cgroup `name` is one of a runtime with this tag. */
+bool sbx_runtime_cg_is_ours(const char *name, const char *tag);
+
 struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *err);
 /* Graceful stop: queued tasks are canceled, running ones killed, all recorded. */
 void sbx_runtime_free(struct sbx_runtime *rt);

@@ -36,7 +36,7 @@ struct rt_task {
     char *workspace;          /* once known (rt_task_workspace) */
     uid_t ws_uid;             /* the clone's host uid of the runner */
     struct rt_format *format; /* waiting for its workspace image (not queued) */
-    char name[48];            /* the sandbox's cgroup name, "" until started */
+    char name[64];            /* the sandbox's cgroup name, "" until started */
     int64_t started_at;       /* as recorded; 0 until running */
     struct sbx_task *t;
     struct rt_session *in_session;  /* running inside this live session */
@@ -83,7 +83,7 @@ struct rt_session {
     char name[SBX_SEGMENT_MAX + 1];
     char clone_key[SBX_SEGMENT_MAX + 1];
     char clone_id[SBX_SEGMENT_MAX + 1];
-    char cgname[48];
+    char cgname[64];
     char *workspace;
     char **env;
     struct sbx_sandbox sb;
@@ -123,7 +123,7 @@ struct rt_format {
 struct rt_release {
     struct sbx_runtime *rt;
     struct sbx_sandbox sb;
-    char cgname[48];
+    char cgname[64];
     int64_t deadline; /* sbx_mono_ms(): past it the cgroup is left */
     struct event *ev; /* the next try */
     struct rt_release *next;
@@ -138,7 +138,8 @@ struct sbx_runtime {
     struct sbx_runtime_opts o;
     struct sbx_runtime_settings settings; /* o.settings points here */
     char default_session[SBX_SEGMENT_MAX + 1];
-    struct rt_tenant *ring; /* tenants with queued tasks */
+    char cg_tag[SBX_RUNTIME_CG_TAG_SIZE]; /* in its sandboxes' cgroup names */
+    struct rt_tenant *ring;               /* tenants with queued tasks */
     unsigned queued, running;
     unsigned preparing;         /* tasks waiting for their workspace image */
     struct rt_task *active;     /* queued and running */
@@ -218,6 +219,10 @@ char *rt_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, uid_t *uid
  * t->workspace is ready, 0 when its image is being formatted (the task waits
  * in the queue: the format's end starts it), -1 with err. */
 int rt_task_workspace(struct rt_task *t, sbx_err *err);
+/* Whether clone c's workspace image exists or has room to be made (ENOSPC,
+ * naming the figures, when a new one would take the state filesystem's
+ * reserve): asked when a task is submitted, so that it is refused at once. */
+int rt_workspace_room(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err *err);
 /* Kill a format still running (at the runtime's end) and free it; the
  * tasks that waited for it are left to the caller (active, not queued), the
  * others are told it failed. */

@@ -279,6 +279,7 @@ static int session_spawn(struct rt_session *x, sbx_err *err)
                             .gid = set->runner_gid,
                             .host_id_base = (uint32_t)uid - set->runner_uid,
                             .host_net = set->net == SBX_NET_HOST,
+                            .net_rules = set->net == SBX_NET_PROXY ? sbx_egress_rules : NULL,
                             .cg_host = rt->o.cg_host,
                             .cg_limits = {.memory_bytes = set->limits.memory_bytes,
                                           .pids = set->limits.pids,
@@ -290,7 +291,8 @@ static int session_spawn(struct rt_session *x, sbx_err *err)
                             .session = true,
                             .host_view = !set->mount_sandbox,
                             .join_pidfd = -1};
-    if (sbx_sandbox_spawn(&spec, &x->sb, err) < 0)
+    if ((spec.net_rules && sbx_egress_rules_load(err) < 0) ||
+        sbx_sandbox_spawn(&spec, &x->sb, err) < 0)
         return -1;
     if (set->net == SBX_NET_PROXY) {
         x->egress_opts = rt_egress_opts(rt, rt->o.policy, rt_session_flow, x);
@@ -356,7 +358,7 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
     snprintf(x->name, sizeof(x->name), "%s", name);
     snprintf(x->clone_key, sizeof(x->clone_key), "%s", c->key);
     snprintf(x->clone_id, sizeof(x->clone_id), "%s", c->id);
-    snprintf(x->cgname, sizeof(x->cgname), "session-%.36s", id);
+    snprintf(x->cgname, sizeof(x->cgname), "session-%s-%.36s", rt->cg_tag, id);
     x->next = rt->sessions;
     rt->sessions = x;
     /* A clone's first image is formatted off the loop: the sandbox is made

@@ -93,6 +93,11 @@ struct sbx_runtime_settings {
     struct sbx_limits limits; /* a task's defaults, each <= max */
     struct sbx_limits max;    /* the most a request may ask for */
     uint64_t workspace_quota_bytes;
+    /* Free space of the state directory's filesystem that workspace images
+     * are never promised: a new image is refused (ENOSPC) when the free
+     * space, less what the existing images may still grow by, less its own
+     * size, would be under it. 0: images are not accounted. */
+    uint64_t disk_reserve_bytes;
     uint64_t max_clones_per_tenant;
     double idle_timeout_s; /* of a session; 0: none */
     enum sbx_net_policy net;

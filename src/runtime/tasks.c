@@ -267,7 +267,7 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
     const struct sbx_runtime_settings *set = &rt->settings;
     /* The queue made its workspace ready first (rt_task_workspace). */
     uint32_t base = (uint32_t)t->ws_uid - set->runner_uid;
-    snprintf(t->name, sizeof(t->name), "task-%.36s", t->id);
+    snprintf(t->name, sizeof(t->name), "task-%s-%.36s", rt->cg_tag, t->id);
     t->pending[0] = evbuffer_new();
     t->pending[1] = evbuffer_new();
     t->flush = evtimer_new(rt->o.base, on_flush, t);
@@ -281,6 +281,7 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
                  .gid = set->runner_gid,
                  .host_id_base = base,
                  .host_net = t->net == SBX_NET_HOST,
+                 .net_rules = t->net == SBX_NET_PROXY ? sbx_egress_rules : NULL,
                  .cg_host = rt->o.cg_host,
                  .cg_limits = t->lim,
                  .file_size_bytes = t->file_size,
@@ -309,8 +310,11 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
         to.spec.join_cg = &x->sb.cg;
         to.spec.workspace = x->workspace;
         to.spec.host_net = set->net == SBX_NET_HOST;
+        to.spec.net_rules = NULL;
         to.on_spawn = NULL; /* the session's egress serves it */
     }
+    if (to.spec.net_rules && !x && sbx_egress_rules_load(err) < 0)
+        return -1;
     struct sbx_store_transition tr = {
         .to = SBX_TASK_RUNNING, .at = sbx_now_ms(), .sandbox = t->name};
     if (sbx_store_task_transition(rt->o.store, t->id, &tr, err) < 0)
@@ -424,6 +428,10 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
         return sbx_err_set(err, EAGAIN, "the task queue of tenant '%s' is full", req->clone.tenant);
     if (sbx_runtime_check_limits(set, req, NULL, err) < 0 ||
         rt_snapshot_busy(rt, &req->clone, err) < 0)
+        return -1;
+    /* A store that cannot write (a full disk: its reserve spent) keeps what
+     * room it has for the ends of the tasks already in: no new ones. */
+    if (sbx_store_health(rt->o.store, err) < 0 || rt_workspace_room(rt, &req->clone, err) < 0)
         return -1;
     struct rt_task *t = calloc(1, sizeof(*t));
     if (!t)

@@ -134,6 +134,15 @@ static void on_formatted(evutil_socket_t fd, short what, void *arg)
     rt_start_next(rt);
 }
 
+/* A new image is promised only what the filesystem can still give. */
+static int room_for_image(const struct sbx_runtime *rt, const char *images, sbx_err *err)
+{
+    const struct sbx_runtime_settings *set = &rt->settings;
+    if (!set->disk_reserve_bytes)
+        return 0;
+    return sbx_ws_quota_room(images, set->workspace_quota_bytes, set->disk_reserve_bytes, err);
+}
+
 static struct rt_format *format_start(struct sbx_runtime *rt, const struct sbx_clone *c,
                                       const char *dir, uid_t uid, gid_t gid, sbx_err *err)
 {
@@ -150,7 +159,8 @@ static struct rt_format *format_start(struct sbx_runtime *rt, const struct sbx_c
     x->f.pid = -1;
     x->next = rt->formats;
     rt->formats = x;
-    if (sbx_ws_quota_format_start(images, dir, rt->settings.workspace_quota_bytes, uid, gid, &x->f,
+    if (room_for_image(rt, images, err) < 0 ||
+        sbx_ws_quota_format_start(images, dir, rt->settings.workspace_quota_bytes, uid, gid, &x->f,
                                   err) < 0) {
         rt_format_free(x);
         return NULL;
@@ -190,7 +200,8 @@ static int mount_quota(struct sbx_runtime *rt, const char *dir, uid_t uid, gid_t
     images_dir(rt, images, sizeof(images));
     if (mkdir(images, 0700) < 0 && errno != EEXIST)
         return sbx_err_set(err, errno, "mkdir %s", images);
-    if (sbx_ws_quota_ensure(images, dir, rt->settings.workspace_quota_bytes, uid, gid, err) < 0)
+    if ((!sbx_ws_quota_image_exists(images, dir) && room_for_image(rt, images, err) < 0) ||
+        sbx_ws_quota_ensure(images, dir, rt->settings.workspace_quota_bytes, uid, gid, err) < 0)
         return -1;
     struct mounted_ws *m = calloc(1, sizeof(*m));
     if (!m || !(m->path = strdup(dir))) {
@@ -231,6 +242,24 @@ static char *workspace_dir(struct sbx_runtime *rt, const struct sbx_clone *c, ui
     if (sbx_ws_ensure(set->workspace_root, c->tenant, c->key, c->id, *uid, *gid, &fd, err) < 0)
         return NULL;
     return sbx_ws_dir(set->workspace_root, c->tenant, c->key, c->id, err);
+}
+
+int rt_workspace_room(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err *err)
+{
+    const struct sbx_runtime_settings *set = &rt->settings;
+    if (!set->disk_reserve_bytes)
+        return 0;
+    cleanup_free char *dir = sbx_ws_dir(set->workspace_root, c->tenant, c->key, c->id, err);
+    if (!dir)
+        return -1;
+    char images[PATH_MAX];
+    images_dir(rt, images, sizeof(images));
+    if (is_mounted(rt, dir) || find_format(rt, dir) || sbx_ws_quota_image_exists(images, dir))
+        return 0;
+    struct stat st;
+    if (stat(images, &st) < 0) /* (none made yet: its parent's filesystem) */
+        snprintf(images, sizeof(images), "%s", set->state_dir);
+    return room_for_image(rt, images, err);
 }
 
 char *rt_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, uid_t *uid, gid_t *gid,

@@ -87,8 +87,18 @@ static const char schema_v1[] =
     "CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit"
     " BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;";
 
+/* v2: the audit log gets a retention of its own. It stays append-only: no
+ * record is ever changed, and only the oldest go (retention deletes from the
+ * oldest end: sbx_store_prune_audit). */
+static const char schema_v2[] =
+    "DROP TRIGGER audit_no_delete;"
+    "CREATE TRIGGER audit_oldest_first BEFORE DELETE ON audit"
+    " WHEN old.seq > (SELECT min(seq) FROM audit)"
+    " BEGIN SELECT RAISE(ABORT, 'the audit log loses only its oldest records'); END;";
+
 const struct store_migration store_migrations[] = {
     {1, schema_v1},
+    {2, schema_v2},
 };
 const size_t store_n_migrations = SBX_ARRAY_LEN(store_migrations);
 

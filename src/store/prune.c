@@ -77,6 +77,77 @@ static int prune_in_txn(struct sbx_store *st, void *vctx, sbx_err *err)
     return 0;
 }
 
+/* ---- the audit log ---- */
+
+#define PRUNE_AUDIT_BATCH 2000
+
+/* The oldest records, at most a batch: the last seq of those that may go. */
+static const char sql_audit_head[] = "SELECT seq, time, (SELECT max(seq) FROM audit) FROM audit"
+                                     " ORDER BY seq LIMIT ?1";
+static const char sql_audit_delete[] = "DELETE FROM audit WHERE seq <= ?1";
+
+struct audit_ctx {
+    int64_t older_than;
+    uint64_t max_rows;
+    uint64_t *deleted;
+    bool *more;
+};
+
+static int audit_in_txn(struct sbx_store *st, void *vctx, sbx_err *err)
+{
+    struct audit_ctx *c = vctx;
+    int64_t last = -1;
+    int n = 0;
+    {
+        cleanup_stmt sqlite3_stmt *s = store_stmt(st, STMT_PRUNE_AUDIT_HEAD, sql_audit_head, err);
+        if (!s)
+            return -1;
+        int rc = sqlite3_bind_int64(s, 1, PRUNE_AUDIT_BATCH);
+        if (rc != SQLITE_OK)
+            return store_fail(st, err, rc, "prune the audit log");
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+            int64_t seq = sqlite3_column_int64(s, 0), time = sqlite3_column_int64(s, 1);
+            int64_t newest = sqlite3_column_int64(s, 2);
+            bool too_many = c->max_rows && (uint64_t)(newest - seq) >= c->max_rows;
+            bool too_old = c->older_than > 0 && time < c->older_than;
+            if (!too_many && !too_old)
+                break;
+            last = seq;
+            n++;
+        }
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+            return store_fail(st, err, rc, "prune the audit log");
+    }
+    if (last < 0)
+        return 0;
+    cleanup_stmt sqlite3_stmt *d = store_stmt(st, STMT_PRUNE_AUDIT, sql_audit_delete, err);
+    if (!d)
+        return -1;
+    int rc = sqlite3_bind_int64(d, 1, last);
+    if (rc != SQLITE_OK)
+        return store_fail(st, err, rc, "prune the audit log");
+    if (store_exec(st, d, err, "prune the audit log") < 0)
+        return -1;
+    *c->deleted += (uint64_t)sqlite3_changes64(st->db);
+    if (n >= PRUNE_AUDIT_BATCH)
+        *c->more = true;
+    return 0;
+}
+
+int sbx_store_prune_audit(struct sbx_store *st, int64_t older_than_ms, uint64_t max_rows,
+                          uint64_t *deleted, bool *more, sbx_err *err)
+{
+    *deleted = 0;
+    *more = false;
+    if (store_enter(st, err) < 0)
+        return -1;
+    if (!older_than_ms && !max_rows)
+        return 0;
+    struct audit_ctx c = {
+        .older_than = older_than_ms, .max_rows = max_rows, .deleted = deleted, .more = more};
+    return store_txn(st, audit_in_txn, &c, err) < 0 ? -1 : 0;
+}
+
 int sbx_store_prune(struct sbx_store *st, int64_t older_than_ms, uint64_t max_tasks,
                     struct sbx_store_prune_counts *counts, sbx_err *err)
 {

@@ -4,6 +4,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/statvfs.h>
+
+#include "base/log.h"
+#include "base/time.h"
 
 #define DEFAULT_BUSY_TIMEOUT_MS 50
 #define DEFAULT_EVENT_BOUND 10000
@@ -23,7 +27,16 @@ int store_fail(struct sbx_store *st, sbx_err *err, int rc, const char *fmt, ...)
     const char *msg = st && st->db && sqlite3_extended_errcode(st->db) == rc
                           ? sqlite3_errmsg(st->db)
                           : sqlite3_errstr(rc);
-    return sbx_err_set(err, store_errnum(st ? st->db : NULL, rc), "store: %s: %s", what, msg);
+    int errnum = store_errnum(st ? st->db : NULL, rc);
+    /* What says the file cannot be written (as opposed to a refused value):
+     * the store is not healthy until a write succeeds again. */
+    int primary = rc & 0xff;
+    if (st && (primary == SQLITE_FULL || primary == SQLITE_IOERR || primary == SQLITE_READONLY ||
+               primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB)) {
+        st->write_errnum = errnum;
+        snprintf(st->write_error, sizeof(st->write_error), "%s: %s", what, msg);
+    }
+    return sbx_err_set(err, errnum, "store: %s: %s", what, msg);
 }
 
 sqlite3_stmt *store_prepare(struct sbx_store *st, sqlite3_stmt **slot, const char *sql,
@@ -64,13 +77,29 @@ int store_bind_blob(sqlite3_stmt *s, int idx, const void *v, size_t len)
     return sqlite3_bind_blob64(s, idx, v, len, SQLITE_STATIC);
 }
 
-int store_exec(struct sbx_store *st, sqlite3_stmt *s, sbx_err *err, const char *what)
+static int step_all(sqlite3_stmt *s)
 {
     int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW)
         ;
+    return rc;
+}
+
+int store_exec(struct sbx_store *st, sqlite3_stmt *s, sbx_err *err, const char *what)
+{
+    bool writes = !sqlite3_stmt_readonly(s);
+    int rc = step_all(s);
+    /* A write of its own (outside a transaction) that met a full disk gets
+     * the reserve's room and one more try; inside one, store_txn retries. */
+    if (writes && rc != SQLITE_DONE && store_errnum(st->db, rc) == ENOSPC &&
+        sqlite3_get_autocommit(st->db) && store_reserve_spend(st)) {
+        sqlite3_reset(s);
+        rc = step_all(s);
+    }
     if (rc != SQLITE_DONE)
         return store_fail(st, err, rc, "%s", what);
+    if (writes && sqlite3_get_autocommit(st->db))
+        st->write_errnum = 0;
     return 0;
 }
 
@@ -105,13 +134,91 @@ static int run_txn(struct sbx_store *st, enum store_stmt begin, const char *begi
         rollback(st);
         return -1;
     }
+    if (begin == STMT_BEGIN)
+        st->write_errnum = 0;
     return r;
 }
 
 int store_txn(struct sbx_store *st, int (*fn)(struct sbx_store *st, void *ctx, sbx_err *err),
               void *ctx, sbx_err *err)
 {
-    return run_txn(st, STMT_BEGIN, "BEGIN IMMEDIATE", fn, ctx, err);
+    sbx_err local = {0};
+    sbx_err *e = err ? err : &local;
+    int r = run_txn(st, STMT_BEGIN, "BEGIN IMMEDIATE", fn, ctx, e);
+    /* A full disk: the reserve's room for one more try (fn's effects were
+     * rolled back). */
+    if (r < 0 && e->errnum == ENOSPC && store_reserve_spend(st))
+        r = run_txn(st, STMT_BEGIN, "BEGIN IMMEDIATE", fn, ctx, e);
+    return r;
+}
+
+/* ---- The reserve and the store's health ----------------------------------- */
+
+/* How often a spent reserve is made again, at most. */
+#define RESERVE_RETRY_MS 1000
+/* Below this much free space on its filesystem the store is not healthy: a
+ * write needs room for its WAL frames. */
+#define STORE_MIN_FREE (1u << 20)
+
+static int reserve_make(struct sbx_store *st, sbx_err *err)
+{
+    if (!st->reserve_size || st->reserve_whole)
+        return 0;
+    st->reserve_tried = sbx_mono_ms();
+    cleanup_fd int fd =
+        open(st->reserve_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+    if (fd < 0)
+        return sbx_err_set(err, errno, "store: reserve %s", st->reserve_path);
+    int rc = posix_fallocate(fd, 0, (off_t)st->reserve_size);
+    if (rc != 0) {
+        /* Nothing half made stays to take the room a write needs. */
+        (void)!ftruncate(fd, 0);
+        return sbx_err_set(err, rc, "store: cannot make its reserve of %llu bytes (%s)",
+                           (unsigned long long)st->reserve_size, st->reserve_path);
+    }
+    st->reserve_whole = true;
+    return 0;
+}
+
+bool store_reserve_spend(struct sbx_store *st)
+{
+    if (!st->reserve_whole)
+        return false;
+    st->reserve_whole = false;
+    if (truncate(st->reserve_path, 0) < 0)
+        return false;
+    sbx_log(SBX_LOG_WARN,
+            "store: the disk is full: its reserve of %llu bytes is given up "
+            "(made again once there is room)",
+            (unsigned long long)st->reserve_size);
+    return true;
+}
+
+int sbx_store_health(struct sbx_store *st, sbx_err *err)
+{
+    if (st->reserve_size && !st->reserve_whole &&
+        sbx_mono_ms() - st->reserve_tried >= RESERVE_RETRY_MS) {
+        sbx_err e = {0};
+        if (reserve_make(st, &e) == 0 && st->write_errnum == ENOSPC)
+            st->write_errnum = 0; /* room again: the next write may tell otherwise */
+    }
+    if (st->reserve_size && !st->reserve_whole)
+        return sbx_err_set(err, ENOSPC,
+                           "store: the disk is full (the store's reserve of %llu bytes cannot be "
+                           "made)",
+                           (unsigned long long)st->reserve_size);
+    if (st->write_errnum)
+        return sbx_err_set(err, st->write_errnum, "store: writes fail: %s", st->write_error);
+    struct statvfs vfs;
+    if (statvfs(st->path, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < STORE_MIN_FREE)
+        return sbx_err_set(err, ENOSPC, "store: the disk is full (%llu bytes free)",
+                           (unsigned long long)vfs.f_bavail * vfs.f_frsize);
+    return 0;
+}
+
+uint64_t sbx_store_output_max(const struct sbx_store *st)
+{
+    return st->output_max;
 }
 
 int store_read_txn(struct sbx_store *st, int (*fn)(struct sbx_store *st, void *ctx, sbx_err *err),
@@ -186,12 +293,20 @@ int sbx_store_open(const char *path, const struct sbx_store_options *opts, struc
     if (!st)
         return sbx_err_set(err, ENOMEM, "store: allocate");
     st->event_bound = opts && opts->event_bound ? opts->event_bound : DEFAULT_EVENT_BOUND;
+    st->output_max = opts && opts->output_max ? opts->output_max : SBX_STORE_OUTPUT_MAX;
+    st->reserve_size = opts ? opts->reserve_bytes : 0;
     st->path = strdup(path);
-    if (!st->path) {
+    if (!st->path || asprintf(&st->reserve_path, "%s.reserve", path) < 0) {
+        free(st->path);
         free(st);
         return sbx_err_set(err, ENOMEM, "store: allocate");
     }
-    if (create_private(path, err) < 0)
+    if (st->output_max > SBX_STORE_OUTPUT_LIMIT) {
+        sbx_err_set(err, EINVAL, "store: outputs of %llu bytes are over SQLite's bound (%llu)",
+                    (unsigned long long)st->output_max, (unsigned long long)SBX_STORE_OUTPUT_LIMIT);
+        goto fail;
+    }
+    if (create_private(path, err) < 0 || reserve_make(st, err) < 0)
         goto fail;
 
     int rc = sqlite3_open_v2(path, &st->db,
@@ -222,6 +337,7 @@ void sbx_store_close(struct sbx_store *st)
         sqlite3_finalize(st->list_stmts[i]);
     sqlite3_close_v2(st->db);
     free(st->path);
+    free(st->reserve_path);
     free(st);
 }
 

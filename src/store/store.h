@@ -31,11 +31,19 @@ struct sbx_store;
 /* The schema version this build writes. A file with a higher
  * PRAGMA user_version (written by a newer sandboxd) is refused with ENOTSUP,
  * never opened and never downgraded. */
-#define SBX_STORE_SCHEMA_VERSION 1
+#define SBX_STORE_SCHEMA_VERSION 2
 
 struct sbx_store_options {
     uint32_t busy_timeout_ms; /* 0: 50 ms */
     uint32_t event_bound;     /* events kept per session; 0: 10000 */
+    /* Each stream of a task's output is kept up to this size (the largest
+     * output limit a task can have); 0: SBX_STORE_OUTPUT_MAX; at most
+     * SBX_STORE_OUTPUT_LIMIT. */
+    uint64_t output_max;
+    /* A file of this size is kept beside the database ("<path>.reserve") and
+     * given up when a write finds the disk full, so that the write (a task's
+     * end) still succeeds; made again once there is room. 0: none. */
+    uint64_t reserve_bytes;
 };
 
 /* Open (creating it, mode 0600, when missing) the store at path, switch it to
@@ -46,6 +54,13 @@ int sbx_store_open(const char *path, const struct sbx_store_options *opts, struc
                    sbx_err *err);
 /* Finalize the statements and close the connection. NULL is a no-op. */
 void sbx_store_close(struct sbx_store *st);
+/* Whether the store can write: -1 (ENOSPC, EIO, EROFS…, with the reason)
+ * while its last write failed and none has succeeded since, its reserve is
+ * spent and cannot be made again (tried at most once a second), or its
+ * filesystem has less than 1 MiB free. For readiness. */
+int sbx_store_health(struct sbx_store *st, sbx_err *err);
+/* The store's output_max. */
+uint64_t sbx_store_output_max(const struct sbx_store *st);
 /* PRAGMA user_version of the open file. */
 int sbx_store_schema_version(struct sbx_store *st, int *version, sbx_err *err);
 /* PRAGMA integrity_check (quick_check when quick): 0 when "ok", else EIO with
@@ -73,9 +88,11 @@ int sbx_task_status_parse(const char *s, enum sbx_task_status *out, sbx_err *err
 bool sbx_task_status_final(enum sbx_task_status s);
 bool sbx_task_transition_legal(enum sbx_task_status from, enum sbx_task_status to);
 
-/* Each stream of a task's output is kept up to this size; the caller caps
- * it, the store refuses more (EFBIG). */
+/* Each stream of a task's output is kept up to the store's output_max (by
+ * default this); the caller caps it, the store refuses more (EFBIG). */
 #define SBX_STORE_OUTPUT_MAX (10u << 20)
+/* The most output_max can be: well under SQLite's largest value (1e9 bytes). */
+#define SBX_STORE_OUTPUT_LIMIT (512ull << 20)
 
 /* One task's record. For insert, the caller owns every string; strings left
  * NULL are stored as "" (or as absent for language, code, limits, result).
@@ -308,3 +325,9 @@ struct sbx_store_prune_counts {
  * whose counter was dropped starts again at id 1 if it is ever reused. */
 int sbx_store_prune(struct sbx_store *st, int64_t older_than_ms, uint64_t max_tasks,
                     struct sbx_store_prune_counts *counts, sbx_err *err);
+/* The audit log's retention: its oldest records go while they are older than
+ * older_than_ms (0: no age limit) or beyond the newest max_rows (0: no count
+ * limit), a bounded batch a call; *deleted is how many, *more whether
+ * another call would delete more. */
+int sbx_store_prune_audit(struct sbx_store *st, int64_t older_than_ms, uint64_t max_rows,
+                          uint64_t *deleted, bool *more, sbx_err *err);

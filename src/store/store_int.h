@@ -42,6 +42,8 @@ enum store_stmt {
     STMT_PRUNE_TASKS_COUNT,
     STMT_PRUNE_EVENTS,
     STMT_PRUNE_STREAM_DROP,
+    STMT_PRUNE_AUDIT_HEAD,
+    STMT_PRUNE_AUDIT,
     STMT__COUNT
 };
 
@@ -53,6 +55,13 @@ struct sbx_store {
     sqlite3 *db;
     char *path;
     uint32_t event_bound;
+    uint64_t output_max;   /* per stream of a task's output */
+    uint64_t reserve_size; /* 0: no reserve file */
+    char *reserve_path;    /* "<path>.reserve" */
+    bool reserve_whole;    /* made to its full size, not spent since */
+    int64_t reserve_tried; /* sbx_mono_ms() of the last try to make it */
+    int write_errnum;      /* of the last failed write, 0 once one succeeds */
+    char write_error[SBX_ERR_MSG_MAX];
     bool in_callback; /* a caller's callback is running: no re-entry */
     sqlite3_stmt *stmts[STMT__COUNT];
     sqlite3_stmt *list_stmts[STORE_LIST_VARIANTS];
@@ -79,6 +88,10 @@ static inline void store_resetp(sqlite3_stmt **s)
 }
 /* A statement handle reset (locks released, bindings cleared) at scope end. */
 #define cleanup_stmt __attribute__((cleanup(store_resetp)))
+
+/* A write failed for want of space: give up the reserve file (true when there
+ * was one to give, so that the write is worth a second try). */
+bool store_reserve_spend(struct sbx_store *st);
 
 /* Fails with EBUSY when called from inside one of the store's callbacks. */
 int store_enter(struct sbx_store *st, sbx_err *err);

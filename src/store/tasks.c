@@ -332,9 +332,9 @@ int sbx_store_task_transition(struct sbx_store *st, const char *id,
 {
     if (store_enter(st, err) < 0)
         return -1;
-    if (tr->stdout_len > SBX_STORE_OUTPUT_MAX || tr->stderr_len > SBX_STORE_OUTPUT_MAX)
-        return sbx_err_set(err, EFBIG, "store: task %s: output over %u bytes", id,
-                           SBX_STORE_OUTPUT_MAX);
+    if (tr->stdout_len > st->output_max || tr->stderr_len > st->output_max)
+        return sbx_err_set(err, EFBIG, "store: task %s: output over %llu bytes", id,
+                           (unsigned long long)st->output_max);
     struct transition_ctx c = {.id = id, .tr = tr};
     return store_txn(st, transition_in_txn, &c, err) < 0 ? -1 : 0;
 }

@@ -372,6 +372,40 @@ static int check_size(uint64_t size_bytes, sbx_err *err)
     return 0;
 }
 
+int sbx_ws_quota_room(const char *images_dir, uint64_t size_bytes, uint64_t reserve_bytes,
+                      sbx_err *err)
+{
+    struct statvfs vfs;
+    if (statvfs(images_dir, &vfs) < 0)
+        return sbx_err_stage(err, "image", errno, "images dir \"%s\"", images_dir);
+    DIR *d = opendir(images_dir);
+    if (!d)
+        return sbx_err_stage(err, "image", errno, "images dir \"%s\"", images_dir);
+    uint64_t promised = 0;
+    unsigned n = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        struct stat st;
+        if (!strstr(de->d_name, ".img") ||
+            fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+            continue;
+        uint64_t size = (uint64_t)st.st_size, held = (uint64_t)st.st_blocks * 512;
+        promised += size > held ? size - held : 0;
+        n++;
+    }
+    closedir(d);
+    uint64_t free_bytes = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    if (free_bytes >= promised && free_bytes - promised >= reserve_bytes &&
+        free_bytes - promised - reserve_bytes >= size_bytes)
+        return 0;
+    return sbx_err_stage(
+        err, "image", ENOSPC,
+        "no room for another workspace image of %llu MiB: %llu MiB free, %llu MiB "
+        "of it promised to the %u existing images, %llu MiB kept in reserve "
+        "(server.disk_reserve)",
+        (unsigned long long)(size_bytes >> 20), (unsigned long long)(free_bytes >> 20),
+        (unsigned long long)(promised >> 20), n, (unsigned long long)(reserve_bytes >> 20));
+}
+
 bool sbx_ws_quota_image_exists(const char *images_dir, const char *mount_point)
 {
     char name[SBX_WS_QUOTA_NAME_MAX + 1], path[PATH_MAX];

@@ -12,12 +12,11 @@
  * both and waits; a caller on an event loop can format first without waiting
  * (sbx_ws_quota_format_start, then _finish when the pidfd is readable).
  *
- * The image is sparse: it takes host space only as the clone writes, so the
- * sum of the quotas may exceed images_dir's filesystem (overcommit). Keep
- * images_dir off the state directory's filesystem to make "a full workspace
- * never fills the store" hold even then. The usable space is a little under
- * size_bytes: ext4's inode tables (one inode per 8 KiB) and journal take
- * ~6.5% (1 GiB gives 957 MiB; nothing is reserved for root).
+ * The image is sparse: it takes host space only as the clone writes; a
+ * caller accounts the sizes promised against free space before making one
+ * (sbx_ws_quota_room), so that the images never fill the filesystem. The usable space is a little
+ * under size_bytes: ext4's inode tables (one inode per 8 KiB) and journal take ~6.5% (1 GiB gives
+ * 957 MiB; nothing is reserved for root).
  *
  * Needs root (CAP_SYS_ADMIN): /dev/loop-control, mount(2). No losetup or mount
  * processes: the loop device is configured with ioctls (LOOP_CONFIGURE with
@@ -61,6 +60,13 @@ struct sbx_ws_format {
     char tmp[PATH_MAX];   /* the image being formatted */
     char image[PATH_MAX]; /* where it goes once formatted */
 };
+/* Whether images_dir's filesystem can promise a new image of size_bytes: its
+ * free space, less what the images already there may still grow by (their
+ * size less the blocks they hold), less the new size, must leave
+ * reserve_bytes. ENOSPC (stage "image", naming the figures) when not. Sparse
+ * images then never fill the filesystem, the store's or another's. */
+int sbx_ws_quota_room(const char *images_dir, uint64_t size_bytes, uint64_t reserve_bytes,
+                      sbx_err *err);
 /* Whether mount_point's image exists: sbx_ws_quota_ensure then only attaches
  * and mounts it (~1 ms), no mkfs. */
 bool sbx_ws_quota_image_exists(const char *images_dir, const char *mount_point);

@@ -130,8 +130,33 @@ def check(cond, what, res=None):
 
 class ServeDaemon:
     """One `sandboxd serve` subprocess on a free loopback port, started with
-    the given token and --net none (more flags in extra). Subclasses provide
-    req(method, path, body=None, token=..., timeout=...) -> (status, body, headers)."""
+    the given token and --net none (more flags in extra). req() is one JSON
+    request (subclasses may have their own)."""
+
+    def req(self, method, path, body=None, token="", headers=None, timeout=20):
+        """One request on loopback, the body sent as JSON, with this daemon's
+        token unless token is None (or another one given); returns (status,
+        parsed JSON or text, headers)."""
+        import http.client
+        h = dict(headers or {})
+        token = self.token if token == "" else token
+        if token is not None:
+            h["Authorization"] = "Bearer " + token
+        if body is not None:
+            body = json.dumps(body).encode()
+            h.setdefault("Content-Type", "application/json")
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            c.request(method, path, body=body, headers=h)
+            r = c.getresponse()
+            data = r.read()
+            try:
+                parsed = json.loads(data) if data else None
+            except ValueError:
+                parsed = data.decode(errors="replace")
+            return r.status, parsed, dict(r.getheaders())
+        finally:
+            c.close()
 
     def __init__(self, state_dir, token, config=None, extra=(), registry=None):
         self.state = state_dir

@@ -10,7 +10,10 @@
 
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
+#include <unistd.h>
 #include <sqlite3.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -912,7 +915,9 @@ static void audit_append_only(void **state)
 
     assert_int_equal(raw_exec(fx->path, "UPDATE audit SET identity = 'someone else'"),
                      SQLITE_CONSTRAINT);
-    assert_int_equal(raw_exec(fx->path, "DELETE FROM audit"), SQLITE_CONSTRAINT);
+    assert_int_equal(
+        raw_exec(fx->path, "DELETE FROM audit WHERE seq = (SELECT max(seq) FROM audit)"),
+        SQLITE_CONSTRAINT);
     assert_int_equal(raw_int(fx->path, "SELECT count(*) FROM audit WHERE identity='ops-token'"), 3);
 
     struct sbx_store_audit anon = {.action = "x"};
@@ -1012,6 +1017,72 @@ static void prune_in_batches(void **state)
 
 /* ---- A full disk ---- */
 
+/* The audit log's retention: oldest first, by count and by age, in batches. */
+static void audit_retention(void **state)
+{
+    struct fx *fx = *state;
+    sbx_err e = {0};
+    for (int i = 0; i < 5000; i++) {
+        struct sbx_store_audit rec = {
+            .time = 1000 + i, .identity = "ops", .action = "task_submit", .target = "t"};
+        assert_int_equal(sbx_store_audit_append(fx->st, &rec, &e), 0);
+    }
+    uint64_t n = 0, total = 0;
+    bool more = true;
+    while (more) {
+        assert_int_equal(sbx_store_prune_audit(fx->st, 0, 1000, &n, &more, &e), 0);
+        total += n;
+    }
+    assert_int_equal(total, 4000);
+    assert_int_equal(raw_int(fx->path, "SELECT count(*) FROM audit"), 1000);
+    assert_int_equal(raw_int(fx->path, "SELECT min(time) FROM audit"), 5000);
+    /* by age: everything before time 5500 goes */
+    assert_int_equal(sbx_store_prune_audit(fx->st, 5500, 0, &n, &more, &e), 0);
+    assert_int_equal(n, 500);
+    assert_false(more);
+    assert_int_equal(raw_int(fx->path, "SELECT min(time) FROM audit"), 5500);
+    /* nothing to do, no bounds: no change */
+    assert_int_equal(sbx_store_prune_audit(fx->st, 0, 0, &n, &more, &e), 0);
+    assert_int_equal(n, 0);
+    /* still append-only for anything but the oldest */
+    assert_int_equal(raw_exec(fx->path, "DELETE FROM audit WHERE time = 5700"), SQLITE_CONSTRAINT);
+}
+
+/* A full disk: the reserve file is given up for the write that needs room,
+ * the store says it is not healthy, and is again once there is room. */
+static void reserve_spent_on_a_full_disk(void **state)
+{
+    struct fx *fx = *state;
+    sbx_err e = {0};
+    assert_int_equal(mount("tmpfs", fx->dir, "tmpfs", MS_NOSUID | MS_NODEV, "size=2m,mode=0700"),
+                     0);
+    fx->mounted = true;
+    struct sbx_store_options o = {.reserve_bytes = 256 << 10};
+    assert_int_equal(sbx_store_open(fx->path, &o, &fx->st, &e), 0);
+    assert_int_equal(sbx_store_health(fx->st, &e), 0);
+    char filler[PATH_MAX];
+    snprintf(filler, sizeof(filler), "%s/filler", fx->dir);
+    int fd = open(filler, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    static char chunk[4096];
+    while (write(fd, chunk, sizeof(chunk)) == (ssize_t)sizeof(chunk))
+        ;
+    close(fd);
+    /* A task's insert and its end still find room: the reserve's. */
+    char id[SBX_ID_SIZE];
+    add_task(fx->st, "acme", "", 0, id);
+    assert_int_equal(move(fx->st, id, SBX_TASK_RUNNING, 0, &e), 0);
+    assert_int_equal(move(fx->st, id, SBX_TASK_SUCCEEDED, 0, &e), 0);
+    assert_int_equal(status_of(fx->st, id), SBX_TASK_SUCCEEDED);
+    assert_int_equal(sbx_store_health(fx->st, &e), -1);
+    assert_int_equal(e.errnum, ENOSPC);
+    /* Room again: the reserve is made again (tried at most once a second). */
+    assert_int_equal(unlink(filler), 0);
+    usleep(1100 * 1000);
+    assert_int_equal(sbx_store_health(fx->st, &e), 0);
+    assert_int_equal(sbx_store_check(fx->st, false, &e), 0);
+}
+
 static void disk_full_keeps_store_consistent(void **state)
 {
     struct fx *fx = *state;
@@ -1099,6 +1170,8 @@ int main(void)
         T(events_bound_and_gap),
         T(clone_bases_stable_and_unique),
         T(audit_append_only),
+        T(audit_retention),
+        D(reserve_spent_on_a_full_disk),
         T(prune_by_age_and_count),
         T(prune_in_batches),
         D(disk_full_keeps_store_consistent),

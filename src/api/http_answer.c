@@ -251,6 +251,9 @@ static int answer_error(sbx_http_request *req, unsigned status, const char *code
         sbx_http__answer_oom(req);
         return -1;
     }
+    /* After an error the connection is not reused: what follows on it may
+     * be the rest of a body the client misframed, not a request. */
+    sbx_http_add_header(req, "Connection", "close");
     return sbx_http_respond_json(req, status, body);
 }
 

@@ -34,6 +34,14 @@
  *     max_body: 16m            # largest JSON request body (413 beyond it)
  *     header_timeout: 10s      # a client must send its headers within this
  *     connection_idle_timeout: 60s
+ *     max_connections_per_address: 64  # one client address's share (429 beyond)
+ *     body_timeout: 30s        # a body must arrive within this, plus 1 s per body_min_rate
+ *     body_min_rate: 1k        # bytes a second
+ *     max_requests_per_token: 0   # requests in progress; 0: max_connections / 4
+ *     max_requests_per_tenant: 0  # the same, per tenant
+ *     max_streams_per_token: 32   # open event streams
+ *     max_streams_per_tenant: 32
+ *     idempotency_ttl: 24h     # how long an Idempotency-Key names its task
  *     default_clone:           # the clone of a request that names none
  *       tenant_code: default   # CLAW_TENANT_CODE
  *       clone_key: ~           # CLAW_CLONE_KEY (unset: no cloneKey level)
@@ -175,6 +183,14 @@ struct sbx_config {
     uint64_t max_body_bytes;
     double header_timeout_s;
     double connection_idle_timeout_s;
+    uint64_t max_connections_per_address; /* 0: the server's default */
+    double body_timeout_s;
+    uint64_t body_min_rate;          /* bytes a second */
+    uint64_t max_requests_per_token; /* 0: a quarter of max_connections */
+    uint64_t max_requests_per_tenant;
+    uint64_t max_streams_per_token;
+    uint64_t max_streams_per_tenant;
+    double idempotency_ttl_s; /* Idempotency-Key kept this long */
 
     /* sandbox */
     struct sbx_limits limits; /* defaults, each <= max */

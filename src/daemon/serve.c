@@ -266,13 +266,22 @@ int sbx_cmd_serve(int argc, char **argv)
                                   .resolver = s.resolver};
     if (!(s.rt = sbx_runtime_new(&ro, &e)))
         goto fail;
-    sbx_http_config hc = {.listen = s.cfg.listen.text,
-                          .auth = s.auth,
-                          .max_body = s.cfg.max_body_bytes,
-                          .max_connections = (unsigned)s.cfg.max_connections,
-                          .idle_timeout_s = (unsigned)s.cfg.connection_idle_timeout_s,
-                          .header_timeout_s = (unsigned)s.cfg.header_timeout_s,
-                          .sigpipe_ignored = true};
+    sbx_http_config hc = {
+        .listen = s.cfg.listen.text,
+        .auth = s.auth,
+        .max_body = s.cfg.max_body_bytes,
+        .max_connections = (unsigned)s.cfg.max_connections,
+        .idle_timeout_s = (unsigned)s.cfg.connection_idle_timeout_s,
+        .header_timeout_s = (unsigned)s.cfg.header_timeout_s,
+        .max_per_ip = (unsigned)s.cfg.max_connections_per_address,
+        .body_timeout_s = (unsigned)s.cfg.body_timeout_s,
+        .body_min_rate =
+            (unsigned)(s.cfg.body_min_rate > UINT32_MAX ? UINT32_MAX : s.cfg.body_min_rate),
+        .max_requests_per_token = (unsigned)s.cfg.max_requests_per_token,
+        .max_requests_per_tenant = (unsigned)s.cfg.max_requests_per_tenant,
+        .max_streams_per_token = (unsigned)s.cfg.max_streams_per_token,
+        .max_streams_per_tenant = (unsigned)s.cfg.max_streams_per_tenant,
+        .sigpipe_ignored = true};
     s.api = (struct sbx_api){
         .rt = s.rt, .store = s.store, .ready = true, .started_at = (int64_t)time(NULL) * 1000};
     if (sbx_http_server_new(s.base, &hc, &s.http, &e) < 0 ||

@@ -466,8 +466,10 @@ static void on_gate_read(evutil_socket_t fd, short what, void *arg)
     if (!end) {
         if ((size_t)n > max) {
             char msg[96];
-            snprintf(msg, sizeof(msg), "request head over the %zu-byte limit", max);
-            gate_answer(cc, 431, "headers_too_large", msg);
+            bool line = memchr(srv->peek, '\n', max) != NULL;
+            snprintf(msg, sizeof(msg), "request %s over the %zu-byte limit",
+                     line ? "head" : "line", max);
+            gate_answer(cc, line ? 431 : 414, line ? "headers_too_large" : "uri_too_long", msg);
         } else if ((what & EV_CLOSED) ||
                    (!srv->early_close && (what & EV_READ) && (size_t)n == cc->peeked)) {
             /* Woken with nothing new: the client has shut its side (a peek

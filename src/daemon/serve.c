@@ -196,8 +196,11 @@ static void teardown(struct serve *s)
 {
     if (s->prune)
         event_free(s->prune);
-    /* The server first: its streams and waiting requests let go of the
-     * runtime; then the runtime records every unfinished task as canceled. */
+    /* Every unfinished task recorded as canceled first, so that an exec
+     * waiting for its task is answered (canceled) rather than cut; then the
+     * server: its streams and waiting requests let go of the runtime. */
+    if (s->rt)
+        sbx_runtime_cancel_all(s->rt, "the daemon stopped");
     sbx_http_server_free(s->http);
     sbx_runtime_free(s->rt);
     sbx_auth_free(s->auth);

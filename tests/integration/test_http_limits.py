@@ -406,5 +406,88 @@ def streams_per_tenant_and_token():
         d.stop()
 
 
+# ---- 17.9: the stream's edges, an exec at SIGTERM ----
+
+def read_events(r, n, limit=10):
+    """The first n events of an open stream: [(id, event, data)]."""
+    out, cur = [], {}
+    deadline = time.monotonic() + limit
+    while len(out) < n and time.monotonic() < deadline:
+        line = r.fp.readline()
+        if not line:
+            break
+        line = line.decode().rstrip("\n")
+        if line == "":
+            if "data" in cur:
+                out.append((cur.get("id"), cur.get("event"), json.loads(cur["data"])))
+            cur = {}
+        elif not line.startswith(":") and ":" in line:
+            k, _, v = line.partition(":")
+            cur[k] = v[1:] if v.startswith(" ") else v
+    return out
+
+
+@S.case
+def last_event_id_beyond_the_end_and_events_lost():
+    d = daemon("retention:\n  events_per_session: 2\n")
+    try:
+        for i in range(3):
+            st, b, _ = d.req("POST", "/runtime/exec", {"command": ["true"], "sessionID": "s1"},
+                             timeout=60)
+            check(st == 200, "exec %d in s1" % i, (st, b))
+        d.stop()
+        d.start()  # retention runs at the start: s1 keeps its last 2 events
+        c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
+        c.request("GET", "/runtime/stream?sessionID=s1",
+                  headers={"Authorization": "Bearer " + TOKEN, "Last-Event-ID": "1"})
+        r = c.getresponse()
+        ev = read_events(r, 1)
+        c.close()
+        check(ev and ev[0][1] == "events_lost", "events_lost first", ev)
+        check(ev[0][2].get("id") == int(ev[0][0]) and ev[0][2]["id"] == ev[0][2]["data"]["to"],
+              "events_lost carries its id", ev)
+        c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
+        c.request("GET", "/runtime/stream?sessionID=s1",
+                  headers={"Authorization": "Bearer " + TOKEN, "Last-Event-ID": "999999"})
+        r = c.getresponse()
+        ev = read_events(r, 2)
+        c.close()
+        check(ev and ev[0][1] == "stream_reset" and ev[0][0] == "0", "stream_reset first", ev)
+        check(ev[0][2]["data"]["lastEventId"] == 999999 and ev[0][2]["data"]["reason"],
+              "it says why", ev)
+    finally:
+        d.stop()
+
+
+@S.case
+def exec_in_flight_at_sigterm_is_answered_canceled():
+    d = daemon()
+    answer = {}
+
+    def call():
+        try:
+            answer["r"] = d.req("POST", "/runtime/exec", {"command": ["sleep", "30"]}, timeout=20)
+        except Exception as e:  # noqa: BLE001 - reported below
+            answer["e"] = repr(e)
+    th = threading.Thread(target=call, daemon=True)
+    try:
+        th.start()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            st, b, _ = d.req("GET", "/runtime/tasks?status=running")
+            if st == 200 and b["tasks"]:
+                break
+            time.sleep(0.05)
+        check(b["tasks"], "the exec's task runs", b)
+        d.stop()
+        th.join(10)
+        r = answer.get("r")
+        check(r and r[0] == 200, "the exec was answered", answer)
+        check(r[1]["status"] == "canceled" and r[1]["exitCode"] == 124 and
+              "stopped" in r[1]["error"], "... as canceled", r)
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     S.finish()

@@ -65,6 +65,11 @@ typedef struct sbx_http_config {
      * bytes are read and dropped (never kept) so the client still gets it; a
      * client that sends more is cut off. Default 16 MiB. */
     uint64_t discard_max;
+    /* Every answer closes its connection (Connection: close): each request
+     * then comes on a new connection, and its head is checked at the gate.
+     * With keep-alive, a later request on a connection is parsed by
+     * libmicrohttpd alone, whose answer to a malformed one is its own. */
+    bool no_keep_alive;
     /* The process ignores SIGPIPE: lets the server use sendfile() for files. */
     bool sigpipe_ignored;
     /* Where libmicrohttpd's own diagnostics go; NULL: dropped. */

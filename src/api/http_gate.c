@@ -238,7 +238,8 @@ int sbx_http_head_check(const char *buf, size_t len, const struct sbx_http_head_
             if (++cls > 1)
                 return head_fail(h, 400, "bad_request", "Content-Length given twice");
             uint64_t v = 0;
-            if (vl == 0 || vl > 19)
+            /* Whitespace after the digits: libmicrohttpd would refuse it. */
+            if (vl == 0 || vl > 19 || ve != e)
                 return head_fail(h, 400, "bad_request", "Content-Length '%.*s' is not a length",
                                  (int)(vl > 32 ? 32 : vl), val);
             for (size_t k = 0; k < vl; k++) {
@@ -467,8 +468,8 @@ static void on_gate_read(evutil_socket_t fd, short what, void *arg)
         if ((size_t)n > max) {
             char msg[96];
             bool line = memchr(srv->peek, '\n', max) != NULL;
-            snprintf(msg, sizeof(msg), "request %s over the %zu-byte limit",
-                     line ? "head" : "line", max);
+            snprintf(msg, sizeof(msg), "request %s over the %zu-byte limit", line ? "head" : "line",
+                     max);
             gate_answer(cc, line ? 431 : 414, line ? "headers_too_large" : "uri_too_long", msg);
         } else if ((what & EV_CLOSED) ||
                    (!srv->early_close && (what & EV_READ) && (size_t)n == cc->peeked)) {

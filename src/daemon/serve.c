@@ -284,6 +284,7 @@ int sbx_cmd_serve(int argc, char **argv)
         .max_requests_per_tenant = (unsigned)s.cfg.max_requests_per_tenant,
         .max_streams_per_token = (unsigned)s.cfg.max_streams_per_token,
         .max_streams_per_tenant = (unsigned)s.cfg.max_streams_per_tenant,
+        .no_keep_alive = !s.cfg.keep_alive,
         .sigpipe_ignored = true};
     s.api = (struct sbx_api){
         .rt = s.rt, .store = s.store, .ready = true, .started_at = (int64_t)time(NULL) * 1000};

@@ -113,7 +113,6 @@ static int set_defaults(struct loader *L)
     c->body_min_rate = 1024;
     c->max_streams_per_token = 32;
     c->max_streams_per_tenant = 32;
-    c->idempotency_ttl_s = 86400;
     c->keep_alive = true;
 
     if (builtin_limits(L) < 0)

@@ -41,7 +41,6 @@
  *     max_requests_per_tenant: 0  # the same, per tenant
  *     max_streams_per_token: 32   # open event streams
  *     max_streams_per_tenant: 32
- *     idempotency_ttl: 24h     # how long an Idempotency-Key names its task
  *     keep_alive: true         # false: one request per connection
  *     default_clone:           # the clone of a request that names none
  *       tenant_code: default   # CLAW_TENANT_CODE
@@ -191,7 +190,6 @@ struct sbx_config {
     uint64_t max_requests_per_tenant;
     uint64_t max_streams_per_token;
     uint64_t max_streams_per_tenant;
-    double idempotency_ttl_s; /* Idempotency-Key kept this long */
     bool keep_alive;
 
     /* sandbox */

@@ -10,6 +10,8 @@ struct sbx_api {
     struct sbx_store *store;
     bool ready; /* the store is open and the engine's self-check passed */
     int64_t started_at;
+    /* How long an Idempotency-Key names its task (0: 24 h). */
+    double idempotency_ttl_s;
 };
 
 int sbx_api_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err);

@@ -114,6 +114,7 @@ static int set_defaults(struct loader *L)
     c->max_streams_per_token = 32;
     c->max_streams_per_tenant = 32;
     c->keep_alive = true;
+    c->idempotency_ttl_s = 86400;
 
     if (builtin_limits(L) < 0)
         return -1;

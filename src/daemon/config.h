@@ -42,6 +42,7 @@
  *     max_streams_per_token: 32   # open event streams
  *     max_streams_per_tenant: 32
  *     keep_alive: true         # false: one request per connection
+ *     idempotency_ttl: 24h     # how long an Idempotency-Key names its task
  *     default_clone:           # the clone of a request that names none
  *       tenant_code: default   # CLAW_TENANT_CODE
  *       clone_key: ~           # CLAW_CLONE_KEY (unset: no cloneKey level)
@@ -191,6 +192,7 @@ struct sbx_config {
     uint64_t max_streams_per_token;
     uint64_t max_streams_per_tenant;
     bool keep_alive;
+    double idempotency_ttl_s; /* Idempotency-Key kept this long */
 
     /* sandbox */
     struct sbx_limits limits; /* defaults, each <= max */

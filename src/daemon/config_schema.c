@@ -63,6 +63,8 @@ const struct setting cfg_settings[] = {
     {"server", "max_streams_per_tenant", NULL, NULL, 0, NULL, K_UINT, OFF(max_streams_per_tenant),
      1, 1000000, -1},
     {"server", "keep_alive", NULL, NULL, 0, NULL, K_BOOL, OFF(keep_alive), 0, 0, -1},
+    {"server", "idempotency_ttl", NULL, NULL, 0, NULL, K_DURATION, OFF(idempotency_ttl_s), 1,
+     30 * 86400, -1},
     {"server.default_clone", "tenant_code", NULL, "CLAW_TENANT_CODE", K_SEGMENT, NULL, K_SEGMENT,
      OFF(tenant_code), 0, 0, -1},
     {"server.default_clone", "clone_key", NULL, "CLAW_CLONE_KEY", K_OPT_SEGMENT, NULL,

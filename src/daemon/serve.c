@@ -286,8 +286,11 @@ int sbx_cmd_serve(int argc, char **argv)
         .max_streams_per_tenant = (unsigned)s.cfg.max_streams_per_tenant,
         .no_keep_alive = !s.cfg.keep_alive,
         .sigpipe_ignored = true};
-    s.api = (struct sbx_api){
-        .rt = s.rt, .store = s.store, .ready = true, .started_at = (int64_t)time(NULL) * 1000};
+    s.api = (struct sbx_api){.rt = s.rt,
+                             .store = s.store,
+                             .ready = true,
+                             .started_at = (int64_t)time(NULL) * 1000,
+                             .idempotency_ttl_s = s.cfg.idempotency_ttl_s};
     if (sbx_http_server_new(s.base, &hc, &s.http, &e) < 0 ||
         sbx_api_routes(s.http, &s.api, &e) < 0 || sbx_http_server_listen(s.http, &e) < 0)
         goto fail;

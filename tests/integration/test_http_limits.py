@@ -489,5 +489,46 @@ def exec_in_flight_at_sigterm_is_answered_canceled():
         d.stop()
 
 
+# ---- 17.9: Idempotency-Key on task creation ----
+
+@S.case
+def idempotency_key_returns_the_same_task():
+    d = daemon("server:\n  idempotency_ttl: 4s\n")
+    try:
+        body = {"command": ["echo", "once"]}
+        h = {"Idempotency-Key": "k-1"}
+        st, a, hd = d.req("POST", "/runtime/tasks", body, headers=h)
+        check(st == 202 and a["id"], "created", (st, a))
+        check("Idempotent-Replayed" not in hd, "not a replay", hd)
+        st, b, hd = d.req("POST", "/runtime/tasks", body, headers=h)
+        check(st == 202 and b["id"] == a["id"], "the same key: the same task", (st, a, b))
+        check(hd.get("Idempotent-Replayed") == "true", "said to be a replay", hd)
+        st, c, _ = d.req("POST", "/runtime/tasks", {"command": ["echo", "other"]}, headers=h)
+        check(st == 409 and c["error"]["code"] == "conflict", "the key with another body: 409",
+              (st, c))
+        st, o, _ = d.req("POST", "/runtime/tasks", body,
+                         headers={"Idempotency-Key": "k-1", "X-Tenant-Code": "other"})
+        check(st == 202 and o["id"] != a["id"], "another tenant's key is its own", (st, o))
+        st, e, _ = d.req("POST", "/runtime/tasks", body, headers={"Idempotency-Key": "x" * 300})
+        check(st == 400, "a key over 255 characters: 400", (st, e))
+        # exec: the finished task's answer, replayed
+        h2 = {"Idempotency-Key": "exec-1"}
+        st, x, _ = d.req("POST", "/runtime/exec", body, headers=h2, timeout=60)
+        check(st == 200 and x["stdout"] == "once\n", "exec ran", (st, x))
+        st, y, hd = d.req("POST", "/runtime/exec", body, headers=h2, timeout=60)
+        check(st == 200 and y["taskId"] == x["taskId"] and y["stdout"] == "once\n",
+              "exec replayed", (st, x, y))
+        # durable: kept in the store across a restart
+        d.stop()
+        d.start()
+        st, b, _ = d.req("POST", "/runtime/tasks", body, headers=h)
+        check(st == 202 and b["id"] == a["id"], "the same task after a restart", (st, a, b))
+        time.sleep(4.5)
+        st, b, _ = d.req("POST", "/runtime/tasks", body, headers=h)
+        check(st == 202 and b["id"] != a["id"], "after idempotency_ttl: a new task", (st, a, b))
+    finally:
+        d.stop()
+
+
 if __name__ == "__main__":
     S.finish()

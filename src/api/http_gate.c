@@ -446,6 +446,54 @@ static void handoff(struct conn_ctx *cc)
     sbx_http__kick(srv);
 }
 
+/* The end of the request head that starts at buf[from] (just after its
+ * empty line), or 0 when it is not all in buf[..n). */
+static size_t head_end(const char *buf, size_t from, size_t n)
+{
+    for (size_t i = from; i < n; i++)
+        if (buf[i] == '\n' && ((i >= from + 1 && buf[i - 1] == '\n') ||
+                               (i >= from + 3 && buf[i - 1] == '\r' && buf[i - 2] == '\n')))
+            return i + 1;
+    return 0;
+}
+
+/* Requests pipelined behind the first one, as far as their framing is
+ * known (Content-Length): libmicrohttpd would answer a bad one with its own
+ * page, so the connection is refused here (-1). 1: a head has begun and is
+ * not all in yet (wait); 0: hand the connection over. */
+static int check_pipelined(sbx_http_server *srv, size_t off, const struct sbx_http_head *first,
+                           size_t n, struct sbx_http_head *h)
+{
+    const struct sbx_http_head *prev = first;
+    for (int k = 2; k <= 16 && !prev->chunked; k++) {
+        if (prev->content_length >= n - off)
+            return 0; /* its body is not all in yet */
+        off += (size_t)prev->content_length;
+        if (off == n)
+            return 0;
+        size_t end = head_end(srv->peek, off, n);
+        if (!end && n > srv->head_limits.max_head) {
+            snprintf(h->msg, sizeof(h->msg),
+                     "pipelined request %d: the requests' heads are over the %zu-byte limit", k,
+                     srv->head_limits.max_head);
+            h->status = 431;
+            h->code = "headers_too_large";
+            return -1;
+        }
+        if (!end)
+            return 1; /* wait for the rest of its head */
+        if (sbx_http_head_check(srv->peek + off, end - off, &srv->head_limits, h) < 0) {
+            char msg[sizeof(h->msg)];
+            memcpy(msg, h->msg, sizeof(msg));
+            snprintf(h->msg, sizeof(h->msg), "pipelined request %d: %.130s", k, msg);
+            return -1;
+        }
+        off = end;
+        prev = h;
+    }
+    return 0;
+}
+
 static void on_gate_read(evutil_socket_t fd, short what, void *arg)
 {
     struct conn_ctx *cc = arg;
@@ -458,12 +506,7 @@ static void on_gate_read(evutil_socket_t fd, short what, void *arg)
     }
     if (n < 0)
         return;
-    const char *end = NULL;
-    for (ssize_t i = 0; i < n && !end; i++)
-        if (srv->peek[i] == '\n' &&
-            ((i >= 1 && srv->peek[i - 1] == '\n') ||
-             (i >= 3 && srv->peek[i - 1] == '\r' && srv->peek[i - 2] == '\n')))
-            end = srv->peek + i + 1;
+    size_t end = head_end(srv->peek, 0, (size_t)n);
     if (!end) {
         if ((size_t)n > max) {
             char msg[96];
@@ -480,9 +523,22 @@ static void on_gate_read(evutil_socket_t fd, short what, void *arg)
         cc->peeked = (size_t)n;
         return; /* the rest of the head is still to come (edge-triggered) */
     }
-    struct sbx_http_head h;
-    if (sbx_http_head_check(srv->peek, (size_t)(end - srv->peek), &srv->head_limits, &h) < 0) {
+    struct sbx_http_head h, next;
+    if (sbx_http_head_check(srv->peek, end, &srv->head_limits, &h) < 0) {
         gate_answer(cc, h.status, h.code, h.msg);
+        return;
+    }
+    int more = check_pipelined(srv, end, &h, (size_t)n, &next);
+    if (more < 0 || (more > 0 && ((what & EV_CLOSED) || (!srv->early_close && (what & EV_READ) &&
+                                                         (size_t)n == cc->peeked)))) {
+        if (more > 0)
+            snprintf(next.msg, sizeof(next.msg), "a pipelined request ended before its head did");
+        gate_answer(cc, more < 0 ? next.status : 400, more < 0 ? next.code : "bad_request",
+                    next.msg);
+        return;
+    }
+    if (more > 0) {
+        cc->peeked = (size_t)n;
         return;
     }
     handoff(cc);

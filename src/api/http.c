@@ -161,13 +161,35 @@ static void on_body_timeout(evutil_socket_t fd, short what, void *arg)
     kick(cc->srv);
 }
 
+/* The client shut its side while its body is incomplete: it will never
+ * send the rest. (libmicrohttpd may miss an end that came with the last
+ * data under edge-triggered epoll, and wait for the idle timeout.) */
+static void on_body_closed(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn_ctx *cc = arg;
+    char c;
+    if (recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) != 0)
+        return; /* data still to read first: MHD reads it; the timer stays */
+    logf_srv(cc->srv, "closing a connection: the client ended within its request body");
+    evtimer_del(cc->body_timer);
+    shutdown(cc->fd, SHUT_RDWR);
+    kick(cc->srv);
+}
+
 void sbx_http__body_timer(struct conn_ctx *cc, bool on)
 {
     if (!on) {
         if (cc->body_timer)
             evtimer_del(cc->body_timer);
+        if (cc->body_watch)
+            event_del(cc->body_watch);
         return;
     }
+    if (cc->srv->early_close && !cc->body_watch)
+        cc->body_watch =
+            event_new(cc->srv->base, cc->fd, EV_CLOSED | EV_ET | EV_PERSIST, on_body_closed, cc);
+    if (cc->body_watch)
+        event_add(cc->body_watch, NULL);
     if (!cc->body_timer && !(cc->body_timer = evtimer_new(cc->srv->base, on_body_timeout, cc)))
         return;
     cc->body_t0 = sbx_mono_ms();

@@ -327,6 +327,8 @@ static void cc_free(struct conn_ctx *cc)
         event_free(cc->header_timer);
     if (cc->body_timer)
         event_free(cc->body_timer);
+    if (cc->body_watch)
+        event_free(cc->body_watch);
     if (!cc->conn && cc->fd >= 0)
         close(cc->fd);
     if (cc->at_gate) {
@@ -457,18 +459,88 @@ static size_t head_end(const char *buf, size_t from, size_t n)
     return 0;
 }
 
-/* Requests pipelined behind the first one, as far as their framing is
- * known (Content-Length): libmicrohttpd would answer a bad one with its own
- * page, so the connection is refused here (-1). 1: a head has begun and is
- * not all in yet (wait); 0: hand the connection over. */
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* A chunked body from buf[off]: 0 and its end in *end when it is all in and
+ * well framed, 1 when it is not all in yet, -1 (h: the answer) when it is
+ * malformed: libmicrohttpd's answer to that would be its own page. Stricter
+ * than it: CRLF line ends, no trailers. */
+static int chunked_end(const char *buf, size_t off, size_t n, size_t *end, struct sbx_http_head *h)
+{
+    for (;;) {
+        size_t i = off, digits = 0;
+        uint64_t size = 0;
+        int v;
+        while (i < n && (v = hexval(buf[i])) >= 0) {
+            if (++digits > 16)
+                return head_fail(h, 413, "too_large", "a chunk size of more than 16 hex digits");
+            size = size << 4 | (uint64_t)v;
+            i++;
+        }
+        if (i == n)
+            return 1;
+        if (digits == 0)
+            return head_fail(h, 400, "bad_request", "malformed chunked body (a chunk size)");
+        if (buf[i] == ';') /* an extension: ignored, but one line of visible text */
+            while (i < n && buf[i] != '\r' && ((unsigned char)buf[i] >= 0x20 || buf[i] == '\t'))
+                i++;
+        if (i + 2 > n)
+            return 1;
+        if (buf[i] != '\r' || buf[i + 1] != '\n')
+            return head_fail(h, 400, "bad_request", "malformed chunked body (a chunk size line)");
+        i += 2;
+        if (size == 0) {
+            if (i + 2 > n)
+                return 1;
+            if (buf[i] != '\r' || buf[i + 1] != '\n')
+                return head_fail(h, 400, "bad_request",
+                                 "malformed chunked body (trailers are not accepted)");
+            *end = i + 2;
+            return 0;
+        }
+        if (size > n - i || n - i - size < 2)
+            return 1;
+        i += size;
+        if (buf[i] != '\r' || buf[i + 1] != '\n')
+            return head_fail(h, 400, "bad_request",
+                             "malformed chunked body (a chunk longer than its size)");
+        off = i + 2;
+    }
+}
+
+/* Chunked bodies and requests pipelined behind the first one, as far as
+ * they are in (the peek holds max_head + 1 bytes): libmicrohttpd would
+ * answer a bad one with its own page, so the connection is refused here
+ * (-1). 1: a head or chunked body has begun and is not all in yet (wait);
+ * 0: hand the connection over. */
 static int check_pipelined(sbx_http_server *srv, size_t off, const struct sbx_http_head *first,
                            size_t n, struct sbx_http_head *h)
 {
-    const struct sbx_http_head *prev = first;
-    for (int k = 2; k <= 16 && !prev->chunked; k++) {
-        if (prev->content_length >= n - off)
-            return 0; /* its body is not all in yet */
-        off += (size_t)prev->content_length;
+    struct sbx_http_head prev = *first;
+    for (int k = 2; k <= 16; k++) {
+        if (prev.chunked) {
+            size_t body_end = n;
+            int rc = chunked_end(srv->peek, off, n, &body_end, h);
+            if (rc < 0) {
+                char msg[sizeof(h->msg)];
+                memcpy(msg, h->msg, sizeof(msg));
+                snprintf(h->msg, sizeof(h->msg), "request %d: %.130s", k - 1, msg);
+                return -1;
+            }
+            if (rc > 0) /* wait for more, unless no more can be seen */
+                return n > srv->head_limits.max_head ? 0 : 1;
+            off = body_end;
+        } else {
+            if (prev.content_length >= n - off)
+                return 0; /* its body is not all in yet */
+            off += (size_t)prev.content_length;
+        }
         if (off == n)
             return 0;
         size_t end = head_end(srv->peek, off, n);
@@ -489,7 +561,7 @@ static int check_pipelined(sbx_http_server *srv, size_t off, const struct sbx_ht
             return -1;
         }
         off = end;
-        prev = h;
+        prev = *h;
     }
     return 0;
 }
@@ -532,7 +604,7 @@ static void on_gate_read(evutil_socket_t fd, short what, void *arg)
     if (more < 0 || (more > 0 && ((what & EV_CLOSED) || (!srv->early_close && (what & EV_READ) &&
                                                          (size_t)n == cc->peeked)))) {
         if (more > 0)
-            snprintf(next.msg, sizeof(next.msg), "a pipelined request ended before its head did");
+            snprintf(next.msg, sizeof(next.msg), "the client ended within a request");
         gate_answer(cc, more < 0 ? next.status : 400, more < 0 ? next.code : "bad_request",
                     next.msg);
         return;

@@ -58,6 +58,7 @@ struct conn_ctx {
     struct event *gate_ev;                  /* at the gate: the head's arrival, or the linger */
     struct event *header_timer;             /* running while we wait for a request's headers */
     struct event *body_timer;               /* running while a request's body arrives */
+    struct event *body_watch;               /* ... and this one notices the client ending it */
     int64_t body_t0;                        /* when its body began (monotonic ms) */
     uint64_t body_bytes;                    /* body bytes so far */
     bool bad_nul;                           /* the URL of the current request decodes to a NUL */

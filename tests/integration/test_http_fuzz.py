@@ -140,6 +140,11 @@ def gen(r, pipelined=True):
     elif framing < 0.7:
         headers.append("Transfer-Encoding: chunked")
         body = (b"%x\r\n" % len(body) + body + b"\r\n" if body else b"") + b"0\r\n\r\n"
+        if r.random() < 0.4:  # malformed chunking
+            body = r.choice([b"zz\r\n{}\r\n0\r\n\r\n", b"2\r\n{}}}\r\n0\r\n\r\n",
+                             b"fffffffffffffffffff\r\n{}\r\n0\r\n\r\n", b"2 \r\n{}\r\n0\r\n\r\n",
+                             b"2\n{}\n0\n\n", b"-2\r\n{}\r\n0\r\n\r\n", b"2\r\n{}",
+                             b"0\r\nX-Trailer: 1\r\n\r\n", b"2;ext=1\r\n{}\r\n0\r\n\r\n"])
     elif framing < 0.75:
         headers.append("Transfer-Encoding: " + r.choice(["gzip, chunked", "chunked, chunked",
                                                          "identity", "chunked;x=1", "CHUNKED"]))

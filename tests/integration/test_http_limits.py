@@ -175,6 +175,20 @@ PROTOCOL_CASES = [
     ("a NUL in a header", b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: \x00\r\n\r\n", 400),
     ("an absolute target", b"GET http://x/healthz HTTP/1.1\r\nHost: x\r\n\r\n", 400),
     ("a head cut short", b"GET /healthz HTTP/1.1\r\nHost: x\r\n", 400),
+    ("a chunk size that is not hex",
+     b"POST /runtime/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() +
+     b"\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n", 400),
+    ("a chunk size of 20 hex digits",
+     b"POST /runtime/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() +
+     b"\r\nTransfer-Encoding: chunked\r\n\r\n" + b"f" * 20 + b"\r\n{}\r\n0\r\n\r\n", 413),
+    ("a chunk longer than its size",
+     b"POST /runtime/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() +
+     b"\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}}}\r\n0\r\n\r\n", 400),
+    ("a malformed request pipelined behind a good one",
+     b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/9.9\r\nHost: x\r\n\r\n", 505),
+    ("a body longer than its Content-Length, the rest not a request",
+     b"POST /runtime/tasks HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}garbage\r\n\r\n",
+     400),
     ("a body over max_body",
      b"POST /runtime/tasks HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() +
      b"\r\nContent-Length: 99999999999\r\n\r\n", 413),

@@ -317,6 +317,18 @@ static void uncount(struct conn_ctx *cc)
     cc->addr_share = NULL;
 }
 
+static void gate_unlink(struct conn_ctx *cc)
+{
+    if (cc->gprev)
+        cc->gprev->gnext = cc->gnext;
+    else
+        cc->srv->gate = cc->gnext;
+    if (cc->gnext)
+        cc->gnext->gprev = cc->gprev;
+    cc->gprev = cc->gnext = NULL;
+    cc->at_gate = false;
+}
+
 static void cc_free(struct conn_ctx *cc)
 {
     uncount(cc);
@@ -332,12 +344,7 @@ static void cc_free(struct conn_ctx *cc)
     if (!cc->conn && cc->fd >= 0)
         close(cc->fd);
     if (cc->at_gate) {
-        if (cc->gprev)
-            cc->gprev->gnext = cc->gnext;
-        else
-            srv->gate = cc->gnext;
-        if (cc->gnext)
-            cc->gnext->gprev = cc->gprev;
+        gate_unlink(cc);
         if (cc->lingering)
             srv->lingering--;
     }
@@ -428,13 +435,7 @@ static void handoff(struct conn_ctx *cc)
     sbx_http_server *srv = cc->srv;
     event_free(cc->gate_ev);
     cc->gate_ev = NULL;
-    if (cc->gprev)
-        cc->gprev->gnext = cc->gnext;
-    else
-        srv->gate = cc->gnext;
-    if (cc->gnext)
-        cc->gnext->gprev = cc->gprev;
-    cc->at_gate = false;
+    gate_unlink(cc);
     srv->adopting = cc;
     sbx_mhd.add_connection(srv->mhd, cc->fd, (const struct sockaddr *)&cc->addr, cc->addrlen);
     if (srv->adopting == cc) {

@@ -187,58 +187,51 @@ static const char *share_tenant(const sbx_http_request *req)
     return t && *t ? t : NULL;
 }
 
-/* One token or tenant may not hold more than its share of the server's
- * connections with requests in progress (parked execs, uploads, streams). */
-static bool take_shares(sbx_http_request *req)
+/* One token or tenant may not hold more than its share (of the server's
+ * connections with requests in progress, or of its event streams): a place
+ * in both counts, or a 429 naming the setting and false. */
+static bool take_pair(sbx_http_request *req, struct share_table *by_token,
+                      struct share_table *by_tenant, unsigned max_token, unsigned max_tenant,
+                      const char *what, const char *setting, struct share **tok_out,
+                      struct share **ten_out)
 {
-    sbx_http_server *srv = req->srv;
-    const sbx_http_config *c = &srv->cfg;
     const char *tok = req->who ? req->who->name : NULL;
     const char *ten = share_tenant(req);
-    if (tok && sbx_http__share_count(&srv->req_by_token, tok) >= c->max_requests_per_token) {
+    const char *whose = NULL, *name = NULL;
+    unsigned max = 0;
+    if (tok && sbx_http__share_count(by_token, tok) >= max_token)
+        whose = "token", name = tok, max = max_token;
+    else if (ten && sbx_http__share_count(by_tenant, ten) >= max_tenant)
+        whose = "tenant", name = ten, max = max_tenant;
+    if (whose) {
         sbx_http_respond_error(req, SBX_HTTP_TOO_MANY_REQUESTS,
-                               "token %.64s has %u requests in progress, its most "
-                               "(server.max_requests_per_token)",
-                               tok, c->max_requests_per_token);
-        return false;
-    }
-    if (ten && sbx_http__share_count(&srv->req_by_tenant, ten) >= c->max_requests_per_tenant) {
-        sbx_http_respond_error(req, SBX_HTTP_TOO_MANY_REQUESTS,
-                               "tenant %.64s has %u requests in progress, its most "
-                               "(server.max_requests_per_tenant)",
-                               ten, c->max_requests_per_tenant);
+                               "%s %.64s has %u %s, its most (server.%s_per_%s)", whose, name, max,
+                               what, setting, whose);
         return false;
     }
     if (tok)
-        req->tok_share = sbx_http__share_take(&srv->req_by_token, tok);
+        *tok_out = sbx_http__share_take(by_token, tok);
     if (ten)
-        req->ten_share = sbx_http__share_take(&srv->req_by_tenant, ten);
+        *ten_out = sbx_http__share_take(by_tenant, ten);
     return true;
+}
+
+static bool take_shares(sbx_http_request *req)
+{
+    sbx_http_server *srv = req->srv;
+    return take_pair(req, &srv->req_by_token, &srv->req_by_tenant, srv->cfg.max_requests_per_token,
+                     srv->cfg.max_requests_per_tenant, "requests in progress", "max_requests",
+                     &req->tok_share, &req->ten_share);
 }
 
 int sbx_http__take_stream(sbx_http_request *req)
 {
     sbx_http_server *srv = req->srv;
-    const sbx_http_config *c = &srv->cfg;
-    const char *tok = req->who ? req->who->name : NULL;
-    const char *ten = share_tenant(req);
-    if (tok && sbx_http__share_count(&srv->sse_by_token, tok) >= c->max_streams_per_token)
-        return sbx_http_respond_error(req, SBX_HTTP_TOO_MANY_REQUESTS,
-                                      "token %.64s has %u event streams open, its most "
-                                      "(server.max_streams_per_token)",
-                                      tok, c->max_streams_per_token),
-               -1;
-    if (ten && sbx_http__share_count(&srv->sse_by_tenant, ten) >= c->max_streams_per_tenant)
-        return sbx_http_respond_error(req, SBX_HTTP_TOO_MANY_REQUESTS,
-                                      "tenant %.64s has %u event streams open, its most "
-                                      "(server.max_streams_per_tenant)",
-                                      ten, c->max_streams_per_tenant),
-               -1;
-    if (tok)
-        req->sse_tok_share = sbx_http__share_take(&srv->sse_by_token, tok);
-    if (ten)
-        req->sse_ten_share = sbx_http__share_take(&srv->sse_by_tenant, ten);
-    return 0;
+    return take_pair(req, &srv->sse_by_token, &srv->sse_by_tenant, srv->cfg.max_streams_per_token,
+                     srv->cfg.max_streams_per_tenant, "event streams open", "max_streams",
+                     &req->sse_tok_share, &req->sse_ten_share)
+               ? 0
+               : -1;
 }
 
 static void call_handler(sbx_http_request *req)

@@ -9,10 +9,18 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/parse.h"
+#include "base/time.h"
 
 #define DEFAULT_MAX_BODY (1u << 20)
 #define DEFAULT_MAX_CONNECTIONS 512
-#define DEFAULT_MAX_PER_IP 256
+#define DEFAULT_MAX_PER_IP 64
+#define DEFAULT_BODY_TIMEOUT_S 30
+#define DEFAULT_BODY_MIN_RATE 1024
+#define DEFAULT_MAX_STREAMS 32
+#define HEAD_MAX (8u << 10)
+#define TARGET_MAX (4u << 10)
+#define PARAMS_MAX 100
+#define HEADERS_MAX 100
 #define DEFAULT_IDLE_TIMEOUT_S 60
 #define DEFAULT_HEADER_TIMEOUT_S 15
 #define DEFAULT_CONN_MEMORY (32u << 10)
@@ -21,6 +29,10 @@
 #define DEFAULT_DISCARD_MAX (16u << 20)
 
 static void kick(sbx_http_server *srv);
+void sbx_http__kick(sbx_http_server *srv)
+{
+    kick(srv);
+}
 
 /* ---------------------------------------------------------------------- */
 /* Driving MHD from the loop                                               */
@@ -115,13 +127,76 @@ static void header_timer_start(struct conn_ctx *cc)
 /* MHD only knows an idle timeout, which a client trickling one byte at a
  * time never reaches: cut a connection whose headers take too long. The
  * shutdown makes MHD see the end of the stream and clean up as usual. */
-static void on_header_timeout(evutil_socket_t fd, short what, void *arg)
+void sbx_http__on_header_timeout(evutil_socket_t fd, short what, void *arg)
 {
     struct conn_ctx *cc = arg;
+    if (cc->at_gate) {
+        sbx_http__gate_timeout(cc);
+        return;
+    }
     logf_srv(cc->srv, "closing a connection: no complete request within %us",
              cc->srv->cfg.header_timeout_s);
     shutdown(cc->fd, SHUT_RDWR);
     kick(cc->srv);
+}
+
+/* A request's body must keep coming: body_timeout_s, plus a second for
+ * every body_min_rate bytes. MHD's idle timeout never fires for a client
+ * sending a byte a second; the shutdown makes MHD close as usual. */
+static void on_body_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn_ctx *cc = arg;
+    const sbx_http_config *c = &cc->srv->cfg;
+    int64_t allowed = (int64_t)c->body_timeout_s * 1000 +
+                      (int64_t)(cc->body_bytes * 1000 / (c->body_min_rate ? c->body_min_rate : 1));
+    int64_t left = cc->body_t0 + allowed - sbx_mono_ms();
+    /* A body we paused ourselves (the sink is busy) is not the client's delay. */
+    if (left > 0 || (cc->req && cc->req->body_paused)) {
+        struct timeval tv = {.tv_sec = left > 1000 ? left / 1000 : 1};
+        evtimer_add(cc->body_timer, &tv);
+        return;
+    }
+    logf_srv(cc->srv, "closing a connection: request body too slow (%llu bytes in %llds)",
+             (unsigned long long)cc->body_bytes, (long long)(allowed / 1000));
+    shutdown(cc->fd, SHUT_RDWR);
+    kick(cc->srv);
+}
+
+/* The client shut its side while its body is incomplete: it will never
+ * send the rest. (libmicrohttpd may miss an end that came with the last
+ * data under edge-triggered epoll, and wait for the idle timeout.) */
+static void on_body_closed(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn_ctx *cc = arg;
+    char c;
+    if (recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) != 0)
+        return; /* data still to read first: MHD reads it; the timer stays */
+    logf_srv(cc->srv, "closing a connection: the client ended within its request body");
+    evtimer_del(cc->body_timer);
+    shutdown(cc->fd, SHUT_RDWR);
+    kick(cc->srv);
+}
+
+void sbx_http__body_timer(struct conn_ctx *cc, bool on)
+{
+    if (!on) {
+        if (cc->body_timer)
+            evtimer_del(cc->body_timer);
+        if (cc->body_watch)
+            event_del(cc->body_watch);
+        return;
+    }
+    if (cc->srv->early_close && !cc->body_watch)
+        cc->body_watch =
+            event_new(cc->srv->base, cc->fd, EV_CLOSED | EV_ET | EV_PERSIST, on_body_closed, cc);
+    if (cc->body_watch)
+        event_add(cc->body_watch, NULL);
+    if (!cc->body_timer && !(cc->body_timer = evtimer_new(cc->srv->base, on_body_timeout, cc)))
+        return;
+    cc->body_t0 = sbx_mono_ms();
+    cc->body_bytes = 0;
+    struct timeval tv = {.tv_sec = cc->srv->cfg.body_timeout_s};
+    evtimer_add(cc->body_timer, &tv);
 }
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
@@ -129,19 +204,13 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 {
     sbx_http_server *srv = cls;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-        struct conn_ctx *cc = calloc(1, sizeof(*cc));
-        const union MHD_ConnectionInfo *ci =
-            sbx_mhd.get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (!cc || !ci) {
-            free(cc);
-            return;
+        /* Every connection comes from the gate, inside add_connection(). */
+        struct conn_ctx *cc = srv->adopting;
+        srv->adopting = NULL;
+        if (cc) {
+            cc->conn = conn;
+            *socket_context = cc;
         }
-        cc->srv = srv;
-        cc->conn = conn;
-        cc->fd = ci->connect_fd;
-        cc->header_timer = evtimer_new(srv->base, on_header_timeout, cc);
-        header_timer_start(cc);
-        *socket_context = cc;
         return;
     }
     struct conn_ctx *cc = *socket_context;
@@ -149,10 +218,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         return;
     if (cc->req)
         cc->req->cc = NULL;
-    if (cc->header_timer)
-        event_free(cc->header_timer);
-    free(cc);
     *socket_context = NULL;
+    sbx_http__conn_closed(cc);
 }
 
 struct conn_ctx *sbx_http__conn_of(struct MHD_Connection *conn)
@@ -289,6 +356,10 @@ static void req_free(sbx_http_request *req)
     if (req->next)
         req->next->prev = req->prev;
     watch_stop(req);
+    sbx_http__share_put(&srv->req_by_token, req->tok_share);
+    sbx_http__share_put(&srv->req_by_tenant, req->ten_share);
+    sbx_http__share_put(&srv->sse_by_token, req->sse_tok_share);
+    sbx_http__share_put(&srv->sse_by_tenant, req->sse_ten_share);
     if (req->resp)
         sbx_mhd.destroy_response(req->resp);
     sbx_http__free_headers(req);
@@ -342,6 +413,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (req->cc) {
         req->cc->req = NULL;
         req->cc->bad_nul = false;
+        sbx_http__body_timer(req->cc, false);
+        sbx_http__idle(req->cc, true);
         header_timer_start(req->cc); /* keep-alive: the next request's headers */
     }
     req_free(req);
@@ -368,6 +441,22 @@ int sbx_http_server_new(struct event_base *base, const sbx_http_config *cfg, sbx
         c->max_connections = DEFAULT_MAX_CONNECTIONS;
     if (!c->max_per_ip)
         c->max_per_ip = DEFAULT_MAX_PER_IP;
+    if (!c->body_timeout_s)
+        c->body_timeout_s = DEFAULT_BODY_TIMEOUT_S;
+    if (!c->body_min_rate)
+        c->body_min_rate = DEFAULT_BODY_MIN_RATE;
+    if (!c->max_requests_per_token)
+        c->max_requests_per_token = c->max_connections / 4 ? c->max_connections / 4 : 1;
+    if (!c->max_requests_per_tenant)
+        c->max_requests_per_tenant = c->max_connections / 4 ? c->max_connections / 4 : 1;
+    if (!c->max_streams_per_token)
+        c->max_streams_per_token = DEFAULT_MAX_STREAMS;
+    if (!c->max_streams_per_tenant)
+        c->max_streams_per_tenant = DEFAULT_MAX_STREAMS;
+    srv->head_limits = (struct sbx_http_head_limits){.max_head = HEAD_MAX,
+                                                     .max_target = TARGET_MAX,
+                                                     .max_params = PARAMS_MAX,
+                                                     .max_headers = HEADERS_MAX};
     if (!c->idle_timeout_s)
         c->idle_timeout_s = DEFAULT_IDLE_TIMEOUT_S;
     if (!c->header_timeout_s)
@@ -425,19 +514,21 @@ int sbx_http_server_listen(sbx_http_server *srv, sbx_err *err)
         return -1;
     srv->listening = true;
     const sbx_http_config *c = &srv->cfg;
-    /* External epoll mode: no MHD thread; the loop polls MHD's epoll fd. */
+    /* External epoll mode: no MHD thread; the loop polls MHD's epoll fd.
+     * MHD gets no listening socket: the gate accepts (http_gate.c) and
+     * counts; MHD's own limit only leaves room for connections being closed
+     * to make room for new ones. */
     srv->mhd = sbx_mhd.start_daemon(
-        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-        sbx_http__on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
-        MHD_OPTION_LISTEN_SOCKET, (MHD_socket)srv->listener.fd, MHD_OPTION_CONNECTION_LIMIT,
-        c->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, c->max_per_ip,
-        MHD_OPTION_CONNECTION_TIMEOUT, c->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        c->conn_memory, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_UNESCAPE_CALLBACK, unescape,
-        srv, MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_SIGPIPE_HANDLED_BY_APP,
-        c->sigpipe_ignored ? 1 : 0, MHD_OPTION_END);
+        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET, 0,
+        NULL, NULL, sbx_http__on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
+        MHD_OPTION_CONNECTION_LIMIT, c->max_connections * 2 + 16, MHD_OPTION_CONNECTION_TIMEOUT,
+        c->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, c->conn_memory,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        srv, MHD_OPTION_UNESCAPE_CALLBACK, unescape, srv, MHD_OPTION_STRICT_FOR_CLIENT, 1,
+        MHD_OPTION_SIGPIPE_HANDLED_BY_APP, c->sigpipe_ignored ? 1 : 0, MHD_OPTION_END);
     if (!srv->mhd) {
         close(srv->listener.fd);
+        srv->listener.fd = -1;
         sbx_listen_unlink(&srv->listener);
         srv->listening = false;
         return sbx_err_set(err, EINVAL, "listen %s: libmicrohttpd refused to start",
@@ -446,8 +537,9 @@ int sbx_http_server_listen(sbx_http_server *srv, sbx_err *err)
     const union MHD_DaemonInfo *di = sbx_mhd.get_daemon_info(srv->mhd, MHD_DAEMON_INFO_EPOLL_FD);
     srv->io_ev =
         di ? event_new(srv->base, di->epoll_fd, EV_READ | EV_PERSIST, on_mhd_io, srv) : NULL;
-    if (!srv->io_ev || event_add(srv->io_ev, NULL) < 0) {
-        sbx_mhd.stop_daemon(srv->mhd); /* closes the listening socket */
+    if (!srv->io_ev || event_add(srv->io_ev, NULL) < 0 || sbx_http__gate_start(srv, NULL) < 0) {
+        sbx_http__gate_stop(srv); /* closes the listening socket */
+        sbx_mhd.stop_daemon(srv->mhd);
         srv->mhd = NULL;
         sbx_listen_unlink(&srv->listener);
         srv->listening = false;
@@ -469,10 +561,8 @@ const char *sbx_http_server_address(const sbx_http_server *srv)
 
 static void stop_mhd(sbx_http_server *srv)
 {
-    MHD_socket lfd = sbx_mhd.quiesce_daemon(srv->mhd);
-    if (lfd != MHD_INVALID_SOCKET)
-        close(lfd);
     srv->stopping = true;
+    sbx_http__gate_stop(srv);
     for (sbx_http_request *req = srv->reqs; req; req = req->next) {
         req->gone = true;
         watch_stop(req);
@@ -514,6 +604,12 @@ void sbx_http_server_free(sbx_http_server *srv)
         free(r);
     }
     sbx_router_free(srv->router);
+    sbx_http__gate_stop(srv);
+    sbx_http__share_clear(&srv->by_addr);
+    sbx_http__share_clear(&srv->req_by_token);
+    sbx_http__share_clear(&srv->req_by_tenant);
+    sbx_http__share_clear(&srv->sse_by_token);
+    sbx_http__share_clear(&srv->sse_by_tenant);
     free(srv->listen_spec);
     free(srv);
 }

@@ -34,21 +34,42 @@ typedef struct sbx_http_server sbx_http_server;
 typedef struct sbx_http_request sbx_http_request;
 
 typedef struct sbx_http_config {
-    const char *listen;        /* "host:port", ":port", "[::1]:port", "unix:/path" */
-    const sbx_auth *auth;      /* NULL: no authentication (tests only); must outlive the server */
-    size_t max_body;           /* in-memory request bodies; default 1 MiB */
-    unsigned max_connections;  /* default 512 */
-    unsigned max_per_ip;       /* default 256; 0 = the default */
+    const char *listen;   /* "host:port", ":port", "[::1]:port", "unix:/path" */
+    const sbx_auth *auth; /* NULL: no authentication (tests only); must outlive the server */
+    size_t max_body;      /* in-memory request bodies; default 1 MiB */
+    /* Connections at once; at the cap the one idle the longest (waiting for
+     * a request head) is closed to make room, else the new one gets 503.
+     * Default 512. */
+    unsigned max_connections;
+    unsigned max_per_ip;       /* one client address's share (429 beyond); default 64 */
     unsigned idle_timeout_s;   /* no byte either way for this long: closed; default 60 */
     unsigned header_timeout_s; /* headers of a request (and keep-alive wait) must come within
                                   this; default 15 */
-    size_t conn_memory;        /* per-connection memory, caps the request headers; default 32 KiB */
-    size_t sse_buffer;         /* per-client SSE buffer; default 256 KiB */
+    /* A request body must arrive within body_timeout_s plus one second per
+     * body_min_rate bytes received, else the connection is cut. Defaults
+     * 30 s and 1024 bytes/s. */
+    unsigned body_timeout_s;
+    unsigned body_min_rate;
+    /* Requests in progress (parked execs, uploads, event streams) per token
+     * and per tenant (a tenant token's, or the X-Tenant-Code an operator
+     * names), 429 beyond; default a quarter of max_connections. */
+    unsigned max_requests_per_token;
+    unsigned max_requests_per_tenant;
+    /* Event streams per token and per tenant, 429 beyond; default 32. */
+    unsigned max_streams_per_token;
+    unsigned max_streams_per_tenant;
+    size_t conn_memory; /* per-connection memory, caps the request headers; default 32 KiB */
+    size_t sse_buffer;  /* per-client SSE buffer; default 256 KiB */
     /* libmicrohttpd sends no answer before the whole request is in: when one
      * is decided mid-body (413, a refused upload), up to this many more body
      * bytes are read and dropped (never kept) so the client still gets it; a
      * client that sends more is cut off. Default 16 MiB. */
     uint64_t discard_max;
+    /* Every answer closes its connection (Connection: close): each request
+     * then comes on a new connection, and its head is checked at the gate.
+     * With keep-alive, a later request on a connection is parsed by
+     * libmicrohttpd alone, whose answer to a malformed one is its own. */
+    bool no_keep_alive;
     /* The process ignores SIGPIPE: lets the server use sendfile() for files. */
     bool sigpipe_ignored;
     /* Where libmicrohttpd's own diagnostics go; NULL: dropped. */

@@ -88,6 +88,8 @@ int sbx_http__answer(sbx_http_request *req, unsigned status, struct MHD_Response
         sbx_mhd.add_response_header(resp, h->name, h->value);
     sbx_http__free_headers(req);
     sbx_mhd.add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    if (req->srv->cfg.no_keep_alive)
+        sbx_mhd.add_response_header(resp, "Connection", "close");
     req->answered = true;
     req->resp = resp;
     req->resp_status = status;
@@ -251,6 +253,10 @@ static int answer_error(sbx_http_request *req, unsigned status, const char *code
         sbx_http__answer_oom(req);
         return -1;
     }
+    /* After an error the connection is not reused: what follows on it may
+     * be the rest of a body the client misframed, not a request. */
+    if (!req->srv->cfg.no_keep_alive)
+        sbx_http_add_header(req, "Connection", "close");
     return sbx_http_respond_json(req, status, body);
 }
 

@@ -5,6 +5,8 @@
  * request tells whoever keeps its answer of its end through `ended`. */
 #pragma once
 
+#include <stdint.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include <event2/event.h>
@@ -21,15 +23,76 @@ struct route_rec {
     unsigned flags;
 };
 
-/* One TCP (or unix) connection; requests come one after another on it. */
+#define SBX_HTTP_SHARE_BUCKETS 256
+
+/* Counts by key (an address, a token's name, a tenant): http_gate.c. */
+struct share;
+struct share_table {
+    struct share *b[SBX_HTTP_SHARE_BUCKETS];
+};
+unsigned sbx_http__share_count(const struct share_table *t, const char *key);
+/* Count one more for key; NULL when out of memory. */
+struct share *sbx_http__share_take(struct share_table *t, const char *key);
+/* One fewer (s may be NULL). */
+void sbx_http__share_put(struct share_table *t, struct share *s);
+void sbx_http__share_clear(struct share_table *t);
+
+/* One TCP (or unix) connection; requests come one after another on it. It
+ * is ours from accept() (at the gate, until its first request head is in
+ * and checked) until libmicrohttpd closes it. */
 struct conn_ctx {
     sbx_http_server *srv;
-    struct MHD_Connection *conn;
+    struct MHD_Connection *conn; /* NULL at the gate */
     int fd;
-    struct event *header_timer; /* running while we wait for a request's headers */
-    bool bad_nul;               /* the URL of the current request decodes to a NUL */
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    struct share *addr_share;               /* its place in the per-address count */
+    bool counted;                           /* takes one of the server's max_connections */
+    bool at_gate;                           /* not handed to libmicrohttpd yet */
+    bool lingering;                         /* answered at the gate, draining before the close */
+    bool idle;                              /* in the idle list: waiting for a request head */
+    size_t drained;                         /* bytes dropped while lingering */
+    size_t peeked;                          /* at the gate: bytes seen so far */
+    struct conn_ctx *gprev, *gnext;         /* the gate's list */
+    struct conn_ctx *idle_prev, *idle_next; /* the idle list, oldest first */
+    struct event *gate_ev;                  /* at the gate: the head's arrival, or the linger */
+    struct event *header_timer;             /* running while we wait for a request's headers */
+    struct event *body_timer;               /* running while a request's body arrives */
+    struct event *body_watch;               /* ... and this one notices the client ending it */
+    int64_t body_t0;                        /* when its body began (monotonic ms) */
+    uint64_t body_bytes;                    /* body bytes so far */
+    bool bad_nul;                           /* the URL of the current request decodes to a NUL */
     sbx_http_request *req;
 };
+
+/* Limits on a request head, checked at the gate. */
+struct sbx_http_head_limits {
+    size_t max_head;    /* request line and headers, bytes */
+    size_t max_target;  /* the request target, bytes */
+    size_t max_params;  /* query parameters */
+    size_t max_headers; /* header lines */
+};
+
+/* What the check found: on success the head's length and framing, on
+ * failure the answer to give. */
+struct sbx_http_head {
+    size_t head_len;
+    bool http11;
+    bool chunked;
+    bool has_length;
+    uint64_t content_length;
+    unsigned status;
+    const char *code;
+    char msg[160];
+};
+
+/* Checks one complete request head (up to and including its empty line):
+ * the request line, the HTTP version (1.0 or 1.1, else 505), the headers'
+ * syntax and count (431), one Host on HTTP/1.1, one Content-Length of digits
+ * only, Transfer-Encoding exactly "chunked" and never with Content-Length,
+ * the target's length and query parameter count (414). Pure. */
+int sbx_http_head_check(const char *buf, size_t len, const struct sbx_http_head_limits *lim,
+                        struct sbx_http_head *h);
 
 struct resp_header {
     struct resp_header *next;
@@ -53,6 +116,20 @@ struct sbx_http_server {
     bool kick;              /* run again as soon as the current run returns */
     bool stopping;
     bool early_close; /* the loop's backend reports EV_CLOSED */
+    /* The gate (http_gate.c). */
+    struct event *listen_ev;
+    struct event *listen_pause; /* accepting again after EMFILE */
+    struct conn_ctx *gate;      /* connections at the gate */
+    struct conn_ctx *adopting;  /* being handed to libmicrohttpd */
+    struct conn_ctx *idle_head, *idle_tail;
+    unsigned nconns;    /* counted connections */
+    unsigned lingering; /* answered at the gate, not closed yet */
+    uint64_t evicted;   /* idle connections closed to make room */
+    char *peek;         /* max_head + 1 bytes */
+    struct sbx_http_head_limits head_limits;
+    struct share_table by_addr;
+    struct share_table req_by_token, req_by_tenant; /* requests in progress */
+    struct share_table sse_by_token, sse_by_tenant; /* event streams */
 };
 
 enum body_mode {
@@ -99,6 +176,10 @@ struct sbx_http_request {
     void (*ended)(void *ud);
     void *ended_ud;
     double t0; /* CLOCK_MONOTONIC at its start, for the request log */
+    /* Its places in the per-token and per-tenant counts (NULL: none). */
+    struct share *tok_share, *ten_share;
+    struct share *sse_tok_share, *sse_ten_share;
+    bool has_body; /* Content-Length > 0 or chunked: the body timeout runs */
 };
 
 /* ---- http.c: the server, its connections, parking ---- */
@@ -109,12 +190,32 @@ void sbx_http__resume(sbx_http_request *req);
  * wake the connection so MHD closes it. */
 void sbx_http__client_gone(sbx_http_request *req);
 struct conn_ctx *sbx_http__conn_of(struct MHD_Connection *conn);
+/* Run libmicrohttpd again soon (something changed outside its view). */
+void sbx_http__kick(sbx_http_server *srv);
+void sbx_http__on_header_timeout(evutil_socket_t fd, short what, void *arg);
+/* Start / stop the body timeout of cc's request. */
+void sbx_http__body_timer(struct conn_ctx *cc, bool on);
+
+/* ---- http_gate.c: accepting, the head's check, the connection count ---- */
+int sbx_http__gate_start(sbx_http_server *srv, sbx_err *err);
+void sbx_http__gate_stop(sbx_http_server *srv);
+/* cc waits for a request head (idle: the first to close to make room), or
+ * has a request in progress. */
+void sbx_http__idle(struct conn_ctx *cc, bool idle);
+/* libmicrohttpd closed cc's connection: frees cc. */
+void sbx_http__conn_closed(struct conn_ctx *cc);
+/* No head in time at the gate: 408. */
+void sbx_http__gate_timeout(struct conn_ctx *cc);
 
 /* ---- http_request.c: headers, auth, routing, bodies ---- */
 /* MHD's access handler. */
 enum MHD_Result sbx_http__on_access(void *cls, struct MHD_Connection *conn, const char *url,
                                     const char *method, const char *version, const char *upload,
                                     size_t *upload_size, void **con_cls);
+
+/* An event stream takes a place in its token's and tenant's stream counts
+ * (freed with the request); -1 and a 429 answer when one is full. */
+int sbx_http__take_stream(sbx_http_request *req);
 
 /* ---- http_answer.c: answers ---- */
 /* Give req its answer (takes resp). */

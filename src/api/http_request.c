@@ -175,6 +175,65 @@ static void prepare_body(sbx_http_request *req)
         req->body_cap = (size_t)n + 1;
 }
 
+/* The tenant a request counts against: its tenant token's, else the one it
+ * names (header, then query); NULL when it names none. */
+static const char *share_tenant(const sbx_http_request *req)
+{
+    if (req->who && req->who->tenant)
+        return req->who->tenant;
+    const char *t = sbx_http_req_header(req, "X-Tenant-Code");
+    if (!t)
+        t = sbx_http_req_query(req, "tenantCode");
+    return t && *t ? t : NULL;
+}
+
+/* One token or tenant may not hold more than its share (of the server's
+ * connections with requests in progress, or of its event streams): a place
+ * in both counts, or a 429 naming the setting and false. */
+static bool take_pair(sbx_http_request *req, struct share_table *by_token,
+                      struct share_table *by_tenant, unsigned max_token, unsigned max_tenant,
+                      const char *what, const char *setting, struct share **tok_out,
+                      struct share **ten_out)
+{
+    const char *tok = req->who ? req->who->name : NULL;
+    const char *ten = share_tenant(req);
+    const char *whose = NULL, *name = NULL;
+    unsigned max = 0;
+    if (tok && sbx_http__share_count(by_token, tok) >= max_token)
+        whose = "token", name = tok, max = max_token;
+    else if (ten && sbx_http__share_count(by_tenant, ten) >= max_tenant)
+        whose = "tenant", name = ten, max = max_tenant;
+    if (whose) {
+        sbx_http_respond_error(req, SBX_HTTP_TOO_MANY_REQUESTS,
+                               "%s %.64s has %u %s, its most (server.%s_per_%s)", whose, name, max,
+                               what, setting, whose);
+        return false;
+    }
+    if (tok)
+        *tok_out = sbx_http__share_take(by_token, tok);
+    if (ten)
+        *ten_out = sbx_http__share_take(by_tenant, ten);
+    return true;
+}
+
+static bool take_shares(sbx_http_request *req)
+{
+    sbx_http_server *srv = req->srv;
+    return take_pair(req, &srv->req_by_token, &srv->req_by_tenant, srv->cfg.max_requests_per_token,
+                     srv->cfg.max_requests_per_tenant, "requests in progress", "max_requests",
+                     &req->tok_share, &req->ten_share);
+}
+
+int sbx_http__take_stream(sbx_http_request *req)
+{
+    sbx_http_server *srv = req->srv;
+    return take_pair(req, &srv->sse_by_token, &srv->sse_by_tenant, srv->cfg.max_streams_per_token,
+                     srv->cfg.max_streams_per_tenant, "event streams open", "max_streams",
+                     &req->sse_tok_share, &req->sse_ten_share)
+               ? 0
+               : -1;
+}
+
 static void call_handler(sbx_http_request *req)
 {
     req->handled = true;
@@ -208,6 +267,11 @@ static sbx_http_request *req_begin(sbx_http_server *srv, struct MHD_Connection *
         req->cc->req = req;
         if (req->cc->header_timer)
             evtimer_del(req->cc->header_timer);
+        sbx_http__idle(req->cc, false);
+        const char *cl = sbx_http_req_header(req, "Content-Length");
+        req->has_body = sbx_http_req_header(req, "Transfer-Encoding") || (cl && strcmp(cl, "0"));
+        if (req->has_body)
+            sbx_http__body_timer(req->cc, true);
     }
     describe_peer(req);
 
@@ -215,7 +279,7 @@ static sbx_http_request *req_begin(sbx_http_server *srv, struct MHD_Connection *
         sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "the URL holds an encoded NUL byte");
         return req;
     }
-    if (!authenticate(req) || !route(req))
+    if (!authenticate(req) || !route(req) || !take_shares(req))
         return req;
     if (req->route->flags & SBX_HTTP_ROUTE_STREAM_BODY) {
         req->mode = BODY_STREAM;
@@ -314,6 +378,10 @@ static ssize_t req_chunk(sbx_http_request *req, const char *data, size_t n)
 /* The request is complete (or MHD calls again after a resume). */
 static enum MHD_Result req_complete(sbx_http_request *req)
 {
+    if (req->cc && req->has_body) {
+        req->has_body = false;
+        sbx_http__body_timer(req->cc, false);
+    }
     if (req->gone || (req->srv->stopping && !req->answered))
         return MHD_NO;
     if (req->queued)
@@ -351,6 +419,8 @@ enum MHD_Result sbx_http__on_access(void *cls, struct MHD_Connection *conn, cons
         ssize_t took = req_chunk(req, upload, *upload_size);
         if (took < 0)
             return MHD_NO;
+        if (req->cc)
+            req->cc->body_bytes += (uint64_t)took;
         *upload_size -= (size_t)took;
         return MHD_YES;
     }

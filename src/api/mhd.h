@@ -19,6 +19,7 @@
     X(stop_daemon)                                                                                 \
     X(quiesce_daemon)                                                                              \
     X(run)                                                                                         \
+    X(add_connection)                                                                              \
     X(get_timeout)                                                                                 \
     X(get_daemon_info)                                                                             \
     X(get_connection_info)                                                                         \

@@ -15,6 +15,8 @@ struct sbx_api {
      * them: counted, not each written (sbx_api_audit_refusals). */
     uint64_t refused_busy;
     int64_t refused_since; /* sbx_now_ms() of the first of them */
+    /* How long an Idempotency-Key names its task (0: 24 h). */
+    double idempotency_ttl_s;
 };
 
 /* One audit record for the tasks refused with 429 since the last one (none

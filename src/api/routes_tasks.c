@@ -1,8 +1,11 @@
 #include "api/routes_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base/digest.h"
+#include "base/log.h"
 #include "base/parse.h"
 #include "base/time.h"
 #include "workspace/path.h"
@@ -61,15 +64,13 @@ static void exec_release(struct exec_wait *w)
         free(w);
 }
 
-/* t is the final record as the runtime stored it (outputs included). */
-static void exec_done(void *ud, const struct sbx_store_task *t)
+static json_t *exec_answer(const struct sbx_store_task *t, bool opensandbox)
 {
-    struct exec_wait *w = ud;
     json_error_t je;
     json_t *report = t->result ? json_loads(t->result, 0, &je) : NULL;
     json_int_t code = report ? json_integer_value(json_object_get(report, "exitCode")) : 125;
     json_t *o;
-    if (w->opensandbox) {
+    if (opensandbox) {
         double secs = report ? json_number_value(json_object_get(report, "wallSeconds")) : 0;
         o = json_pack("{s:o, s:o, s:I, s:f}", "stdout",
                       sbx_json_text(t->stdout_data, t->stdout_len), "stderr",
@@ -84,7 +85,14 @@ static void exec_done(void *ud, const struct sbx_store_task *t)
                       sbx_task_status_name(t->status), "error", t->error ? t->error : "", "report",
                       report ? report : json_null());
     }
-    sbx_http_respond_json(w->req, 200, o);
+    return o;
+}
+
+/* t is the final record as the runtime stored it (outputs included). */
+static void exec_done(void *ud, const struct sbx_store_task *t)
+{
+    struct exec_wait *w = ud;
+    sbx_http_respond_json(w->req, 200, exec_answer(t, w->opensandbox));
     exec_release(w);
 }
 
@@ -96,8 +104,102 @@ static void exec_cancel(sbx_http_request *req, void *ud)
     free(w);
 }
 
+/* An Idempotency-Key of the request: the key, and the digest of what it
+ * asked (method, path and body). */
+struct idem {
+    const char *key; /* NULL: none */
+    char digest[SBX_SHA256_HEX_SIZE];
+};
+
+static int64_t idem_not_before(const struct sbx_api *api)
+{
+    double ttl = api->idempotency_ttl_s > 0 ? api->idempotency_ttl_s : 86400;
+    return sbx_now_ms() - (int64_t)(ttl * 1000);
+}
+
+/* The key's task was made by the same request: answer as that request was
+ * answered (a replay says so in Idempotent-Replayed). */
+static void idem_replay(sbx_http_request *req, struct sbx_api *api, const char *id, bool sync)
+{
+    sbx_err e = {0};
+    struct sbx_store_task *t = NULL;
+    if (sbx_store_task_get(api->store, id, NULL, sync ? SBX_STORE_WITH_OUTPUT : 0, &t, &e) < 0)
+        return (void)sbx_http_respond_err(req, &e);
+    sbx_http_add_header(req, "Idempotent-Replayed", "true");
+    if (!sync)
+        sbx_http_respond_json(req, 202, task_json(t, false));
+    else if (sbx_task_status_final(t->status))
+        sbx_http_respond_json(req, 200, exec_answer(t, false));
+    else
+        sbx_http_respond_error(req, SBX_HTTP_CONFLICT,
+                               "the task %s of this Idempotency-Key is still %s: follow it with "
+                               "GET /runtime/tasks/%s",
+                               id, sbx_task_status_name(t->status), id);
+    sbx_store_task_free(t);
+}
+
+/* Before submitting: 1 when the request was answered from its key. */
+static int idem_check(sbx_http_request *req, struct sbx_api *api, const char *tenant,
+                      struct idem *k, bool sync)
+{
+    k->key = sbx_http_req_header(req, "Idempotency-Key");
+    if (!k->key)
+        return 0;
+    size_t n = strlen(k->key);
+    bool ok = n >= 1 && n <= 255;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = k->key[i] >= 0x20 && k->key[i] < 0x7f;
+    if (!ok)
+        return sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST,
+                                      "Idempotency-Key must be 1 to 255 printable ASCII "
+                                      "characters"),
+               1;
+    size_t blen;
+    const char *body = sbx_http_req_body(req, &blen);
+    const char *path = sbx_http_req_path(req);
+    size_t plen = strlen(path);
+    char *buf = malloc(plen + 1 + blen);
+    sbx_err e = {0};
+    if (!buf)
+        return sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "out of memory"), 1;
+    memcpy(buf, path, plen);
+    buf[plen] = '\n';
+    memcpy(buf + plen + 1, body, blen);
+    int rc = sbx_sha256_hex(buf, plen + 1 + blen, k->digest, &e);
+    free(buf);
+    char id[SBX_ID_SIZE], digest[SBX_SHA256_HEX_SIZE];
+    if (rc == 0)
+        rc = sbx_store_idem_get(api->store, tenant, k->key, idem_not_before(api), id, sizeof(id),
+                                digest, sizeof(digest), &e);
+    if (rc < 0)
+        return sbx_http_respond_err(req, &e), 1;
+    if (rc == 0)
+        return 0;
+    if (strcmp(digest, k->digest) != 0)
+        return sbx_http_respond_error(req, SBX_HTTP_CONFLICT,
+                                      "Idempotency-Key '%.64s' was used for another request",
+                                      k->key),
+               1;
+    idem_replay(req, api, id, sync);
+    return 1;
+}
+
+static void idem_record(sbx_http_request *req, struct sbx_api *api, const char *tenant,
+                        const struct idem *k, const char *id)
+{
+    sbx_err e = {0};
+    if (!k || !k->key ||
+        sbx_store_idem_put(api->store, tenant, k->key, k->digest, id, sbx_now_ms(),
+                           idem_not_before(api), &e) == 0)
+        return;
+    /* The task is made all the same; a retry with the key makes another. */
+    char msg[600];
+    sbx_log(SBX_LOG_WARN, "idempotency key not stored task=%s error=%s", id,
+            sbx_err_format(&e, msg, sizeof(msg)));
+}
+
 static void submit(sbx_http_request *req, struct sbx_api *api, struct parsed_task *p, bool sync,
-                   bool opensandbox)
+                   bool opensandbox, const struct idem *k)
 {
     sbx_err e = {0};
     char id[SBX_ID_SIZE];
@@ -117,6 +219,8 @@ static void submit(sbx_http_request *req, struct sbx_api *api, struct parsed_tas
     } else {
         api_audit(req, api, rc < 0 ? "task_refused" : "task_submit", rc < 0 ? e.msg : id);
     }
+    if (rc == 0)
+        idem_record(req, api, p->r.clone.tenant, k, id);
     if (w) {
         w->submitting = false;
         /* A task that could not even start was answered inside submit. */
@@ -146,10 +250,11 @@ static void h_exec_or_task(sbx_http_request *req, void *ud, bool sync)
         return;
     struct parsed_task p;
     sbx_err e = {0};
+    struct idem k = {0};
     if (task_request_parse(req, api, body, &p, &e) < 0)
         sbx_http_respond_err(req, &e);
-    else
-        submit(req, api, &p, sync, false);
+    else if (idem_check(req, api, p.r.clone.tenant, &k, sync) == 0)
+        submit(req, api, &p, sync, false, &k);
     task_request_free(&p);
     json_decref(body);
 }
@@ -223,7 +328,7 @@ void h_execute(sbx_http_request *req, void *ud)
     json_t *in = json_object_get(body, "stdin");
     if (json_is_string(in))
         p.r.stdin_data = json_string_value(in), p.r.stdin_len = json_string_length(in);
-    submit(req, api, &p, true, true);
+    submit(req, api, &p, true, true, NULL);
     json_decref(body);
 }
 

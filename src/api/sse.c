@@ -235,7 +235,7 @@ static void request_ended(void *ud)
 
 sbx_sse *sbx_http_respond_sse(sbx_http_request *req, const sbx_sse_opts *opts)
 {
-    if (req->answered || req->gone)
+    if (req->answered || req->gone || sbx_http__take_stream(req) < 0)
         return NULL;
     sbx_sse *sse = calloc(1, sizeof(*sse));
     if (!sse) {

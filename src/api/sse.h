@@ -29,7 +29,8 @@ typedef struct sbx_sse_opts {
 } sbx_sse_opts;
 
 /* Answer req with 200 and an event stream. NULL (and a 500 answer) when out
- * of memory or when req was already answered. */
+ * of memory or when req was already answered; NULL and a 429 when its token
+ * or tenant has all the event streams the server allows it. */
 sbx_sse *sbx_http_respond_sse(sbx_http_request *req, const sbx_sse_opts *opts);
 
 /* Queue one event: "id: …", "event: …" (each may be NULL), one "data: …"

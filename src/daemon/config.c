@@ -110,6 +110,13 @@ static int set_defaults(struct loader *L)
     c->connection_idle_timeout_s = 60;
     c->store_reserve_bytes = 16ull << 20;
     c->disk_reserve_bytes = 256ull << 20;
+    c->max_connections_per_address = 64;
+    c->body_timeout_s = 30;
+    c->body_min_rate = 1024;
+    c->max_streams_per_token = 32;
+    c->max_streams_per_tenant = 32;
+    c->keep_alive = true;
+    c->idempotency_ttl_s = 86400;
 
     if (builtin_limits(L) < 0)
         return -1;

@@ -36,6 +36,15 @@
  *     header_timeout: 10s      # a client must send its headers within this
  *     connection_idle_timeout: 60s
  *     metrics_tenant_label: false  # GET /metrics: a tenant label on task counters
+ *     max_connections_per_address: 64  # one client address's share (429 beyond)
+ *     body_timeout: 30s        # a body must arrive within this, plus 1 s per body_min_rate
+ *     body_min_rate: 1k        # bytes a second
+ *     max_requests_per_token: 0   # requests in progress; 0: max_connections / 4
+ *     max_requests_per_tenant: 0  # the same, per tenant
+ *     max_streams_per_token: 32   # open event streams
+ *     max_streams_per_tenant: 32
+ *     keep_alive: true         # false: one request per connection
+ *     idempotency_ttl: 24h     # how long an Idempotency-Key names its task
  *     default_clone:           # the clone of a request that names none
  *       tenant_code: default   # CLAW_TENANT_CODE
  *       clone_key: ~           # CLAW_CLONE_KEY (unset: no cloneKey level)
@@ -184,6 +193,15 @@ struct sbx_config {
     bool metrics_tenant_label; /* a series per tenant: the operator's choice */
     uint64_t store_reserve_bytes; /* kept beside the database for its writes on a full disk */
     uint64_t disk_reserve_bytes;  /* of the state dir's filesystem, never promised to images */
+    uint64_t max_connections_per_address; /* 0: the server's default */
+    double body_timeout_s;
+    uint64_t body_min_rate;          /* bytes a second */
+    uint64_t max_requests_per_token; /* 0: a quarter of max_connections */
+    uint64_t max_requests_per_tenant;
+    uint64_t max_streams_per_token;
+    uint64_t max_streams_per_tenant;
+    bool keep_alive;
+    double idempotency_ttl_s; /* Idempotency-Key kept this long */
 
     /* sandbox */
     struct sbx_limits limits; /* defaults, each <= max */

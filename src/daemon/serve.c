@@ -241,8 +241,11 @@ static void teardown(struct serve *s)
 {
     if (s->prune)
         event_free(s->prune);
-    /* The server first: its streams and waiting requests let go of the
-     * runtime; then the runtime records every unfinished task as canceled. */
+    /* Every unfinished task recorded as canceled first, so that an exec
+     * waiting for its task is answered (canceled) rather than cut; then the
+     * server: its streams and waiting requests let go of the runtime. */
+    if (s->rt)
+        sbx_runtime_cancel_all(s->rt, "the daemon stopped");
     sbx_http_server_free(s->http);
     sbx_runtime_free(s->rt);
     sbx_auth_free(s->auth);
@@ -323,15 +326,28 @@ int sbx_cmd_serve(int argc, char **argv)
     sbx_metric_set(&cg_mode, 1, sbx_cg_mode_name(s.cg_host.mode));
     if (!(s.rt = sbx_runtime_new(&ro, &e)))
         goto fail;
-    sbx_http_config hc = {.listen = s.cfg.listen.text,
-                          .auth = s.auth,
-                          .max_body = s.cfg.max_body_bytes,
-                          .max_connections = (unsigned)s.cfg.max_connections,
-                          .idle_timeout_s = (unsigned)s.cfg.connection_idle_timeout_s,
-                          .header_timeout_s = (unsigned)s.cfg.header_timeout_s,
-                          .sigpipe_ignored = true};
-    s.api = (struct sbx_api){
-        .rt = s.rt, .store = s.store, .ready = true, .started_at = (int64_t)time(NULL) * 1000};
+    sbx_http_config hc = {
+        .listen = s.cfg.listen.text,
+        .auth = s.auth,
+        .max_body = s.cfg.max_body_bytes,
+        .max_connections = (unsigned)s.cfg.max_connections,
+        .idle_timeout_s = (unsigned)s.cfg.connection_idle_timeout_s,
+        .header_timeout_s = (unsigned)s.cfg.header_timeout_s,
+        .max_per_ip = (unsigned)s.cfg.max_connections_per_address,
+        .body_timeout_s = (unsigned)s.cfg.body_timeout_s,
+        .body_min_rate =
+            (unsigned)(s.cfg.body_min_rate > UINT32_MAX ? UINT32_MAX : s.cfg.body_min_rate),
+        .max_requests_per_token = (unsigned)s.cfg.max_requests_per_token,
+        .max_requests_per_tenant = (unsigned)s.cfg.max_requests_per_tenant,
+        .max_streams_per_token = (unsigned)s.cfg.max_streams_per_token,
+        .max_streams_per_tenant = (unsigned)s.cfg.max_streams_per_tenant,
+        .no_keep_alive = !s.cfg.keep_alive,
+        .sigpipe_ignored = true};
+    s.api = (struct sbx_api){.rt = s.rt,
+                             .store = s.store,
+                             .ready = true,
+                             .started_at = (int64_t)time(NULL) * 1000,
+                             .idempotency_ttl_s = s.cfg.idempotency_ttl_s};
     if (sbx_http_server_new(s.base, &hc, &s.http, &e) < 0 ||
         sbx_api_routes(s.http, &s.api, &e) < 0 || sbx_http_server_listen(s.http, &e) < 0)
         goto fail;

@@ -2,6 +2,7 @@
  * live subscribers of its stream; a subscriber that fell behind catches up
  * from the store. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
@@ -99,9 +100,12 @@ static int catch_up(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_err *e
         return -1;
     uint64_t from, to;
     if (sbx_store_events_lost(&range, s->last_id, &from, &to) == 0) {
-        json_t *body = json_pack("{s:s, s:o, s:s, s:{s:I, s:I}}", "type", "events_lost", "time",
-                                 sbx_json_time(sbx_now_ms()), "sessionId", s->session, "data",
-                                 "from", (json_int_t)from, "to", (json_int_t)to);
+        /* Its id is that of the last event lost: a client resuming after
+         * it is not told again. */
+        json_t *body =
+            json_pack("{s:I, s:s, s:o, s:s, s:{s:I, s:I}}", "id", (json_int_t)to, "type",
+                      "events_lost", "time", sbx_json_time(sbx_now_ms()), "sessionId", s->session,
+                      "data", "from", (json_int_t)from, "to", (json_int_t)to);
         char *full = body ? json_dumps(body, JSON_COMPACT) : NULL;
         json_decref(body);
         int sent = full ? s->send(s->ud, to, "events_lost", full) : -1;
@@ -112,7 +116,25 @@ static int catch_up(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_err *e
         }
         s->last_id = to;
     } else if (s->last_id > range.last) {
-        s->last_id = 0; /* the stream was pruned and began again */
+        /* Beyond the stream's end: it was pruned and began again (ids
+         * restart), or the id was never ours. Say so, with id 0 (a client
+         * that resumes after it starts from the beginning), then replay
+         * the stream from its start. */
+        json_t *body = json_pack("{s:I, s:s, s:o, s:s, s:{s:I, s:I, s:s}}", "id", (json_int_t)0,
+                                 "type", "stream_reset", "time", sbx_json_time(sbx_now_ms()),
+                                 "sessionId", s->session, "data", "lastEventId",
+                                 (json_int_t)s->last_id, "last", (json_int_t)range.last, "reason",
+                                 "Last-Event-ID is beyond the stream's last event: the stream "
+                                 "began again; it is replayed from its start");
+        char *full = body ? json_dumps(body, JSON_COMPACT) : NULL;
+        json_decref(body);
+        int sent = full ? s->send(s->ud, 0, "stream_reset", full) : -1;
+        free(full);
+        s->last_id = 0;
+        if (sent < 0) {
+            s->behind = true;
+            return 0;
+        }
     }
     for (;;) {
         uint64_t before = s->last_id;

@@ -78,6 +78,21 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
     return rt;
 }
 
+void sbx_runtime_cancel_all(struct sbx_runtime *rt, const char *why)
+{
+    while (rt && rt->active) {
+        struct rt_task *t = rt->active;
+        if (t->t) {
+            /* Kill it now and record it; the engine's callbacks are not awaited. */
+            sbx_task_cancel(t->t);
+            rt->running--;
+        } else {
+            rt_unqueue(rt, t);
+        }
+        rt_finish(t, SBX_TASK_CANCELED, why, NULL, NULL, 0, NULL, 0, 124);
+    }
+}
+
 void sbx_runtime_free(struct sbx_runtime *rt)
 {
     if (!rt)
@@ -96,18 +111,7 @@ void sbx_runtime_free(struct sbx_runtime *rt)
     }
     /* Those of an earlier run that crashed too. */
     sbx_ws_quota_release_all(rt->settings.workspace_root);
-    while (rt->active) {
-        struct rt_task *t = rt->active;
-        if (t->t) {
-            /* Kill it now and record it; the engine's callbacks are not awaited. */
-            sbx_task_cancel(t->t);
-            rt->running--;
-            rt_finish(t, SBX_TASK_CANCELED, "the daemon stopped", NULL, NULL, 0, NULL, 0, 124);
-        } else {
-            rt_unqueue(rt, t);
-            rt_finish(t, SBX_TASK_CANCELED, "the daemon stopped", NULL, NULL, 0, NULL, 0, 124);
-        }
-    }
+    sbx_runtime_cancel_all(rt, "the daemon stopped");
     free(rt);
 }
 

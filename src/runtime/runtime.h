@@ -98,6 +98,10 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
                        sbx_runtime_done_fn done, void *ud, char id[SBX_ID_SIZE], sbx_err *err);
 /* The waiter of a task went away: done will not be called for it. */
 void sbx_runtime_forget(struct sbx_runtime *rt, const char *id);
+/* Cancel every queued and running task now (killed, recorded canceled with
+ * why), each waiter told as usual: at a stop, before the HTTP server goes,
+ * so that a synchronous exec still gets its answer. */
+void sbx_runtime_cancel_all(struct sbx_runtime *rt, const char *why);
 /* Cancel a queued or running task (whole tree at once). ENOENT when it is not
  * active (it may have ended: the store says). */
 int sbx_runtime_cancel(struct sbx_runtime *rt, const char *id, sbx_err *err);

@@ -96,9 +96,24 @@ static const char schema_v2[] =
     " WHEN old.seq > (SELECT min(seq) FROM audit)"
     " BEGIN SELECT RAISE(ABORT, 'the audit log loses only its oldest records'); END;";
 
+/* v3: Idempotency-Key on task creation: the task a (tenant, key) made, with a
+ * digest of its request; gone with its task. */
+static const char schema_v3[] =
+    "CREATE TABLE idempotency_keys ("
+    " tenant TEXT NOT NULL,"
+    " key TEXT NOT NULL,"
+    " request_digest TEXT NOT NULL,"
+    " task_id TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,"
+    " created_at INTEGER NOT NULL,"
+    " PRIMARY KEY (tenant, key)"
+    ");"
+    "CREATE INDEX idempotency_keys_by_time ON idempotency_keys (created_at);"
+    "CREATE INDEX idempotency_keys_by_task ON idempotency_keys (task_id);";
+
 const struct store_migration store_migrations[] = {
     {1, schema_v1},
     {2, schema_v2},
+    {3, schema_v3},
 };
 const size_t store_n_migrations = SBX_ARRAY_LEN(store_migrations);
 

@@ -31,7 +31,7 @@ struct sbx_store;
 /* The schema version this build writes. A file with a higher
  * PRAGMA user_version (written by a newer sandboxd) is refused with ENOTSUP,
  * never opened and never downgraded. */
-#define SBX_STORE_SCHEMA_VERSION 2
+#define SBX_STORE_SCHEMA_VERSION 3
 
 struct sbx_store_options {
     uint32_t busy_timeout_ms; /* 0: 50 ms */
@@ -331,3 +331,16 @@ int sbx_store_prune(struct sbx_store *st, int64_t older_than_ms, uint64_t max_ta
  * another call would delete more. */
 int sbx_store_prune_audit(struct sbx_store *st, int64_t older_than_ms, uint64_t max_rows,
                           uint64_t *deleted, bool *more, sbx_err *err);
+
+/* ---- Idempotency keys (Idempotency-Key on task creation) ---- */
+
+/* The task key named for tenant, if recorded at or after not_before (ms):
+ * 1 and its id and request digest; 0 when there is none. */
+int sbx_store_idem_get(struct sbx_store *st, const char *tenant, const char *key,
+                       int64_t not_before, char *task_id, size_t id_size, char *digest,
+                       size_t digest_size, sbx_err *err);
+/* Records (tenant, key) -> task_id with the request's digest at now, and
+ * forgets every key recorded before not_before. */
+int sbx_store_idem_put(struct sbx_store *st, const char *tenant, const char *key,
+                       const char *digest, const char *task_id, int64_t now, int64_t not_before,
+                       sbx_err *err);

@@ -10,6 +10,10 @@ struct sbx_api {
     struct sbx_store *store;
     bool ready; /* the store is open and the engine's self-check passed */
     int64_t started_at;
+    /* Adds the daemon's own facts (cgroup caps...) to an extended
+     * /runtime/status; may be NULL. */
+    void (*status_extra)(void *ud, json_t *status);
+    void *status_extra_ud;
 };
 
 int sbx_api_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err);

@@ -50,6 +50,7 @@ struct rt_task {
     struct event *flush;
     struct rt_task *next;     /* in its tenant's queue */
     struct rt_task *all_next; /* in the list of active tasks */
+    bool stopping;            /* canceled by its runtime's stop */
 };
 
 /* A start request waiting for its session to be ready. */
@@ -144,6 +145,7 @@ struct sbx_runtime {
     struct rt_session *sessions;
     struct rt_release *releasing; /* sandboxes of ended sessions */
     struct sbx_subscriber *subs;
+    struct rt_clone_rt *clones; /* the clones' runtimes (lifecycle.c) */
 };
 
 /* events.c */
@@ -196,6 +198,18 @@ void rt_session_free(struct rt_session *x);
 /* At the runtime's end: the releases still going on, finished now (the
  * bounded synchronous release: the loop is ending). */
 void rt_releases_finish(struct sbx_runtime *rt);
+
+/* End every live session of clone c (its runtime stopped), each saying why
+ * on its stream. */
+void rt_sessions_end_clone(struct sbx_runtime *rt, const struct sbx_clone *c, const char *reason);
+
+/* lifecycle.c: the runtime of a clone. */
+/* 0, or EINVAL "runtime stopped" when c's runtime is stopped. */
+int rt_clone_admit(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err *err);
+/* A task of c was submitted, started or ended: its last event is now, its
+ * idle timeout counts again once it has no work. */
+void rt_clone_activity(struct sbx_runtime *rt, const struct sbx_clone *c);
+void rt_clones_free(struct sbx_runtime *rt);
 
 /* workspace.c */
 /* The workspace of a clone, made and mounted on first use: its directory

@@ -180,7 +180,7 @@ static void on_session_idle(evutil_socket_t fd, short what, void *arg)
 {
     struct rt_session *x = arg;
     if (x->tasks == 0)
-        session_end(x, "idle timeout");
+        session_end(x, "idle_timeout");
 }
 
 void rt_session_touch(struct rt_session *x)
@@ -369,6 +369,18 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
     free(w); /* told by the -1, not by ready */
     rt_session_free(x);
     return -1;
+}
+
+void rt_sessions_end_clone(struct sbx_runtime *rt, const struct sbx_clone *c, const char *reason)
+{
+    for (struct rt_session *x = rt->sessions; x;) {
+        struct rt_session *next = x->next;
+        if (rt_find_session(rt, c, x->name) == x) {
+            session_end(x, reason);
+            next = rt->sessions; /* the list changed: from its head again */
+        }
+        x = next;
+    }
 }
 
 int sbx_runtime_session_stop(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name)

@@ -196,6 +196,7 @@ void rt_finish(struct rt_task *t, enum sbx_task_status status, const char *error
     json_object_set_new(d, "error", json_string(tr.error));
     rt_emit(rt, t->clone.tenant, t->session, "exec_finished", d);
     unlink_active(rt, t);
+    rt_clone_activity(rt, &t->clone);
     if (t->done)
         tell_done(t, &tr);
     task_free(t);
@@ -330,7 +331,7 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
                 x ? x->cgname : t->name);
     }
     rt_emit(rt, t->clone.tenant, t->session, "task_running", task_event_data(t, "running"));
-    rt_emit(rt, t->clone.tenant, t->session, "exec_started", task_event_data(t, "running"));
+    rt_clone_activity(rt, &t->clone);
     return 0;
 }
 
@@ -419,7 +420,8 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     struct rt_tenant *q = rt_tenant_queue(rt, req->clone.tenant, false);
     if ((q && q->queued >= set->queue_per_tenant) || rt->queued >= set->queue_size)
         return sbx_err_set(err, EAGAIN, "the task queue of tenant '%s' is full", req->clone.tenant);
-    if (sbx_runtime_check_limits(set, req, NULL, err) < 0)
+    if (sbx_runtime_check_limits(set, req, NULL, err) < 0 ||
+        rt_clone_admit(rt, &req->clone, err) < 0)
         return -1;
     struct rt_task *t = calloc(1, sizeof(*t));
     if (!t)
@@ -497,6 +499,9 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     (void)rt_queue_put(rt, t, false); /* its tenant's queue exists: cannot fail */
     t->all_next = rt->active;
     rt->active = t;
+    /* Told at submit, as the original does: the task is pending. */
+    rt_emit(rt, t->clone.tenant, t->session, "exec_started", task_event_data(t, "pending"));
+    rt_clone_activity(rt, &t->clone);
     rt_start_next(rt);
     return 0;
 }

@@ -18,7 +18,7 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sbxtest import SANDBOXD, ServeDaemon, Suite, check  # noqa: E402
+from sbxtest import EXTENDED, SANDBOXD, ServeDaemon, Suite, check  # noqa: E402
 
 CTL = os.environ.get("SANDBOXCTL") or os.path.join(os.path.dirname(SANDBOXD), "sandboxctl")
 S = Suite("sandboxctl")
@@ -746,7 +746,7 @@ class RealDaemon(ServeDaemon):
     def req(self, method, path, body=None, token=None, timeout=20):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
-            c.request(method, path, body=body)
+            c.request(method, path, body=body, headers=dict(EXTENDED))
             r = c.getresponse()
             data = r.read()
             return r.status, json.loads(data) if data else None, dict(r.getheaders())
@@ -773,7 +773,8 @@ def sessions_end_to_end_with_a_real_daemon():
         check(p.returncode == 1 and "no egress" in p.err,
               "rules for a session without an egress (--net none): refused, said", p)
         p = ctl(None, "--json", "session", "stop", "s1", env=env)
-        check(p.returncode == 0 and json.loads(p.out)["status"] == "stopped", "stop --json", p)
+        check(p.returncode == 0 and json.loads(p.out)["ok"] is True
+              and json.loads(p.out)["sessionId"] == "s1", "stop --json", p)
         p = ctl(None, "exec", "--session", "s1", "--", "cat", "/tmp/f", env=env)
         check(p.returncode == 1, "after the stop, a fresh sandbox: no /tmp/f", p)
         p = ctl(None, "session", "start", "a/b", env=env)

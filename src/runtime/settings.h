@@ -103,8 +103,9 @@ struct sbx_runtime_settings {
     struct sbx_pool_settings pool;
 };
 
-/* The environment called name (its name first, then one of its aliases) in
- * envs[0..n), or NULL. */
+/* The environment called name (its name first, then one of its aliases,
+ * then, for a name like seed 004's "python-3.9", the environment named
+ * before the '-' and a version) in envs[0..n), or NULL. */
 const struct sbx_environment *sbx_environment_find(const struct sbx_environment *envs, size_t n,
                                                    const char *name);
 /* The tenant of that code in tenants[0..n), or NULL. */

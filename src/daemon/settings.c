@@ -8,6 +8,7 @@ void sbx_settings_from_config(struct sbx_runtime_settings *s, const struct sbx_c
         .state_dir = c->state_dir,
         .workspace_root = c->workspace_root,
         .runtime_id = c->runtime_id,
+        .control_dir = c->control_dir,
         .tenant_code = c->tenant_code,
         .clone_key = c->clone_key,
         .clone_id = c->clone_id,

@@ -5,13 +5,19 @@
  * cancels the clone's tasks and ends its live sessions. The clone's own
  * stream (the tenant's default session) hears runtime_started and
  * runtime_stopped. */
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "base/time.h"
 #include "runtime/runtime_int.h"
+#include "workspace/path.h"
 
 enum clone_state { CLONE_CREATED, CLONE_READY, CLONE_STOPPED };
 
@@ -81,6 +87,49 @@ static void arm_idle(struct rt_clone_rt *x)
         sbx_log(SBX_LOG_WARN, "runtime idle timer not armed cloneId=%s", x->clone.id);
 }
 
+/* The clone's control directory, as the original keeps it: root's, 0555,
+ * holding main.pid (0444, the daemon's pid), rewritten at each start. */
+static int control_write(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err *err)
+{
+    const char *root = rt->settings.control_dir;
+    if (!root || !*root)
+        return 0;
+    cleanup_free char *dir = sbx_ws_dir(root, c->tenant, c->key, c->id, err);
+    if (!dir)
+        return -1;
+    dir[strlen(dir) - strlen("/work")] = '\0';
+    for (char *p = dir + 1;; p++) {
+        bool last = !*p;
+        if (*p != '/' && !last)
+            continue;
+        *p = '\0';
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+            return sbx_err_set(err, errno, "control directory: mkdir %s", dir);
+        if (last)
+            break;
+        *p = '/';
+    }
+    char tmp[PATH_MAX], path[PATH_MAX], pid[24];
+    int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+    if (snprintf(tmp, sizeof(tmp), "%s/.main.pid.new", dir) >= (int)sizeof(tmp) ||
+        snprintf(path, sizeof(path), "%s/main.pid", dir) >= (int)sizeof(path))
+        return sbx_err_set(err, ENAMETOOLONG, "control directory %s", dir);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0444);
+    if (fd < 0)
+        return sbx_err_set(err, errno, "control directory: %s", tmp);
+    bool ok = write(fd, pid, (size_t)n) == n && fchmod(fd, 0444) == 0;
+    int saved = errno;
+    close(fd);
+    if (!ok || rename(tmp, path) < 0) {
+        saved = ok ? errno : saved;
+        unlink(tmp);
+        return sbx_err_set(err, saved, "control directory: %s", path);
+    }
+    if (chown(dir, 0, 0) < 0 || chmod(dir, 0555) < 0)
+        return sbx_err_set(err, errno, "control directory: %s: owner and mode", dir);
+    return 0;
+}
+
 static void stop(struct rt_clone_rt *x, const char *reason)
 {
     struct sbx_runtime *rt = x->rt;
@@ -121,6 +170,13 @@ int sbx_runtime_clone_start(struct sbx_runtime *rt, const struct sbx_clone *c, s
     if (x->state == CLONE_READY) {
         arm_idle(x);
         return 1;
+    }
+    sbx_err ce = {0};
+    if (control_write(rt, c, &ce) < 0) {
+        /* The runtime works without it; the operator hears why. */
+        char msg[600], why[300];
+        sbx_log(SBX_LOG_WARN, "control directory not written cloneId=%s error=%s", c->id,
+                sbx_log_safe(sbx_err_format(&ce, msg, sizeof(msg)), why, sizeof(why)));
     }
     x->state = CLONE_READY;
     x->started_at = x->last_event_at = sbx_now_ms();

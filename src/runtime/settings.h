@@ -74,6 +74,10 @@ struct sbx_runtime_settings {
     const char *state_dir;      /* the clones' workspace images are under it */
     const char *workspace_root; /* <root>/<tenant>/[<cloneKey>/]<cloneId>/work */
     const char *runtime_id;     /* the default session's name; NULL: "default" */
+    /* <control_dir>/<tenant>/[<cloneKey>/]<cloneId>: root's 0555, main.pid
+     * (0444) written at each start of the clone's runtime; NULL: none. Never
+     * mounted into a sandbox. */
+    const char *control_dir;
     /* The default clone of requests that name none (clone_key NULL: none). */
     const char *tenant_code, *clone_key, *clone_id;
 

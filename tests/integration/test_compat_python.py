@@ -187,6 +187,24 @@ def stop_cancels_and_refuses_until_start():
 
 
 @S.case
+def control_directory_with_main_pid():
+    # As the original: at a start, <control>/main.pid (0444) holding the
+    # daemon's pid, the directory root's and 0555; never inside a sandbox.
+    C.start_runtime()
+    d = os.path.join(D.state, "control", "default", "default")
+    st = os.stat(d)
+    check(st.st_uid == 0 and st.st_mode & 0o7777 == 0o555, "root's 0555 directory", oct(st.st_mode))
+    pid = os.path.join(d, "main.pid")
+    st = os.stat(pid)
+    check(st.st_uid == 0 and st.st_mode & 0o7777 == 0o444, "main.pid 0444", oct(st.st_mode))
+    with open(pid) as f:
+        check(int(f.read()) == D.proc.pid, "the daemon's pid")
+    res = C.exec(["/bin/sh", "-c", "ls %s 2>&1; echo $?" % d])
+    check(res.stdout.strip().endswith("2") or "No such file" in res.stdout,
+          "not visible inside a sandbox", res)
+
+
+@S.case
 def skill_calls():
     """The four skill calls; a route not there yet is accepted only while
     SKILL_ROUTES_MAY_BE_ABSENT."""

@@ -417,6 +417,31 @@ static void env_overrides_yaml(void **state)
     sbx_config_free(&c);
 }
 
+/* The later version's names: SANDBOX_ in place of CLAW_, winning when both
+ * are set; a bad value is named by the name it came under. */
+static void sandbox_names_of_claw_settings(void **state)
+{
+    write_yaml("server:\n  workspace_root: ws\n");
+    struct sbx_config c;
+    sbx_err e;
+    char *argv[] = {"serve", "--config", file, NULL};
+    char *envp[] = {"CLAW_MAX_PROCESSES=40",           "SANDBOX_MAX_PROCESSES=41",
+                    "SANDBOX_SANDBOX_PROXY_PORT=1091", "CLAW_IDLE_TIMEOUT_SEC=30",
+                    "SANDBOX_IDLE_TIMEOUT_SEC=",       "SANDBOX_API_TOKEN=" TOK_C,
+                    "SANDBOX_URL=http://127.0.0.1:1",  NULL};
+    if (load(&c, argv, envp, &e) < 0)
+        fail_msg("%s", e.msg);
+    assert_int_equal(c.limits.pids, 41);
+    assert_int_equal(c.network.limits.proxy_port, 1091);
+    assert_true(c.idle_timeout_s == 30); /* an empty later name is unset */
+    assert_int_equal(c.n_tokens, 1);
+    assert_string_equal(c.tokens[0].name, "SANDBOX_API_TOKEN#1");
+    sbx_config_free(&c);
+    char *bad[] = {"CLAW_MAX_PROCESSES=40", "SANDBOX_MAX_PROCESSES=many", NULL};
+    assert_int_equal(load(&c, argv, bad, &e), -1);
+    assert_contains(e.msg, "SANDBOX_MAX_PROCESSES");
+}
+
 static void flags_override_env(void **state)
 {
     write_yaml("server:\n  max_concurrent: 4\n  log_level: warn\n");
@@ -867,6 +892,7 @@ int main(void)
         cmocka_unit_test(help_flag),
         cmocka_unit_test_setup_teardown(yaml_overrides_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(env_overrides_yaml, setup, teardown),
+        cmocka_unit_test_setup_teardown(sandbox_names_of_claw_settings, setup, teardown),
         cmocka_unit_test_setup_teardown(flags_override_env, setup, teardown),
         cmocka_unit_test_setup_teardown(yaml_bad_values_name_key_and_position, setup, teardown),
         cmocka_unit_test(env_and_flag_bad_values_name_key),

@@ -129,7 +129,14 @@ class ServeDaemon:
     the given token and --net none (more flags in extra). Subclasses provide
     req(method, path, body=None, token=..., timeout=...) -> (status, body, headers)."""
 
-    def __init__(self, state_dir, token, config=None, extra=(), registry=None):
+    def __init__(self, state_dir, token, config=None, extra=(), registry=None, env=None,
+                 net="none", prefix=()):
+        """env: variables for the daemon (CLAW_*/SANDBOX_* ones included; the
+        caller's own CLAW_* never reach it); net: --net (None: not given);
+        prefix: argv before sandboxd (e.g. nsenter into a netlab namespace)."""
+        self.env = dict(env or {})
+        self.net = net
+        self.prefix = list(prefix)
         self.state = state_dir
         self.token = token
         self.config = config
@@ -144,13 +151,16 @@ class ServeDaemon:
         process can take it between a choice and the bind) and reads the port
         from its "listening on" line; a restart gets a new port."""
         self.port = None
-        args = [SANDBOXD, "serve", "--listen", "127.0.0.1:0",
-                "--state-dir", self.state, "--token", self.token, "--net", "none"]
+        args = self.prefix + [SANDBOXD, "serve", "--listen", "127.0.0.1:0",
+                              "--state-dir", self.state, "--token", self.token]
+        if self.net:
+            args += ["--net", self.net]
         if self.config:
             args += ["--config", self.config]
         args += self.extra
         self.log = tempfile.TemporaryFile(prefix="sbx-serve-log-")
         env = {k: v for k, v in os.environ.items() if not k.startswith("CLAW_")}
+        env.update(self.env)
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.registry.append(self)
         deadline = time.monotonic() + timeout

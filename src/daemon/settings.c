@@ -34,4 +34,11 @@ void sbx_settings_from_config(struct sbx_runtime_settings *s, const struct sbx_c
         .n_tenants = c->n_tenants,
         .pool = c->pool,
     };
+    /* No sandbox asks for more cpu than all of them together may have (v1
+     * refuses a cgroup's quota above its parent's). */
+    double total = c->total_cpu_cores;
+    if (total > 0 && (s->max.cpu_cores == 0 || s->max.cpu_cores > total))
+        s->max.cpu_cores = total;
+    if (total > 0 && s->limits.cpu_cores > total)
+        s->limits.cpu_cores = total;
 }

@@ -130,10 +130,15 @@ class ServeDaemon:
     req(method, path, body=None, token=..., timeout=...) -> (status, body, headers)."""
 
     def __init__(self, state_dir, token, config=None, extra=(), registry=None, env=None,
-                 net="none", prefix=()):
+                 net="none", prefix=(), total_caps=False):
         """env: variables for the daemon (CLAW_*/SANDBOX_* ones included; the
         caller's own CLAW_* never reach it); net: --net (None: not given);
-        prefix: argv before sandboxd (e.g. nsenter into a netlab namespace)."""
+        prefix: argv before sandboxd (e.g. nsenter into a netlab namespace);
+        total_caps: keep the daemon's aggregate caps (sandbox.total_*) on.
+        Off by default: on this machine the daemons of every test share one
+        sandboxd/ parent cgroup (their own cgroup is a hierarchy's root), so
+        one daemon's caps would limit the others'."""
+        self.total_caps = total_caps
         self.env = dict(env or {})
         self.net = net
         self.prefix = list(prefix)
@@ -155,6 +160,8 @@ class ServeDaemon:
                               "--state-dir", self.state, "--token", self.token]
         if self.net:
             args += ["--net", self.net]
+        if not self.total_caps:
+            args += ["--total-memory", "0", "--total-cpu", "0", "--total-pids", "0"]
         if self.config:
             args += ["--config", self.config]
         args += self.extra

@@ -110,6 +110,10 @@ static void defaults(void **state)
     assert_string_equal(c.state_dir, "/var/lib/sandbox");
     assert_string_equal(c.workspace_root, "/var/lib/sandbox/workspaces");
     assert_string_equal(c.control_dir, "/var/lib/sandbox/control");
+    /* the seed's container: 2 cores, 3 GB, 512 processes for all sandboxes */
+    assert_int_equal(c.total_memory_bytes, 3ull << 30);
+    assert_int_equal(c.total_pids, 512);
+    assert_true(c.total_cpu_cores == 2);
     assert_null(c.runtime_id);
     assert_string_equal(c.tenant_code, "default");
     assert_null(c.clone_key);
@@ -440,6 +444,18 @@ static void sandbox_names_of_claw_settings(void **state)
     char *bad[] = {"CLAW_MAX_PROCESSES=40", "SANDBOX_MAX_PROCESSES=many", NULL};
     assert_int_equal(load(&c, argv, bad, &e), -1);
     assert_contains(e.msg, "SANDBOX_MAX_PROCESSES");
+    /* the aggregate caps: 0 is none; a bad one is named */
+    char *off[] = {"serve",        "--config", file, "--total-memory", "0", "--total-cpu", "0",
+                   "--total-pids", "0",        NULL};
+    if (load(&c, off, NULL, &e) < 0)
+        fail_msg("%s", e.msg);
+    assert_int_equal(c.total_memory_bytes, 0);
+    assert_int_equal(c.total_pids, 0);
+    assert_true(c.total_cpu_cores == 0);
+    sbx_config_free(&c);
+    char *badcpu[] = {"serve", "--config", file, "--total-cpu", "-1", NULL};
+    assert_int_equal(load(&c, badcpu, NULL, &e), -1);
+    assert_contains(e.msg, "--total-cpu");
 }
 
 static void flags_override_env(void **state)

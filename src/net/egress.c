@@ -198,21 +198,43 @@ static int nft_load(struct nft_api *api, sbx_err *err)
     return 0; /* the handle stays loaded for the life of the process */
 }
 
-static int nft_rules(sbx_err *err)
+/* The sandbox's rules: a connection to an address the policy denies by
+ * address is refused at connect() (a TCP reset before the redirect, so the
+ * caller sees ECONNREFUSED at once, as behind the original's firewall),
+ * every other TCP connection is redirected to the transparent listener, and
+ * nothing but loopback leaves. sets: the policy's address sets
+ * (sbx_policy_nft_sets). The caller frees the text. */
+static char *nft_rules_text(const char *sets)
 {
-    static const char rules[] = "table inet sandbox {\n"
-                                "  chain nat_out {\n"
-                                "    type nat hook output priority -100; policy accept;\n"
-                                "    ip daddr 127.0.0.0/8 return\n"
-                                "    ip6 daddr ::1 return\n"
-                                "    meta l4proto tcp redirect to :15001\n"
-                                "  }\n"
-                                "  chain filter_out {\n"
-                                "    type filter hook output priority 0; policy drop;\n"
-                                "    ip daddr 127.0.0.0/8 accept\n"
-                                "    ip6 daddr ::1 accept\n"
-                                "  }\n"
-                                "}\n";
+    static const char head[] = "table inet sandbox {\n";
+    static const char chains[] = "  chain refuse_out {\n"
+                                 "    type filter hook output priority -150; policy accept;\n"
+                                 "    ip daddr 127.0.0.0/8 accept\n"
+                                 "    ip6 daddr ::1 accept\n"
+                                 "    ip daddr " SBX_DNS_ALIAS_TEXT " accept\n"
+                                 "    ip daddr @open4 accept\n"
+                                 "    ip6 daddr @open6 accept\n"
+                                 "    meta l4proto tcp ip daddr @deny4 reject with tcp reset\n"
+                                 "    meta l4proto tcp ip6 daddr @deny6 reject with tcp reset\n"
+                                 "  }\n"
+                                 "  chain nat_out {\n"
+                                 "    type nat hook output priority -100; policy accept;\n"
+                                 "    ip daddr 127.0.0.0/8 return\n"
+                                 "    ip6 daddr ::1 return\n"
+                                 "    meta l4proto tcp redirect to :15001\n"
+                                 "  }\n"
+                                 "  chain filter_out {\n"
+                                 "    type filter hook output priority 0; policy drop;\n"
+                                 "    ip daddr 127.0.0.0/8 accept\n"
+                                 "    ip6 daddr ::1 accept\n"
+                                 "  }\n"
+                                 "}\n";
+    char *text = NULL;
+    return asprintf(&text, "%s%s%s", head, sets, chains) < 0 ? NULL : text;
+}
+
+static int nft_rules(const char *rules, sbx_err *err)
+{
     struct nft_api api = {0};
     if (nft_load(&api, err) < 0)
         return -1;
@@ -257,7 +279,7 @@ struct ns_sockets {
 };
 
 /* Everything that must happen inside the sandbox's namespace. */
-static int inside(struct ns_sockets *s, uint16_t socks_port, sbx_err *err)
+static int inside(struct ns_sockets *s, uint16_t socks_port, const char *rules, sbx_err *err)
 {
     const struct {
         int family;
@@ -268,7 +290,7 @@ static int inside(struct ns_sockets *s, uint16_t socks_port, sbx_err *err)
         [L_TRANSPARENT4] = {AF_INET, SBX_EGRESS_TRANSPARENT_PORT},
         [L_TRANSPARENT6] = {AF_INET6, SBX_EGRESS_TRANSPARENT_PORT},
     };
-    if (loopback_up(err) < 0 || routes(err) < 0 || nft_rules(err) < 0)
+    if (loopback_up(err) < 0 || routes(err) < 0 || nft_rules(rules, err) < 0)
         return -1;
     for (int i = 0; i < L_COUNT; i++) {
         sbx_err e6 = {0};
@@ -282,14 +304,15 @@ static int inside(struct ns_sockets *s, uint16_t socks_port, sbx_err *err)
     return s->dns < 0 ? -1 : 0; /* the DNS endpoint filters it (net/dns.c) */
 }
 
-static int in_namespace(int netns_fd, struct ns_sockets *s, uint16_t socks_port, sbx_err *err)
+static int in_namespace(int netns_fd, struct ns_sockets *s, uint16_t socks_port, const char *rules,
+                        sbx_err *err)
 {
     cleanup_fd int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
     if (self < 0)
         return sbx_err_at(err, SBX_STAGE_EGRESS, errno, "open own network namespace");
     if (setns(netns_fd, CLONE_NEWNET) < 0)
         return sbx_err_at(err, SBX_STAGE_EGRESS, errno, "enter the sandbox's network namespace");
-    int rc = inside(s, socks_port, err);
+    int rc = inside(s, socks_port, rules, err);
     /* Back home whatever happened: upstream connections are made from here. */
     if (setns(self, CLONE_NEWNET) < 0)
         abort();
@@ -313,6 +336,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 struct sbx_egress *sbx_egress_start(const struct sbx_egress_opts *o, int netns_fd, sbx_err *err)
 {
     struct ns_sockets s = {.stream = {-1, -1, -1, -1}, .dns = -1};
+    cleanup_free char *sets = NULL, *rules = NULL;
     struct sbx_egress *eg = calloc(1, sizeof(*eg));
     if (!eg) {
         sbx_err_at(err, SBX_STAGE_EGRESS, ENOMEM, "egress");
@@ -331,7 +355,13 @@ struct sbx_egress *sbx_egress_start(const struct sbx_egress_opts *o, int netns_f
     eg->ctx.answers = eg->answers;
     if (o->socks_port && sbx_egress_socks_port_check(o->socks_port, err) < 0)
         goto fail;
-    if (in_namespace(netns_fd, &s, o->socks_port, err) < 0)
+    if (sbx_policy_nft_sets(o->policy, &sets, err) < 0)
+        goto fail;
+    if (!(rules = nft_rules_text(sets))) {
+        sbx_err_at(err, SBX_STAGE_EGRESS, ENOMEM, "nftables rules");
+        goto fail;
+    }
+    if (in_namespace(netns_fd, &s, o->socks_port, rules, err) < 0)
         goto fail;
     for (int i = 0; i < L_COUNT; i++) {
         if (s.stream[i] < 0)

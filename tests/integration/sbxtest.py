@@ -126,8 +126,8 @@ def check(cond, what, res=None):
 
 class ServeDaemon:
     """One `sandboxd serve` subprocess on a free loopback port, started with
-    the given token and --net none (more flags in extra). Subclasses provide
-    req(method, path, body=None, token=..., timeout=...) -> (status, body, headers)."""
+    the given token and --net none (more flags in extra). req() sends one JSON
+    request (subclasses may add defaults: a token, headers)."""
 
     def __init__(self, state_dir, token, config=None, extra=(), registry=None, env=None,
                  net="none", prefix=(), total_caps=False):
@@ -189,6 +189,26 @@ class ServeDaemon:
                 pass
             time.sleep(0.05)
         raise AssertionError("daemon not ready in %ss: %s" % (timeout, self.output()))
+
+    def req(self, method, path, body=None, token=None, headers=None, timeout=20):
+        """One JSON request over HTTP; returns (status, parsed JSON or None,
+        headers). token: a bearer token (None: none sent); headers: more
+        headers (EXTENDED for our answers on the original's routes)."""
+        import http.client
+        h = dict(headers or {})
+        if token:
+            h["Authorization"] = "Bearer " + token
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+            h.setdefault("Content-Type", "application/json")
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            c.request(method, path, body=body, headers=h)
+            r = c.getresponse()
+            data = r.read()
+            return r.status, json.loads(data) if data else None, dict(r.getheaders())
+        finally:
+            c.close()
 
     def output(self, whole=False):
         """The daemon's log so far (its last 3000 characters unless whole).

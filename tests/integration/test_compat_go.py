@@ -3,7 +3,6 @@
 offline with the standard library only (GOPROXY=off, a temporary GOCACHE and
 GOPATH) and run against a real daemon. The same client sending our switch
 (X-Sandbox-Extended: 1) must fail: the test can tell."""
-import http.client
 import json
 import os
 import shutil
@@ -24,16 +23,7 @@ SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "compat", "
 BIN = os.path.join(TMP, "strictclient")
 
 
-class Daemon(ServeDaemon):
-    def req(self, method, path, body=None, token=None, timeout=20):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            c.request(method, path, body=body)
-            r = c.getresponse()
-            data = r.read()
-            return r.status, json.loads(data) if data else None, dict(r.getheaders())
-        finally:
-            c.close()
+Daemon = ServeDaemon
 
 
 def go_env():

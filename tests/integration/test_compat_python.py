@@ -4,7 +4,6 @@ builds every answer with Type(**json): one key more or less than the
 original's fails the call. Also the original's runtime state machine as its
 clients see it: created until the first start, stop refuses tasks (400
 "runtime stopped"), the stream's events in the original's order and body."""
-import http.client
 import json
 import os
 import queue
@@ -29,16 +28,7 @@ TOKEN = "compat-" + "0123456789abcdef012345678"
 TMP = tempfile.mkdtemp(prefix="sbx-compat-py-")
 
 
-class Daemon(ServeDaemon):
-    def req(self, method, path, body=None, token=None, timeout=20):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            c.request(method, path, body=body)
-            r = c.getresponse()
-            data = r.read()
-            return r.status, json.loads(data) if data else None, dict(r.getheaders())
-        finally:
-            c.close()
+Daemon = ServeDaemon
 
 
 D = Daemon(os.path.join(TMP, "state"), TOKEN).start()

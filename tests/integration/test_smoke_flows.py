@@ -29,18 +29,7 @@ _daemons = []
 
 class Daemon(ServeDaemon):
     def req(self, method, path, body=None, token=TOKEN, timeout=20):
-        h = {"Authorization": "Bearer " + token} if token else {}
-        if body is not None:
-            body = json.dumps(body).encode()
-            h["Content-Type"] = "application/json"
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            c.request(method, path, body=body, headers=h)
-            r = c.getresponse()
-            data = r.read()
-            return r.status, json.loads(data) if data else None, dict(r.getheaders())
-        finally:
-            c.close()
+        return super().req(method, path, body, token=token, timeout=timeout)
 
 
 def smoke_daemon(name, **env):
@@ -54,6 +43,16 @@ def smoke_daemon(name, **env):
     d = Daemon(os.path.join(TMP, name + "-state"), TOKEN, env=e, registry=_daemons).start()
     d.work, d.control = work, control
     return d
+
+
+def wait_task(d, tid, until, timeout=10):
+    """The task once its status is in until (or the timeout passed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st, t, _ = d.req("GET", "/runtime/tasks/" + tid)
+        if t["status"] in until or time.monotonic() > deadline:
+            return t
+        time.sleep(0.1)
 
 
 def exec_(d, command, timeout_seconds):
@@ -96,13 +95,8 @@ def smoke_task():
             "command": ["/bin/sh", "-lc", "printf task-state-ok"], "timeoutSeconds": 3})
         check(st == 200 and t["status"] == "pending" and t["id"], "task created", t)
         time.sleep(0.2)
-        deadline = time.monotonic() + 10
-        while True:
-            st, g, _ = d.req("GET", "/runtime/tasks/" + t["id"])
-            if g["status"] in ("succeeded", "failed") or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        check(st == 200 and g["status"] == "succeeded"
+        g = wait_task(d, t["id"], ("succeeded", "failed"))
+        check(g["status"] == "succeeded"
               and g["result"]["stdout"] == "task-state-ok", "task get", g)
         st, lst, _ = d.req("GET", "/runtime/tasks")
         check(st == 200 and isinstance(lst, list) and t["id"] in [x["id"] for x in lst],
@@ -113,12 +107,7 @@ def smoke_task():
         st, k, _ = d.req("POST", "/runtime/tasks/%s/cancel" % c["id"])
         check(st == 200 and k["id"] == c["id"], "task cancel", (st, k))
         time.sleep(0.2)
-        deadline = time.monotonic() + 10
-        while True:
-            st, g, _ = d.req("GET", "/runtime/tasks/" + c["id"])
-            if g["status"] == "canceled" or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+        g = wait_task(d, c["id"], ("canceled",))
         check(g["status"] == "canceled" and g["result"]["exitCode"] == 124,
               "canceled task get", g)
     finally:

@@ -5,7 +5,6 @@ beneath its own (one per v1 hierarchy it uses), so its sandboxd/ parent is
 its alone: on this machine the daemons of other tests share the one beneath
 the hierarchies' root, and their sandboxes must not meet these caps. Also
 doctor and the extended /runtime/status report the caps."""
-import http.client
 import json
 import os
 import shutil
@@ -51,18 +50,7 @@ def own_cgroups():
 
 class Daemon(ServeDaemon):
     def req(self, method, path, body=None, token=TOKEN, timeout=20):
-        h = {"Authorization": "Bearer " + token, **EXTENDED} if token else dict(EXTENDED)
-        if body is not None:
-            body = json.dumps(body).encode()
-            h["Content-Type"] = "application/json"
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            c.request(method, path, body=body, headers=h)
-            r = c.getresponse()
-            data = r.read()
-            return r.status, json.loads(data) if data else None, dict(r.getheaders())
-        finally:
-            c.close()
+        return super().req(method, path, body, token=token, headers=EXTENDED, timeout=timeout)
 
 
 # The test's cgroups: beneath this process's own, one per hierarchy.

@@ -195,6 +195,37 @@ def control_directory_with_main_pid():
 
 
 @S.case
+def the_switch_header_or_query():
+    """Our keys only with X-Sandbox-Extended: 1 or ?extended=1."""
+    plain = set(sc.StatusPayload.__dataclass_fields__)
+    st, b, _ = D.req("GET", "/runtime/status", token=TOKEN)
+    check(st == 200 and set(b) == plain, "no switch: exactly the original's keys", b)
+    for path, headers in (("/runtime/status", {"X-Sandbox-Extended": "1"}),
+                          ("/runtime/status?extended=1", None)):
+        st, b, _ = D.req("GET", path, token=TOKEN, headers=headers)
+        check(st == 200 and set(b) > plain and "running" in b and "totals" in b,
+              "%s %s: ours too" % (path, headers), b)
+    st, b, _ = D.req("GET", "/runtime/status", token=TOKEN, headers={"X-Sandbox-Extended": "0"})
+    check(set(b) == plain, "only '1' switches", b)
+    st, b, _ = D.req("GET", "/runtime/tasks?extended=1", token=TOKEN)
+    check(isinstance(b, dict) and "tasks" in b and "nextCursor" in b, "our page object", b)
+    # The stream's body with ?extended=1 (an EventSource cannot set headers).
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", D.port, timeout=20)
+    c.request("GET", "/runtime/stream?extended=1", headers={"Authorization": "Bearer " + TOKEN,
+                                                            "Last-Event-ID": "0"})
+    r = c.getresponse()
+    buf = b""
+    while b"\ndata: " not in buf:
+        buf += r.read1(65536)
+    c.sock.shutdown(2)
+    c.close()
+    line = buf.split(b"\ndata: ", 1)[1].split(b"\n", 1)[0]
+    body = json.loads(line)
+    check({"id", "type", "time", "sessionId", "data"} <= set(body), "our event body", body)
+
+
+@S.case
 def skill_calls():
     """The four skill calls; a route not there yet is accepted only while
     SKILL_ROUTES_MAY_BE_ABSENT."""

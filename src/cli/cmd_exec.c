@@ -64,6 +64,8 @@ static int read_code(const char *file, char **out, size_t *len, sbx_err *err)
         free(buf);
         return -1;
     }
+    if (buf)
+        buf[n] = '\0'; /* cap + 1 bytes: a string too (run_request sends it as one) */
     *out = buf ? buf : strdup("");
     *len = n;
     return *out ? 0 : sbx_err_set(err, ENOMEM, "run");

@@ -236,8 +236,8 @@ class Subscription:
         while True:
             try:
                 chunk = self.resp.read1(65536)  # what has come, not a full buffer
-            except (OSError, ValueError, http.client.HTTPException):
-                return  # closed
+            except (OSError, ValueError, AttributeError, http.client.HTTPException):
+                return  # closed (from another thread: http.client may trip over it)
             if not chunk:
                 return
             buf += chunk

@@ -1,8 +1,10 @@
 #include "api/routes_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "api/extended.h"
 #include "api/mcp/mcp.h"
 #include "base/log.h"
 #include "workspace/path.h"
@@ -106,24 +108,64 @@ void h_healthz(sbx_http_request *req, void *ud)
     sbx_http_respond_json(req, 200, json_pack("{s:b}", "ok", 1));
 }
 
+/* /readyz: the original's {ok, status} with the runtime's state of the
+ * request's clone (created until its first start); 503 while the daemon
+ * itself is not ready. Extended: the daemon's own readiness too. */
 void h_readyz(sbx_http_request *req, void *ud)
 {
     struct sbx_api *api = ud;
-    unsigned running, queued;
-    sbx_runtime_counts(api->rt, &running, &queued);
+    struct sbx_clone c;
+    sbx_err e = {0};
+    if (api_request_clone(req, api, NULL, &c, &e) < 0)
+        return (void)sbx_http_respond_err(req, &e);
+    struct sbx_clone_status cs;
+    sbx_runtime_clone_status(api->rt, &c, &cs);
     /* Not ready while the store cannot write (a full disk, an I/O error):
      * every request that records something would fail. */
-    sbx_err e = {0};
-    bool store_ok = !api->store || sbx_store_health(api->store, &e) == 0;
+    sbx_err se = {0};
+    bool store_ok = !api->store || sbx_store_health(api->store, &se) == 0;
     bool ok = api->ready && store_ok;
-    const char *status = !api->ready ? "created"
-                         : !store_ok ? "store_unavailable"
-                         : running   ? "busy"
-                                     : "ready";
-    json_t *body = json_pack("{s:b, s:s}", "ok", ok, "status", status);
-    if (body && !store_ok)
-        json_object_set_new(body, "reason", json_string(e.msg));
-    sbx_http_respond_json(req, ok ? 200 : 503, body);
+    json_t *o = json_pack("{s:b, s:s}", "ok", ok, "status",
+                          store_ok ? cs.status : "store_unavailable");
+    if (o && sbx_api_extended(req)) {
+        json_object_set_new(o, "daemon", json_string(api->ready ? "ready" : "starting"));
+        if (!store_ok)
+            json_object_set_new(o, "reason", json_string(se.msg));
+    }
+    sbx_http_respond_json(req, ok ? 200 : 503, o);
+}
+
+json_t *api_status_payload(sbx_http_request *req, struct sbx_api *api, const struct sbx_clone *c,
+                           const char *session)
+{
+    struct sbx_clone_status cs;
+    sbx_runtime_clone_status(api->rt, c, &cs);
+    char *ws = sbx_ws_dir(api_set(api)->workspace_root, c->tenant, c->key, c->id, NULL);
+    json_t *o = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o}", "runtimeId",
+        sbx_runtime_default_session(api->rt), "tenantCode", c->tenant, "cloneId", c->id, "cloneKey",
+        c->key, "sessionId", session ? session : sbx_runtime_default_session(api->rt), "workspace",
+        ws ? ws : "", "status", cs.status, "startedAt", sbx_json_time(cs.started_at), "lastEventAt",
+        sbx_json_time(cs.last_event_at));
+    free(ws);
+    if (!o || !sbx_api_extended(req))
+        return o;
+    unsigned running, queued;
+    /* A tenant token learns nothing of other tenants' load. */
+    const sbx_identity *who = sbx_http_req_identity(req);
+    if (who && who->tenant)
+        sbx_runtime_tenant_counts(api->rt, c->tenant, &running, &queued);
+    else
+        sbx_runtime_counts(api->rt, &running, &queued);
+    json_object_set_new(o, "running", json_integer(running));
+    json_object_set_new(o, "queued", json_integer(queued));
+    json_object_set_new(o, "daemonStartedAt", sbx_json_time(api->started_at));
+    if (session)
+        json_object_set_new(o, "sessionLive",
+                            json_boolean(sbx_runtime_session_live(api->rt, c, session)));
+    if (api->status_extra)
+        api->status_extra(api->status_extra_ud, o);
+    return o;
 }
 
 void h_status(sbx_http_request *req, void *ud)
@@ -133,29 +175,10 @@ void h_status(sbx_http_request *req, void *ud)
     sbx_err e = {0};
     if (api_request_clone(req, api, NULL, &c, &e) < 0)
         return (void)sbx_http_respond_err(req, &e);
-    unsigned running, queued;
-    /* A tenant token learns nothing of other tenants' load. */
-    const sbx_identity *who = sbx_http_req_identity(req);
-    if (who && who->tenant)
-        sbx_runtime_tenant_counts(api->rt, c.tenant, &running, &queued);
-    else
-        sbx_runtime_counts(api->rt, &running, &queued);
-    char *ws = sbx_ws_dir(api_set(api)->workspace_root, c.tenant, c.key, c.id, NULL);
     const char *session = sbx_http_req_query(req, "sessionID");
-    if (session && sbx_ws_segment_check("sessionID", session, strlen(session), &e) < 0) {
-        free(ws);
-        sbx_http_respond_err(req, &e);
-        return;
-    }
-    sbx_http_respond_json(req, 200,
-                          json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:i, s:i}",
-                                    "runtimeId", sbx_runtime_default_session(api->rt), "tenantCode",
-                                    c.tenant, "cloneId", c.id, "cloneKey", c.key, "sessionId",
-                                    session ? session : sbx_runtime_default_session(api->rt),
-                                    "workspace", ws ? ws : "", "status", running ? "busy" : "ready",
-                                    "startedAt", sbx_json_time(api->started_at), "lastEventAt",
-                                    json_null(), "running", running, "queued", queued));
-    free(ws);
+    if (session && sbx_ws_segment_check("sessionID", session, strlen(session), &e) < 0)
+        return (void)sbx_http_respond_err(req, &e);
+    sbx_http_respond_json(req, 200, api_status_payload(req, api, &c, session));
 }
 
 /* ---- the table ---- */

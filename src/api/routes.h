@@ -17,6 +17,10 @@ struct sbx_api {
     int64_t refused_since; /* sbx_now_ms() of the first of them */
     /* How long an Idempotency-Key names its task (0: 24 h). */
     double idempotency_ttl_s;
+    /* Adds the daemon's own facts (cgroup caps...) to an extended
+     * /runtime/status; may be NULL. */
+    void (*status_extra)(void *ud, json_t *status);
+    void *status_extra_ud;
 };
 
 /* One audit record for the tasks refused with 429 since the last one (none

@@ -10,9 +10,21 @@
 
 /* ---- sessions: /runtime/start, /runtime/stop, /runtime/network ---- */
 
-/* The answer of a start (once the session is ready) or a stop, with its
- * event on the session's stream unless the runtime sent it (a session that
- * became ready says so once, whoever waited for it). */
+/* The answer of a start or a stop: the original's {ok, status:
+ * StatusPayload}; an extended request also gets the session's name. */
+static void start_stop_answer(sbx_http_request *req, struct sbx_api *api, const struct sbx_clone *c,
+                              const char *session)
+{
+    json_t *o =
+        json_pack("{s:b, s:o}", "ok", 1, "status", api_status_payload(req, api, c, session));
+    if (o && session && sbx_api_extended(req))
+        json_object_set_new(o, "sessionId", json_string(session));
+    sbx_http_respond_json(req, 200, o);
+}
+
+/* A session's start (once it is ready) or stop, with its event on the
+ * session's stream unless the runtime sent it (a session that became ready
+ * says so once, whoever waited for it). */
 static void session_answer(sbx_http_request *req, struct sbx_api *api, const struct sbx_clone *c,
                            const char *session, bool start, bool emit)
 {
@@ -27,9 +39,7 @@ static void session_answer(sbx_http_request *req, struct sbx_api *api, const str
             return;
         }
     }
-    sbx_http_respond_json(req, 200,
-                          json_pack("{s:b, s:s, s:s}", "ok", 1, "status",
-                                    start ? "ready" : "stopped", "sessionId", session));
+    start_stop_answer(req, api, c, session);
 }
 
 /* A start request waiting for its session's sandbox. */
@@ -168,20 +178,33 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
             return;
         }
     }
-    if (s) {
+    bool named = s != NULL;
+    if (named)
         snprintf(session, sizeof(session), "%s", json_string_value(s));
-    } else if (start) {
-        char id[SBX_ID_SIZE];
-        if (sbx_id_new(id, &e) < 0) {
-            json_decref(body);
-            sbx_http_respond_err(req, &e);
-            return;
-        }
-        snprintf(session, sizeof(session), "%s", id);
-    } else {
-        snprintf(session, sizeof(session), "%s", sbx_runtime_default_session(api->rt));
-    }
     json_decref(body);
+    if (!start && !named) {
+        /* The clone's runtime: its tasks canceled, its sessions ended,
+         * new tasks refused until the next start. */
+        api_audit(req, api, "runtime_stop", c.id);
+        sbx_runtime_clone_stop(api->rt, &c);
+        start_stop_answer(req, api, &c, NULL);
+        return;
+    }
+    if (start && sbx_runtime_clone_start(api->rt, &c, &e) < 0)
+        return (void)sbx_http_respond_err(req, &e);
+    if (start && !named && !sbx_api_extended(req)) {
+        /* The original's start: the runtime only, no sandbox kept. */
+        api_audit(req, api, "runtime_start", c.id);
+        start_stop_answer(req, api, &c, NULL);
+        return;
+    }
+    if (!named) {
+        /* Ours (extended): a live session with a new name, returned. */
+        char id[SBX_ID_SIZE];
+        if (sbx_id_new(id, &e) < 0)
+            return (void)sbx_http_respond_err(req, &e);
+        snprintf(session, sizeof(session), "%s", id);
+    }
     api_audit(req, api, start ? "session_start" : "session_stop", session);
     if (!start) {
         sbx_runtime_session_stop(api->rt, &c, session);

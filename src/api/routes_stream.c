@@ -14,6 +14,7 @@ struct stream {
     struct sbx_api *api;
     sbx_sse *sse;
     struct sbx_subscriber sub;
+    bool extended; /* our body {id, type, time, sessionId, data}, else the original's */
 };
 
 static int stream_send(void *ud, uint64_t id, const char *type, const char *json)
@@ -22,14 +23,32 @@ static int stream_send(void *ud, uint64_t id, const char *type, const char *json
     char ids[24], small[160];
     sbx_err e = {0};
     snprintf(ids, sizeof(ids), "%llu", (unsigned long long)id);
-    if (sbx_sse_send(s->sse, ids, type, json, strlen(json), &e) == 0)
+    char *strict = NULL;
+    if (!s->extended) {
+        /* The original's body: {type, time, data} (the id stays on the
+         * frame's id: line, which its clients ignore). */
+        json_error_t je;
+        json_t *o = sbx_api_shape(NULL, json_loads(json, 0, &je), sbx_api_event_keys);
+        strict = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+        if (!strict)
+            return -1;
+        json = strict;
+    }
+    int rc = sbx_sse_send(s->sse, ids, type, json, strlen(json), &e);
+    free(strict);
+    if (rc == 0)
         return 0;
     if (e.errnum != EMSGSIZE)
         return -1;
     /* Larger than the client's whole buffer: say so in its place, never stall. */
-    snprintf(small, sizeof(small),
-             "{\"id\":%llu,\"type\":\"event_too_large\",\"data\":{\"type\":\"%s\"}}",
-             (unsigned long long)id, type);
+    if (s->extended)
+        snprintf(small, sizeof(small),
+                 "{\"id\":%llu,\"type\":\"event_too_large\",\"data\":{\"type\":\"%s\"}}",
+                 (unsigned long long)id, type);
+    else
+        snprintf(small, sizeof(small), "{\"type\":\"event_too_large\",\"data\":{\"type\":\"%s\"}}",
+                 type);
     return sbx_sse_send(s->sse, ids, "event_too_large", small, strlen(small), NULL);
 }
 
@@ -63,6 +82,8 @@ void h_stream(sbx_http_request *req, void *ud)
     if (sbx_ws_segment_check("sessionID", session, strlen(session), &e) < 0)
         return (void)sbx_http_respond_err(req, &e);
     uint64_t after = 0;
+    /* Without Last-Event-ID, live events only (as the original); with it,
+     * the replay of what is stored after it (0: everything kept). */
     const char *last = sbx_http_req_header(req, "Last-Event-ID");
     if (last && *last && sbx_parse_uint(last, 0, UINT64_MAX, &after, &e) < 0)
         return (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "Last-Event-ID: %s", e.msg);
@@ -73,6 +94,8 @@ void h_stream(sbx_http_request *req, void *ud)
     snprintf(s->sub.tenant, sizeof(s->sub.tenant), "%s", c.tenant);
     snprintf(s->sub.session, sizeof(s->sub.session), "%s", session);
     s->sub.last_id = after;
+    s->sub.live_only = !last || !*last;
+    s->extended = sbx_api_extended(req);
     s->sub.send = stream_send;
     s->sub.ud = s;
     sbx_sse_opts o = {
@@ -85,5 +108,10 @@ void h_stream(sbx_http_request *req, void *ud)
     if (sbx_runtime_subscribe(api->rt, &s->sub, &e) < 0) {
         sbx_sse_close(s->sse); /* closing without on_close: free here */
         free(s);
+        return;
     }
+    /* The headers go out with a first comment at once: a client waiting for
+     * them (a live-only subscriber gets no event yet) is not left until the
+     * first heartbeat. */
+    (void)sbx_sse_comment(s->sse, "connected", NULL);
 }

@@ -12,8 +12,11 @@
 
 /* ---- tasks: /runtime/exec, /runtime/tasks, /execute; JSON in the original's shape ---- */
 
-static json_t *task_json(const struct sbx_store_task *t, bool with_output)
+/* A Task: the original's twelve keys (its result the ExecResult's five),
+ * ours added for an extended request. */
+static json_t *task_json(sbx_http_request *req, const struct sbx_store_task *t, bool with_output)
 {
+    bool ext = sbx_api_extended(req);
     json_error_t je;
     json_t *cmd = json_loads(t->command ? t->command : "[]", 0, &je);
     json_t *o = json_pack(
@@ -38,12 +41,15 @@ static json_t *task_json(const struct sbx_store_task *t, bool with_output)
         }
         json_object_set_new(r, "startedAt", sbx_json_time(t->started_at));
         json_object_set_new(r, "endedAt", sbx_json_time(t->ended_at));
-        json_object_set_new(r, "report", report);
+        if (ext)
+            json_object_set_new(r, "report", report);
+        else
+            json_decref(report);
         json_object_set_new(o, "result", r);
     } else {
         json_object_set_new(o, "result", json_null());
     }
-    return o;
+    return sbx_api_shape(req, o, sbx_api_task_keys);
 }
 
 /* A synchronous exec: the answer waits for the task. */
@@ -92,7 +98,9 @@ static json_t *exec_answer(const struct sbx_store_task *t, bool opensandbox)
 static void exec_done(void *ud, const struct sbx_store_task *t)
 {
     struct exec_wait *w = ud;
-    sbx_http_respond_json(w->req, 200, exec_answer(t, w->opensandbox));
+    json_t *o = exec_answer(t, w->opensandbox);
+    sbx_http_respond_json(w->req, 200,
+                          w->opensandbox ? o : sbx_api_shape(w->req, o, sbx_api_result_keys));
     exec_release(w);
 }
 
@@ -127,9 +135,10 @@ static void idem_replay(sbx_http_request *req, struct sbx_api *api, const char *
         return (void)sbx_http_respond_err(req, &e);
     sbx_http_add_header(req, "Idempotent-Replayed", "true");
     if (!sync)
-        sbx_http_respond_json(req, 202, task_json(t, false));
+        sbx_http_respond_json(req, sbx_api_extended(req) ? 202 : 200, task_json(req, t, false));
     else if (sbx_task_status_final(t->status))
-        sbx_http_respond_json(req, 200, exec_answer(t, false));
+        sbx_http_respond_json(req, 200,
+                              sbx_api_shape(req, exec_answer(t, false), sbx_api_result_keys));
     else
         sbx_http_respond_error(req, SBX_HTTP_CONFLICT,
                                "the task %s of this Idempotency-Key is still %s: follow it with "
@@ -238,7 +247,16 @@ static void submit(sbx_http_request *req, struct sbx_api *api, struct parsed_tas
     struct sbx_store_task *t = NULL;
     if (sbx_store_task_get(api->store, id, NULL, 0, &t, &e) < 0)
         return (void)sbx_http_respond_err(req, &e);
-    sbx_http_respond_json(req, 202, task_json(t, false));
+    /* The task as it was accepted (the original's contract: a new task is
+     * pending), though the queue may have started it already; GET says
+     * what it is now (one that already ended says so). 202 is ours (accepted, not done); the
+     * original answered 200. */
+    json_t *o = task_json(req, t, false);
+    if (t->status == SBX_TASK_RUNNING) {
+        json_object_set_new(o, "status", json_string("pending"));
+        json_object_set_new(o, "startedAt", json_null());
+    }
+    sbx_http_respond_json(req, sbx_api_extended(req) ? 202 : 200, o);
     sbx_store_task_free(t);
 }
 
@@ -354,7 +372,7 @@ void h_task_get(sbx_http_request *req, void *ud)
     struct sbx_store_task *t = NULL;
     if (find_task(req, api, sbx_http_req_param(req, "id"), SBX_STORE_WITH_OUTPUT, &t) < 0)
         return;
-    sbx_http_respond_json(req, 200, task_json(t, true));
+    sbx_http_respond_json(req, 200, task_json(req, t, true));
     sbx_store_task_free(t);
 }
 
@@ -376,9 +394,9 @@ void h_task_cancel(sbx_http_request *req, void *ud)
         return (void)sbx_http_respond_err(req, &e);
     /* A running task is recorded canceled once its tree is dead; answer with
      * what the store says now. */
-    if (sbx_store_task_get(api->store, id, NULL, 0, &t, &e) < 0)
+    if (sbx_store_task_get(api->store, id, NULL, SBX_STORE_WITH_OUTPUT, &t, &e) < 0)
         return (void)sbx_http_respond_err(req, &e);
-    sbx_http_respond_json(req, 200, task_json(t, false));
+    sbx_http_respond_json(req, 200, task_json(req, t, true));
     sbx_store_task_free(t);
 }
 
@@ -447,13 +465,26 @@ void h_task_list(sbx_http_request *req, void *ud)
     if (sbx_store_task_list(api->store, &f, &page, &e) < 0)
         return (void)sbx_http_respond_err(req, &e);
     json_t *arr = json_array();
-    for (size_t i = 0; i < page.n; i++)
-        json_array_append_new(arr, task_json(page.tasks[i], false));
+    bool ext = sbx_api_extended(req);
+    for (size_t i = 0; i < page.n; i++) {
+        /* The original's list carries each result's outputs; ours (a page
+         * of summaries) does not: GET /runtime/tasks/{id} has them. */
+        struct sbx_store_task *full = NULL;
+        if (!ext && page.tasks[i]->result &&
+            sbx_store_task_get(api->store, page.tasks[i]->id, NULL, SBX_STORE_WITH_OUTPUT, &full,
+                               NULL) == 0) {
+            json_array_append_new(arr, task_json(req, full, true));
+            sbx_store_task_free(full);
+        } else {
+            json_array_append_new(arr, task_json(req, page.tasks[i], false));
+        }
+    }
     json_t *o = json_pack("{s:o, s:s}", "tasks", arr, "nextCursor", page.next_cursor);
     sbx_store_task_page_free(&page);
-    /* The original answered a bare array; ?format=array keeps that shape. */
+    /* The original answers a bare array; the page object with its cursor is
+     * ours (extended), and ?format=array keeps the array there too. */
     const char *fmt = sbx_http_req_query(req, "format");
-    if (fmt && strcmp(fmt, "array") == 0) {
+    if (!sbx_api_extended(req) || (fmt && strcmp(fmt, "array") == 0)) {
         json_t *a = json_incref(json_object_get(o, "tasks"));
         json_decref(o);
         o = a;

@@ -44,6 +44,7 @@ enum opt_id {
     O_DEFAULT,
     O_MESSAGE,
     O_AGAINST,
+    O_SERVER,
     O_COUNT
 };
 
@@ -86,6 +87,8 @@ static const struct opt opts[O_COUNT] = {
     [O_DEFAULT] = {"default", 0, true, C(TASKS_NETWORK) | C(SESSION_NETWORK)},
     [O_MESSAGE] = {"message", 'm', true, C(SNAPSHOT_CREATE)},
     [O_AGAINST] = {"against", 0, true, C(SNAPSHOT_DIFF)},
+    /* seed 004's spelling of --url */
+    [O_SERVER] = {"server", 0, true, ALL_CMDS},
 };
 
 static const char *const statuses[] = {"pending",  "running", "succeeded",  "failed",
@@ -167,7 +170,8 @@ static int set_value(struct parse_state *st, enum opt_id id, const char *name, c
     sbx_err *err = st->err;
     sbx_err e = {0};
     switch (id) {
-    case O_URL: {
+    case O_URL:
+    case O_SERVER: {
         struct sbx_cli_target t;
         if (sbx_cli_target_parse(v, &t, &e) < 0)
             return opt_bad(name, &e, err);
@@ -613,11 +617,24 @@ static int resolve(struct parse_state *st, sbx_err *err)
             return -1;
         if (st->n_words > 1)
             a->code_file = st->words[1];
-        if (!a->language)
+        if (!a->language && !a->code && !a->code_file) {
+            /* seed 004: `echo '{"code": ..., "env": "python-3.9"}' | sandboxctl run` */
+            static const enum opt_id own[] = {O_TIMEOUT, O_ENV,     O_MEMORY, O_PIDS,
+                                              O_CPU,     O_SESSION, O_DETACH};
+            for (size_t i = 0; i < SBX_ARRAY_LEN(own); i++)
+                if (st->seen[own[i]])
+                    return sbx_err_set(err, EINVAL,
+                                       "run: --%s does not apply to a request on stdin (give "
+                                       "its settings in the JSON: timeout, memory_limit, "
+                                       "pids_limit)",
+                                       st->seen[own[i]]);
+            a->request_stdin = true;
+        } else if (!a->language) {
             return sbx_err_set(err, EINVAL, "run: --language is required (python, node, shell)");
-        if (!a->code == !a->code_file)
+        } else if (!a->code == !a->code_file) {
             return sbx_err_set(err, EINVAL, "run: give either -c CODE or FILE, not %s",
                                a->code ? "both" : "neither");
+        }
         if (a->code_file && !*a->code_file)
             return sbx_err_set(err, EINVAL, "run: empty file name");
     } else if (strcmp(w, "tasks") == 0) {

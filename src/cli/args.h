@@ -12,6 +12,8 @@
 
 #define SANDBOXCTL_VERSION "0.1.0"
 #define SBX_CLI_DEFAULT_URL "http://127.0.0.1:8080"
+/* Where sandboxd serve keeps the token it generates (its default state dir). */
+#define SBX_CLI_DEFAULT_TOKEN_FILE "/var/lib/sandbox/api-token"
 #define SBX_CLI_MAX_ENV 256
 #define SBX_CLI_MAX_TIMEOUT_S (24.0 * 3600)
 #define SBX_CLI_MAX_LIMIT 10000
@@ -72,6 +74,7 @@ struct sbx_cli_args {
     const char *language;
     const char *code;      /* run -c */
     const char *code_file; /* run FILE ("-": stdin) */
+    bool request_stdin;    /* run without language, code or file: seed 004's JSON on stdin */
     /* tasks */
     const char *status; /* list filter */
     uint64_t limit;     /* 0: not sent */

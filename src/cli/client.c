@@ -173,6 +173,8 @@ static struct curl_slist *headers_for(struct sbx_cli_client *c, const struct sbx
     bool ok = true;
     struct curl_slist *h = NULL;
     h = sbx_cli_header(h, &ok, "Authorization", c->auth);
+    /* Our answers on the original's routes (docs/compatibility.md). */
+    h = sbx_cli_header(h, &ok, "X-Sandbox-Extended", "1");
     h = sbx_cli_header(h, &ok, "X-Tenant-Code", c->tenant);
     h = sbx_cli_header(h, &ok, "X-Clone-Key", c->clone_key);
     h = sbx_cli_header(h, &ok, "X-Clone-Id", c->clone_id);

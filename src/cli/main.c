@@ -20,6 +20,9 @@ static void usage(FILE *f)
         "  exec [options] -- CMD [ARGS...] run a command, print its output, exit with its status\n"
         "  run --language L (-c CODE | FILE)  run a program (python, node, shell; FILE '-': "
         "stdin)\n"
+        "  run < REQUEST.json              seed 004's request on stdin, {\"code\", \"env\" (an\n"
+        "                                  environment's name or alias), \"timeout\",\n"
+        "                                  \"memory_limit\", \"pids_limit\"} (POST /execute)\n"
         "  tasks list [--status S] [--limit N] [--cursor C] [--all]\n"
         "  tasks get ID                    one task's record\n"
         "  tasks cancel ID                 cancel a queued or running task\n"
@@ -60,9 +63,11 @@ static void usage(FILE *f)
         "\n"
         "Global options:\n"
         "  --url URL           http://HOST:PORT, https://…, unix:/PATH (env SANDBOX_URL,\n"
-        "                      default " SBX_CLI_DEFAULT_URL ")\n"
+        "                      default " SBX_CLI_DEFAULT_URL "); --server URL is the same\n"
         "  --token TOKEN       API token, sent as a Bearer token (env SANDBOX_TOKEN: prefer\n"
-        "                      it, a command line is visible to other users)\n"
+        "                      it, a command line is visible to other users; else the file\n"
+        "                      SANDBOX_TOKEN_FILE, default " SBX_CLI_DEFAULT_TOKEN_FILE ",\n"
+        "                      if readable: a local daemon's generated token)\n"
         "  --tenant T, --clone-key K, --clone-id I  the clone to act for (env SANDBOX_TENANT,\n"
         "                      SANDBOX_CLONE_KEY, SANDBOX_CLONE_ID)\n"
         "  --json              the API's JSON instead of text (one event per line for stream)\n"
@@ -118,10 +123,30 @@ static int dispatch(struct sbx_cli_client *c, const struct sbx_cli_args *a)
     }
 }
 
+/* Without a token given, the one a local daemon generated on its first
+ * start (sandboxd serve keeps it in its state dir, 0600) when this user may
+ * read it: seed 004's `sandboxctl run --server http://localhost:8080` then
+ * works as written. SANDBOX_TOKEN_FILE names another file. */
+static const char *token_from_file(char *buf, size_t len)
+{
+    const char *path = env("SANDBOX_TOKEN_FILE");
+    FILE *f = fopen(path ? path : SBX_CLI_DEFAULT_TOKEN_FILE, "re");
+    if (!f)
+        return NULL;
+    size_t n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    buf[strcspn(buf, "\r\n")] = '\0';
+    return buf[0] ? buf : NULL;
+}
+
 int main(int argc, char **argv)
 {
-    struct sbx_cli_env e = {env("SANDBOX_URL"), env("SANDBOX_TOKEN"), env("SANDBOX_TENANT"),
-                            env("SANDBOX_CLONE_KEY"), env("SANDBOX_CLONE_ID")};
+    static char file_token[160];
+    const char *token = env("SANDBOX_TOKEN");
+    struct sbx_cli_env e = {
+        env("SANDBOX_URL"), token ? token : token_from_file(file_token, sizeof(file_token)),
+        env("SANDBOX_TENANT"), env("SANDBOX_CLONE_KEY"), env("SANDBOX_CLONE_ID")};
     struct sbx_cli_args a;
     sbx_err err = {0};
     if (sbx_cli_parse_args(argc, argv, &e, &a, &err) < 0) {

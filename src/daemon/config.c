@@ -121,6 +121,9 @@ static int set_defaults(struct loader *L)
     if (builtin_limits(L) < 0)
         return -1;
     c->workspace_quota_bytes = 1ull << 30;
+    c->total_memory_bytes = 3ull << 30;
+    c->total_pids = 512;
+    c->total_cpu_cores = 2;
     c->max_clones_per_tenant = 1000;
     c->idle_timeout_s = 600;
     c->net = SBX_NET_PROXY;

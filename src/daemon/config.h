@@ -207,6 +207,10 @@ struct sbx_config {
     struct sbx_limits limits; /* defaults, each <= max */
     struct sbx_limits max;
     uint64_t workspace_quota_bytes;
+    /* The aggregate caps over all sandboxes, on the sandboxd/ parent cgroup
+     * (0: none); the seed's container of 2 cores, 3 GB, 512 processes. */
+    uint64_t total_memory_bytes, total_pids;
+    double total_cpu_cores;
     uint64_t max_clones_per_tenant; /* workspaces (and host id ranges) a tenant may have */
     double idle_timeout_s;          /* of a session */
     enum sbx_net_policy net;

@@ -1,6 +1,10 @@
 /* The CLAW_* variables of the original daemon: one per setting of the key
  * table, plus CLAW_API_TOKEN; every other CLAW_* name is an error unless it is
- * one of the original's that mean nothing here. */
+ * one of the original's that mean nothing here. Each also goes by the name a
+ * later version of the original gives it, SANDBOX_ in place of CLAW_
+ * (SANDBOX_WORKSPACE, SANDBOX_PROXY_PORT...); when both are set the later
+ * name wins. SANDBOX_* names are not checked for misspellings: sandboxctl's
+ * own variables (SANDBOX_URL, SANDBOX_TOKEN...) share the prefix. */
 #include <stdio.h>
 #include <string.h>
 
@@ -40,14 +44,33 @@ static bool is_run_var(const char *name)
 
 /* --- environment variables -------------------------------------------------------- */
 
+/* A CLAW_* variable's value, under its later SANDBOX_* name first (when set
+ * and not empty); *used: the name the value came from. */
+static const char *env_either(char **envp, const char *claw, const char **used, char *buf,
+                              size_t len)
+{
+    snprintf(buf, len, "SANDBOX_%s", claw + 5);
+    const char *v = cfg_env_get(envp, buf);
+    for (const char *p = v; p && *p; p++)
+        if (!cfg_is_blank(*p)) {
+            *used = buf;
+            return v;
+        }
+    *used = claw;
+    return cfg_env_get(envp, claw);
+}
+
 /* The key table's variables found in envp (only run_vars when run_only). */
 static int load_settings(struct loader *L, char **envp, bool run_only)
 {
     struct sbx_config *c = L->c;
     for (size_t i = 0; i < cfg_n_settings; i++) {
         const struct setting *s = &cfg_settings[i];
-        const char *raw =
-            s->env && (!run_only || is_run_var(s->env)) ? cfg_env_get(envp, s->env) : NULL;
+        char later[128];
+        const char *name = s->env;
+        const char *raw = s->env && (!run_only || is_run_var(s->env))
+                              ? env_either(envp, s->env, &name, later, sizeof(later))
+                              : NULL;
         if (!raw)
             continue;
         while (cfg_is_blank(*raw))
@@ -60,10 +83,10 @@ static int load_settings(struct loader *L, char **envp, bool run_only)
         cleanup_free char *v = strndup(raw, n);
         if (!v)
             return cfg_oom(L);
-        if (cfg_apply(L, s->env_kind, (char *)c + s->off, s->min, s->max, v, s->env) < 0)
+        if (cfg_apply(L, s->env_kind, (char *)c + s->off, s->min, s->max, v, name) < 0)
             return -1;
         if (s->lim >= 0)
-            snprintf(L->lim_origin[s->lim], WHERE_MAX, "%s", s->env);
+            snprintf(L->lim_origin[s->lim], WHERE_MAX, "%s", name);
     }
     return 0;
 }
@@ -79,7 +102,9 @@ int cfg_load_env(struct loader *L, char **envp)
     if (load_settings(L, envp, false) < 0)
         return -1;
 
-    const char *tokens = cfg_env_get(envp, "CLAW_API_TOKEN");
+    char later[64];
+    const char *token_var;
+    const char *tokens = env_either(envp, "CLAW_API_TOKEN", &token_var, later, sizeof(later));
     while (tokens && cfg_is_blank(*tokens))
         tokens++;
     if (tokens && *tokens) {
@@ -92,12 +117,12 @@ int cfg_load_env(struct loader *L, char **envp)
                 p++, len--;
             while (len && cfg_is_blank(p[len - 1]))
                 len--;
-            char *t = strndup(p, len), name[40];
+            char *t = strndup(p, len), name[96];
             if (!t)
                 return cfg_oom(L);
             const char *why = cfg_token_problem(t);
-            snprintf(name, sizeof(name), "CLAW_API_TOKEN#%zu", idx);
-            int rc = why ? cfg_fail(L, "CLAW_API_TOKEN", EINVAL, "entry %zu %s", idx, why)
+            snprintf(name, sizeof(name), "%s#%zu", token_var, idx);
+            int rc = why ? cfg_fail(L, token_var, EINVAL, "entry %zu %s", idx, why)
                          : cfg_token_add(L, name, t, NULL);
             cfg_free_secret(t);
             if (rc < 0)

@@ -20,6 +20,9 @@ const char sbx_config_usage[] =
     "  --cpu CORES            default CPU limit, cores or percent (default 0.25)\n"
     "  --pids N               default process limit (default 32)\n"
     "  --timeout DURATION     default wall-clock limit (default 300s)\n"
+    "  --total-memory SIZE, --total-cpu CORES, --total-pids N\n"
+    "                         caps over all sandboxes together, on the sandboxd/ parent\n"
+    "                         cgroup (default 3G, 2, 512; 0: none)\n"
     "Precedence: defaults < --config file < CLAW_* variables < flags.\n";
 
 int cfg_parse_flags(struct loader *L, int argc, char **argv, struct flag *out, size_t *n,

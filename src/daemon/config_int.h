@@ -51,6 +51,7 @@ enum kind {
     K_SECCOMP,     /* enum sbx_seccomp_profile */
     K_DEFAULT,     /* enum sbx_default */
     K_CPU,         /* double cores, or "N%" */
+    K_CPU0,        /* same, or 0: none */
     K_CPU_PCT,     /* double cores from percent */
     K_MB,          /* uint64_t bytes from MiB, >= min bytes */
     K_CIDRS,       /* char *: comma list, as the policy takes it */

@@ -398,6 +398,10 @@ static int parse_kind(struct loader *L, enum kind k, void *dst, uint64_t min, ui
         if (sbx_parse_seconds(text, (double)max, &d, e) < 0)
             return -1;
         return *(double *)dst = d, 0;
+    case K_CPU0:
+        if (strcmp(text, "0") == 0)
+            return *(double *)dst = 0, 0;
+        /* fall through */
     case K_CPU:
     case K_CPU_PCT:
         if (parse_cpu(text, (double)max, k == K_CPU_PCT, &d, e) < 0)

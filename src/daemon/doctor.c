@@ -72,6 +72,23 @@ static void text_cgroup(const struct sbx_cg_host *cg)
         line("cgroup controllers", "none writable");
     if (cg->why[0])
         line("cgroup why", "%s", cg->why);
+    /* The aggregate caps a serving daemon keeps on its sandboxd/ parent
+     * (sandbox.total_memory, total_cpu, total_pids). */
+    if (cg->mode != SBX_CG_RLIMIT) {
+        struct sbx_cg_limits now;
+        sbx_cg_host_read_totals(cg, &now);
+        char mem[32] = "none", cpu[32] = "none", pids[32] = "none";
+        if (now.memory_bytes)
+            snprintf(mem, sizeof(mem), "%llu MiB", (unsigned long long)(now.memory_bytes >> 20));
+        if (now.cpu_cores > 0)
+            snprintf(cpu, sizeof(cpu), "%g cores", now.cpu_cores);
+        if (now.pids)
+            snprintf(pids, sizeof(pids), "%llu", (unsigned long long)now.pids);
+        line("aggregate caps",
+             "memory %s, cpu %s, processes %s (sandboxd/ now; serve sets "
+             "sandbox.total_*, default 3 GiB, 2 cores, 512)",
+             mem, cpu, pids);
+    }
 }
 
 /* "pid mount net ipc uts cgroup", then any missing with why. */
@@ -198,6 +215,11 @@ static json_t *cgroup_json(const struct sbx_cg_host *cg)
     json_object_set_new(o, "v2Base",
                         cg->mode == SBX_CG_V2 ? json_string(cg->v2_base) : json_null());
     json_object_set_new(o, "why", json_string(cg->why));
+    struct sbx_cg_limits now;
+    sbx_cg_host_read_totals(cg, &now);
+    json_object_set_new(o, "totals",
+                        json_pack("{s:I, s:f, s:I}", "memoryBytes", (json_int_t)now.memory_bytes,
+                                  "cpu", now.cpu_cores, "pids", (json_int_t)now.pids));
     return o;
 }
 

@@ -495,6 +495,7 @@ int sbx_cmd_run(int argc, char **argv)
     struct sbx_policy *policy = NULL;
     struct sbx_resolver *resolver = NULL;
     struct sbx_egress_opts egress = {0};
+    char *rules = NULL; /* the nftables rules of the sandbox's egress */
     struct event *sigs[3] = {0};
     char name[64];
     struct sweep sweep = {.ns = pid_ns_ino(), .now = time(NULL)};
@@ -525,7 +526,7 @@ int sbx_cmd_run(int argc, char **argv)
         };
         if (!(policy = sbx_policy_new(&po, &e)) ||
             !(resolver = sbx_resolver_new(st.base, policy, o.n_dns ? o.dns : NULL, &e)) ||
-            sbx_egress_rules_load(&e) < 0) {
+            sbx_egress_rules_load(&e) < 0 || !(rules = sbx_egress_rules_text(policy, &e))) {
             fprintf(stderr, "sandboxd run: egress policy: %s\n",
                     sbx_err_format(&e, msg, sizeof(msg)));
             goto out;
@@ -549,6 +550,7 @@ int sbx_cmd_run(int argc, char **argv)
                 .host_id_base = (uint32_t)o.host_id_base,
                 .host_net = o.net == SBX_NET_HOST,
                 .net_rules = o.net == SBX_NET_PROXY ? sbx_egress_rules : NULL,
+                .net_rules_arg = rules,
                 .cg_host = &cg_host,
                 .cg_limits = o.lim,
                 .file_size_bytes = o.file_size,
@@ -596,6 +598,7 @@ out:
         if (sigs[i])
             event_free(sigs[i]);
     sbx_resolver_free(resolver);
+    free(rules);
     sbx_policy_free(policy);
     json_decref(st.flows);
     if (st.base)

@@ -12,6 +12,7 @@
 
 #include "api/auth.h"
 #include "api/routes.h"
+#include "base/log.h"
 #include "base/metrics.h"
 #include "base/time.h"
 #include "daemon/cmd.h"
@@ -26,6 +27,7 @@ struct serve {
     struct event_base *base;
     struct sbx_store *store;
     struct sbx_cg_host cg_host;
+    struct sbx_cg_totals totals; /* the aggregate caps on the sandboxd/ bases */
     struct sbx_sandbox_fds fds[2];
     struct sbx_policy *policy;
     struct sbx_policy_opts policy_opts;
@@ -110,10 +112,48 @@ static int setup_auth(struct serve *s, sbx_err *err)
     return 0;
 }
 
+/* The aggregate caps in an extended /runtime/status: as configured, as the
+ * sandboxd/ parent cgroup holds them now, and whether each holds. */
+static void status_totals(void *ud, json_t *status)
+{
+    struct serve *s = ud;
+    struct sbx_cg_limits now;
+    sbx_cg_host_read_totals(&s->cg_host, &now);
+    const struct sbx_cg_totals *t = &s->totals;
+    json_object_set_new(
+        status, "totals",
+        json_pack("{s:s, s:{s:I, s:I, s:f}, s:{s:I, s:I, s:f}, s:{s:b, s:b, s:b}, s:s}", "cgroups",
+                  sbx_cg_mode_name(s->cg_host.mode), "configured", "memoryBytes",
+                  (json_int_t)t->want.memory_bytes, "pids", (json_int_t)t->want.pids, "cpu",
+                  t->want.cpu_cores, "enforced", "memoryBytes", (json_int_t)now.memory_bytes,
+                  "pids", (json_int_t)now.pids, "cpu", now.cpu_cores, "holds", "memory",
+                  t->memory_ok, "pids", t->pids_ok, "cpu", t->cpu_ok, "why", t->why));
+}
+
+/* The aggregate caps over all sandboxes (sandbox.total_*), on the sandboxd/
+ * parent cgroup; one that cannot be set is logged, not fatal. */
+static void apply_totals(struct serve *s)
+{
+    struct sbx_cg_limits want = {.memory_bytes = s->cfg.total_memory_bytes,
+                                 .pids = s->cfg.total_pids,
+                                 .cpu_cores = s->cfg.total_cpu_cores};
+    sbx_cg_host_set_totals(&s->cg_host, &want, &s->totals);
+    const struct sbx_cg_totals *t = &s->totals;
+    bool all = (!want.memory_bytes || t->memory_ok) && (!want.pids || t->pids_ok) &&
+               (!want.cpu_cores || t->cpu_ok);
+    char why[300];
+    sbx_log(all ? SBX_LOG_INFO : SBX_LOG_WARN,
+            "aggregate caps memory=%llu pids=%llu cpu=%g held=%s%s%s",
+            (unsigned long long)t->now.memory_bytes, (unsigned long long)t->now.pids,
+            t->now.cpu_cores, all ? "all" : "not all",
+            all ? "" : " why=", all ? "" : sbx_log_safe(t->why, why, sizeof(why)));
+}
+
 static int setup_engine(struct serve *s, sbx_err *err)
 {
     if (sbx_cg_host_detect(false, &s->cg_host, err) < 0)
         return -1;
+    apply_totals(s);
     for (int p = 0; p < 2; p++) {
         s->fds[p].init_exe = sbx_init_exe_open(err);
         s->fds[p].seccomp = s->fds[p].init_exe < 0 ? -1 : sbx_seccomp_compile_fd(p, err);
@@ -347,7 +387,9 @@ int sbx_cmd_serve(int argc, char **argv)
                              .store = s.store,
                              .ready = true,
                              .started_at = (int64_t)time(NULL) * 1000,
-                             .idempotency_ttl_s = s.cfg.idempotency_ttl_s};
+                             .idempotency_ttl_s = s.cfg.idempotency_ttl_s,
+                             .status_extra = status_totals,
+                             .status_extra_ud = &s};
     if (sbx_http_server_new(s.base, &hc, &s.http, &e) < 0 ||
         sbx_api_routes(s.http, &s.api, &e) < 0 || sbx_http_server_listen(s.http, &e) < 0)
         goto fail;

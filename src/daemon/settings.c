@@ -8,6 +8,7 @@ void sbx_settings_from_config(struct sbx_runtime_settings *s, const struct sbx_c
         .state_dir = c->state_dir,
         .workspace_root = c->workspace_root,
         .runtime_id = c->runtime_id,
+        .control_dir = c->control_dir,
         .tenant_code = c->tenant_code,
         .clone_key = c->clone_key,
         .clone_id = c->clone_id,
@@ -38,4 +39,11 @@ void sbx_settings_from_config(struct sbx_runtime_settings *s, const struct sbx_c
                       .max_age_s = c->retention.snapshot_max_age_s,
                       .max_bytes = c->retention.snapshot_max_bytes},
     };
+    /* No sandbox asks for more cpu than all of them together may have (v1
+     * refuses a cgroup's quota above its parent's). */
+    double total = c->total_cpu_cores;
+    if (total > 0 && (s->max.cpu_cores == 0 || s->max.cpu_cores > total))
+        s->max.cpu_cores = total;
+    if (total > 0 && s->limits.cpu_cores > total)
+        s->limits.cpu_cores = total;
 }

@@ -66,6 +66,24 @@ struct sbx_cg_limits {
     double cpu_cores;      /* 0 = unlimited */
 };
 
+/* The aggregate caps over every sandbox of the daemon: limits on the
+ * "sandboxd/" bases themselves (v2: memory.max, pids.max, cpu.max; v1:
+ * memory.limit_in_bytes, pids.max, cpu.cfs_quota_us), which every sandbox
+ * cgroup is a child of, so many sandboxes together cannot pass them. */
+struct sbx_cg_totals {
+    struct sbx_cg_limits want;       /* as configured (0: none) */
+    struct sbx_cg_limits now;        /* as read back from the bases (0: none or unknown) */
+    bool memory_ok, pids_ok, cpu_ok; /* each wanted one holds */
+    char why[256];                   /* the first that does not, and why */
+};
+/* Write want to the bases (an unwanted one is left as it is); never fails:
+ * what could not be set is said in out (ok false, why). rlimit mode: none
+ * can be, said so. */
+void sbx_cg_host_set_totals(const struct sbx_cg_host *host, const struct sbx_cg_limits *want,
+                            struct sbx_cg_totals *out);
+/* What the bases hold now (for doctor and status). */
+void sbx_cg_host_read_totals(const struct sbx_cg_host *host, struct sbx_cg_limits *now);
+
 /* One sandbox's cgroup. */
 struct sbx_cgroup {
     enum sbx_cg_mode mode;

@@ -209,7 +209,7 @@ static int net_rules(const struct sbx_spec *spec, sbx_err *err)
         sbx_err e = {0};
         if (dup2(p[1], 0) < 0 || syscall(SYS_close_range, 1, ~0U, 0) < 0)
             _exit(125);
-        if (spec->net_rules(&e) < 0) {
+        if (spec->net_rules(spec->net_rules_arg, &e) < 0) {
             (void)!write(0, &e, sizeof(e));
             _exit(1);
         }

@@ -82,7 +82,8 @@ struct sbx_spec {
      * egress's nftables rules): in a grandchild with a small fd table, so a
      * library that waits with select() (libnftables) never meets an fd number
      * of FD_SETSIZE or more from the creator's large table. NULL: none. */
-    int (*net_rules)(sbx_err *err);
+    int (*net_rules)(const char *arg, sbx_err *err);
+    const char *net_rules_arg; /* net_rules' argument (the rules' text) */
     const struct sbx_cg_host *cg_host;
     struct sbx_cg_limits cg_limits;
     uint64_t file_size_bytes; /* RLIMIT_FSIZE; 0 = unlimited */

@@ -239,6 +239,16 @@ static size_t wire_len(const char *name)
     return len == 0 ? 1 : len + 2;
 }
 
+/* A loopback address the policy opens for name (on some port). */
+static bool host_loopback(const struct sbx_dns_server *s, const char *name,
+                          const struct sbx_addr *a)
+{
+    static const struct in6_addr lo6 = IN6ADDR_LOOPBACK_INIT;
+    bool lo = a->family == AF_INET ? (ntohl(a->u.v4.s_addr) >> 24) == 127
+                                   : memcmp(&a->u.v6, &lo6, sizeof(lo6)) == 0;
+    return lo && s->policy && sbx_policy_opens_some_port(s->policy, name, a);
+}
+
 /* All questions resolved: one reply, the answers recorded, one flow each. */
 static void complete(struct pending *p)
 {
@@ -261,6 +271,16 @@ static void complete(struct pending *p)
             bool v4 = a->family == AF_INET;
             if (v4 != (qn->q->type == EVDNS_TYPE_A))
                 continue;
+            /* The host's loopback, opened by the policy: the sandbox's own
+             * loopback is another, so the answer is an alias the transparent
+             * listener maps back (IPv4 only: no AAAA for it). */
+            struct sbx_addr alias;
+            if (host_loopback(s, name, a)) {
+                if (!v4 || !s->answers)
+                    continue;
+                sbx_dns_answers_alias(s->answers, name, a, &alias);
+                a = &alias;
+            }
             long rr = DNS_RR_FIXED + (v4 ? 4 : 16);
             if (rr > room)
                 break;
@@ -271,7 +291,7 @@ static void complete(struct pending *p)
             if (rc < 0)
                 break;
             room -= rr;
-            if (s->answers)
+            if (s->answers && a != &alias)
                 sbx_dns_answers_add(s->answers, qn->name, a);
         }
     }

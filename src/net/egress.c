@@ -205,21 +205,54 @@ int sbx_egress_rules_load(sbx_err *err)
     return 0; /* the handle stays loaded for the life of the process */
 }
 
-int sbx_egress_rules(sbx_err *err)
+/* The sandbox's rules: a connection to an address the policy denies by
+ * address is refused at connect() (a TCP reset before the redirect, so the
+ * caller sees ECONNREFUSED at once, as behind the original's firewall),
+ * every other TCP connection is redirected to the transparent listener, and
+ * nothing but loopback leaves. sets: the policy's address sets
+ * (sbx_policy_nft_sets). The caller frees the text. */
+static char *nft_rules_text(const char *sets)
 {
-    static const char rules[] = "table inet sandbox {\n"
-                                "  chain nat_out {\n"
-                                "    type nat hook output priority -100; policy accept;\n"
-                                "    ip daddr 127.0.0.0/8 return\n"
-                                "    ip6 daddr ::1 return\n"
-                                "    meta l4proto tcp redirect to :15001\n"
-                                "  }\n"
-                                "  chain filter_out {\n"
-                                "    type filter hook output priority 0; policy drop;\n"
-                                "    ip daddr 127.0.0.0/8 accept\n"
-                                "    ip6 daddr ::1 accept\n"
-                                "  }\n"
-                                "}\n";
+    static const char head[] = "table inet sandbox {\n";
+    static const char chains[] = "  chain refuse_out {\n"
+                                 "    type filter hook output priority -150; policy accept;\n"
+                                 "    ip daddr 127.0.0.0/8 accept\n"
+                                 "    ip6 daddr ::1 accept\n"
+                                 "    ip daddr " SBX_DNS_ALIAS_TEXT " accept\n"
+                                 "    ip daddr @open4 accept\n"
+                                 "    ip6 daddr @open6 accept\n"
+                                 "    meta l4proto tcp ip daddr @deny4 reject with tcp reset\n"
+                                 "    meta l4proto tcp ip6 daddr @deny6 reject with tcp reset\n"
+                                 "  }\n"
+                                 "  chain nat_out {\n"
+                                 "    type nat hook output priority -100; policy accept;\n"
+                                 "    ip daddr 127.0.0.0/8 return\n"
+                                 "    ip6 daddr ::1 return\n"
+                                 "    meta l4proto tcp redirect to :15001\n"
+                                 "  }\n"
+                                 "  chain filter_out {\n"
+                                 "    type filter hook output priority 0; policy drop;\n"
+                                 "    ip daddr 127.0.0.0/8 accept\n"
+                                 "    ip6 daddr ::1 accept\n"
+                                 "  }\n"
+                                 "}\n";
+    char *text = NULL;
+    return asprintf(&text, "%s%s%s", head, sets, chains) < 0 ? NULL : text;
+}
+
+char *sbx_egress_rules_text(const struct sbx_policy *p, sbx_err *err)
+{
+    cleanup_free char *sets = NULL;
+    if (sbx_policy_nft_sets(p, &sets, err) < 0)
+        return NULL;
+    char *text = nft_rules_text(sets);
+    if (!text)
+        sbx_err_at(err, SBX_STAGE_EGRESS, ENOMEM, "nftables rules");
+    return text;
+}
+
+int sbx_egress_rules(const char *rules, sbx_err *err)
+{
     if (sbx_egress_rules_load(err) < 0)
         return -1;
     void *ctx = nft.ctx_new(0);

@@ -49,12 +49,16 @@ struct sbx_egress_opts {
 
 struct sbx_egress;
 
-/* The nftables rules of a proxy sandbox (everything not to loopback is
- * redirected to the transparent listener, the rest dropped), applied in the
- * caller's network namespace: for sbx_spec.net_rules. libnftables waits with
- * select(), so this must run in a process whose fds are all below FD_SETSIZE
- * (the sandbox's setup gives it one), never in the daemon. */
-int sbx_egress_rules(sbx_err *err);
+/* The nftables rules of a proxy sandbox under policy p (a connection to an
+ * address p denies is refused at connect, everything else not to loopback is
+ * redirected to the transparent listener, the rest dropped), as the text
+ * sbx_egress_rules applies; the caller frees it. */
+char *sbx_egress_rules_text(const struct sbx_policy *p, sbx_err *err);
+/* Apply rules (sbx_egress_rules_text) in the caller's network namespace: for
+ * sbx_spec.net_rules. libnftables waits with select(), so this must run in a
+ * process whose fds are all below FD_SETSIZE (the sandbox's setup gives it
+ * one), never in the daemon. */
+int sbx_egress_rules(const char *rules, sbx_err *err);
 /* Load libnftables (once) in the creator, so its sandboxes inherit it: before
  * a spawn whose spec has net_rules. */
 int sbx_egress_rules_load(sbx_err *err);

@@ -478,6 +478,17 @@ void sbx_policy_check(const struct sbx_policy *p, const char *name, const struct
     decide(p, name ? norm : NULL, addr, port, d);
 }
 
+bool sbx_policy_opens_some_port(const struct sbx_policy *p, const char *name,
+                                const struct sbx_addr *addr)
+{
+    char norm[POLICY_NAME_MAX + 1];
+    struct sbx_decision d;
+    if (!addr || !policy_family_ok(addr->family) || (name && !policy_name_normalize(name, norm)))
+        return false;
+    decide(p, name ? norm : NULL, addr, 0, &d);
+    return d.verdict == SBX_VERDICT_ALLOW;
+}
+
 bool sbx_policy_static_host(const struct sbx_policy *p, const char *name, struct sbx_addr *out)
 {
     char norm[POLICY_NAME_MAX + 1];
@@ -487,4 +498,99 @@ bool sbx_policy_static_host(const struct sbx_policy *p, const char *name, struct
     if (h && out)
         *out = h->addr;
     return h != NULL;
+}
+
+/* --- the address part, for nftables ------------------------------------- */
+
+struct nft_sets {
+    FILE *f[4]; /* deny4, deny6, open4, open6 */
+    char *text[4];
+    size_t len[4];
+    size_t n[4];
+};
+
+static void nft_add(struct nft_sets *s, bool open, const struct policy_cidr *c)
+{
+    int i = (open ? 2 : 0) + (c->net.family == AF_INET6);
+    char buf[POLICY_TEXT_LEN];
+    fprintf(s->f[i], "%s%s", s->n[i]++ ? ", " : "", policy_cidr_str(c, buf, sizeof(buf)));
+}
+
+static void nft_add_addr(struct nft_sets *s, bool open, const struct sbx_addr *a)
+{
+    struct policy_cidr c = {.net = *a, .prefix = policy_addr_bits(a->family)};
+    nft_add(s, open, &c);
+}
+
+int sbx_policy_nft_sets(const struct sbx_policy *p, char **out, sbx_err *err)
+{
+    static const char *const names[4] = {"deny4", "deny6", "open4", "open6"};
+    struct nft_sets s = {0};
+    int rc = 0;
+    for (int i = 0; i < 4; i++)
+        if (!(s.f[i] = open_memstream(&s.text[i], &s.len[i])))
+            rc = sbx_err_set(err, ENOMEM, "nftables sets");
+    if (rc == 0) {
+        /* Opened whatever the deny-list says: by address, on any port (the
+         * listener still decides the port). */
+        for (size_t i = 0; i < p->n_allowed_cidrs; i++)
+            nft_add(&s, true, &p->allowed_cidrs[i]);
+        for (size_t i = 0; i < p->n_allow; i++)
+            if (p->allow[i].kind == RULE_ADDR)
+                nft_add(&s, true, &p->allow[i].cidr);
+        bool by_name = false;
+        for (size_t i = 0; i < p->n_targets; i++) {
+            const struct sbx_rule *r = &p->targets[i];
+            if (r->kind == RULE_ADDR) {
+                nft_add(&s, true, &r->cidr);
+                continue;
+            }
+            /* A target by name opens what the name is answered with: a static
+             * host's address is known now; one our DNS resolves is not. */
+            const struct host_entry *h = r->kind == RULE_NAME ? find_host(p, r->name) : NULL;
+            if (h)
+                nft_add_addr(&s, true, &h->addr);
+            else
+                by_name = true;
+        }
+        /* Refused at connect: the protected addresses (never opened by a
+         * name) and, unless a target by name may open any of them, the
+         * deny-list, the blocked CIDRs and address deny rules on every port. */
+        for (size_t i = 0; i < POLICY_N_METADATA; i++)
+            nft_add_addr(&s, false, &p->denied.metadata[i]);
+        for (size_t i = 0; i < p->denied.n_own; i++)
+            nft_add_addr(&s, false, &p->denied.own[i]);
+        for (size_t i = 0; !by_name && i < POLICY_N_DENYLIST; i++)
+            nft_add(&s, false, &p->denied.ranges[i]);
+        for (size_t i = 0; !by_name && i < p->n_blocked; i++)
+            nft_add(&s, false, &p->blocked[i]);
+        for (size_t i = 0; !by_name && i < p->n_deny; i++)
+            if (p->deny[i].kind == RULE_ADDR && p->deny[i].port == 0)
+                nft_add(&s, false, &p->deny[i].cidr);
+    }
+    for (int i = 0; i < 4; i++)
+        if (s.f[i] && fclose(s.f[i]) != 0 && rc == 0)
+            rc = sbx_err_set(err, ENOMEM, "nftables sets");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = rc == 0 ? open_memstream(&text, &len) : NULL;
+    if (rc == 0 && !f)
+        rc = sbx_err_set(err, ENOMEM, "nftables sets");
+    for (int i = 0; f && i < 4; i++) {
+        fprintf(f, "  set %s {\n    type %s; flags interval; auto-merge;\n", names[i],
+                i % 2 ? "ipv6_addr" : "ipv4_addr");
+        if (s.n[i])
+            fprintf(f, "    elements = { %s }\n", s.text[i]);
+        fprintf(f, "  }\n");
+    }
+    if (f && fclose(f) != 0 && rc == 0)
+        rc = sbx_err_set(err, ENOMEM, "nftables sets");
+    for (int i = 0; i < 4; i++)
+        free(s.text[i]);
+    if (rc < 0) {
+        free(text);
+        return -1;
+    }
+    *out = text;
+    return 0;
 }

@@ -86,5 +86,20 @@ bool sbx_policy_name_allowed(const struct sbx_policy *p, const char *name, struc
 void sbx_policy_check(const struct sbx_policy *p, const char *name, const struct sbx_addr *addr,
                       uint16_t port, struct sbx_decision *d);
 
+/* The address part of p as nftables set definitions (deny4, deny6, open4,
+ * open6; text the caller frees) for the sandbox's rules (net/egress.c): a
+ * connection to a denied address is refused at connect() instead of being
+ * accepted by the transparent listener and then reset. deny: the metadata
+ * services and the host's own addresses always; the deny-list, the blocked
+ * CIDRs and address deny rules on every port unless a target by a name only
+ * our DNS resolves may open one of them. open (let through to the listener,
+ * which still decides): allowed CIDRs, address allow rules, internal targets
+ * by address or by static host name. */
+int sbx_policy_nft_sets(const struct sbx_policy *p, char **out, sbx_err *err);
+
+/* Whether some port of addr (reached as name, NULL: by address) is allowed. */
+bool sbx_policy_opens_some_port(const struct sbx_policy *p, const char *name,
+                                const struct sbx_addr *addr);
+
 /* A static host entry for name, if any (for DNS answers and SOCKS5/HTTP names). */
 bool sbx_policy_static_host(const struct sbx_policy *p, const char *name, struct sbx_addr *out);

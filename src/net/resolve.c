@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -405,12 +406,15 @@ struct answer {
     uint64_t seq; /* 0: free slot */
     struct sbx_addr addr;
     char name[254];
+    bool alias; /* addr stands for real (sbx_dns_answers_alias) */
+    struct sbx_addr real;
 };
 
 struct sbx_dns_answers {
     size_t max;
     size_t used;
     uint64_t seq;
+    unsigned next_alias; /* the last alias host number given */
     struct answer *e;
 };
 
@@ -462,6 +466,7 @@ void sbx_dns_answers_add(struct sbx_dns_answers *a, const char *name, const stru
                 e = &a->e[i];
     }
     e->seq = ++a->seq;
+    e->alias = false;
     memset(&e->addr, 0, sizeof(e->addr));
     e->addr.family = addr->family;
     if (addr->family == AF_INET)
@@ -483,4 +488,41 @@ const char *sbx_dns_answers_lookup(const struct sbx_dns_answers *a, const struct
 {
     const struct answer *e = find(a, addr);
     return e ? e->name : NULL;
+}
+
+void sbx_dns_answers_alias(struct sbx_dns_answers *a, const char *name, const struct sbx_addr *real,
+                           struct sbx_addr *alias)
+{
+    char norm[sizeof(a->e[0].name)];
+    snprintf(norm, sizeof(norm), "%s", name);
+    for (char *c = norm; *c; c++)
+        *c = *c >= 'A' && *c <= 'Z' ? (char)(*c - 'A' + 'a') : *c;
+    size_t n = strlen(norm);
+    if (n > 0 && norm[n - 1] == '.')
+        norm[n - 1] = '\0';
+    for (size_t i = 0; i < a->used; i++)
+        if (a->e[i].alias && strcmp(a->e[i].name, norm) == 0 && sbx_addr_eq(&a->e[i].real, real)) {
+            *alias = a->e[i].addr;
+            return;
+        }
+    /* 198.19.255.1 - .254, given in turn: the 255th name takes the first's. */
+    a->next_alias = a->next_alias % 254 + 1;
+    *alias = (struct sbx_addr){.family = AF_INET};
+    alias->u.v4.s_addr = htonl(SBX_DNS_ALIAS_NET | a->next_alias);
+    sbx_dns_answers_add(a, norm, alias);
+    struct answer *e = find(a, alias);
+    if (e) {
+        e->alias = true;
+        e->real = *real;
+    }
+}
+
+bool sbx_dns_answers_real(const struct sbx_dns_answers *a, const struct sbx_addr *addr,
+                          struct sbx_addr *real)
+{
+    const struct answer *e = find(a, addr);
+    if (!e || !e->alias)
+        return false;
+    *real = e->real;
+    return true;
 }

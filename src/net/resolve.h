@@ -46,3 +46,18 @@ void sbx_dns_answers_free(struct sbx_dns_answers *a);
 void sbx_dns_answers_add(struct sbx_dns_answers *a, const char *name, const struct sbx_addr *addr);
 /* The name for addr, or NULL. */
 const char *sbx_dns_answers_lookup(const struct sbx_dns_answers *a, const struct sbx_addr *addr);
+
+/* Names answered with a loopback address (a static host "svc=127.0.0.1"
+ * that the policy opens) would send the sandbox's clients to its own
+ * loopback: our DNS answers them with an alias from 198.19.255.0/24
+ * (benchmarking space, RFC 2544, never routed), which the sandbox's rules
+ * let through to the transparent listener, and the listener maps back to
+ * the real address (docs/network.md). */
+#define SBX_DNS_ALIAS_NET 0xc613ff00u /* 198.19.255.0, host byte order */
+#define SBX_DNS_ALIAS_TEXT "198.19.255.0/24"
+/* The alias of (name, real), made (and recorded as an answer) if needed. */
+void sbx_dns_answers_alias(struct sbx_dns_answers *a, const char *name, const struct sbx_addr *real,
+                           struct sbx_addr *alias);
+/* When addr is an alias: the address it stands for. */
+bool sbx_dns_answers_real(const struct sbx_dns_answers *a, const struct sbx_addr *addr,
+                          struct sbx_addr *real);

@@ -60,5 +60,9 @@ void sbx_transparent_accept(struct sbx_conn_ctx *c, int fd)
         return;
     }
     const char *name = c->answers ? sbx_dns_answers_lookup(c->answers, &addr) : NULL;
+    /* An alias our DNS gave for the host's loopback: its real address. */
+    struct sbx_addr real;
+    if (name && sbx_dns_answers_real(c->answers, &addr, &real))
+        addr = real;
     sbx_conn_target(conn, name, &addr, port);
 }

@@ -154,6 +154,16 @@ static int catch_up(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_err *e
 int sbx_runtime_subscribe(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_err *err)
 {
     stream_key(s->key, sizeof(s->key), s->tenant, s->session);
+    if (s->live_only) {
+        /* From the newest event stored on: nothing of before is replayed. */
+        struct sbx_store_event_range range;
+        if (sbx_store_events_since(rt->o.store, s->key, UINT64_MAX, 1, NULL, NULL, &range, err) < 0)
+            return -1;
+        s->last_id = range.last;
+        s->next = rt->subs;
+        rt->subs = s;
+        return 0;
+    }
     if (catch_up(rt, s, err) < 0)
         return -1;
     s->next = rt->subs;

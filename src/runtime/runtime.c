@@ -101,6 +101,7 @@ void sbx_runtime_free(struct sbx_runtime *rt)
     rt_metrics_fini(rt);
     while (rt->sessions)
         rt_session_free(rt->sessions);
+    rt_clones_free(rt);
     rt_releases_finish(rt);
     while (rt->formats)
         rt_format_free(rt->formats);

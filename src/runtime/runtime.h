@@ -198,6 +198,27 @@ int sbx_runtime_session_set_network(struct sbx_runtime *rt, const struct sbx_clo
                                     const char *const *deny, sbx_err *err);
 bool sbx_runtime_session_live(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name);
 
+/* ---- the runtime of a clone (the original's state machine) ---- */
+/* created -> start -> ready (busy while the clone's tasks are queued or
+ * run) -> stop or idle timeout -> stopped -> start -> ready... A stopped
+ * runtime refuses new tasks of its clone (EINVAL "runtime stopped") until
+ * the next start. Live sessions are inside it: its stop ends them. */
+struct sbx_clone_status {
+    const char *status; /* created, ready, busy, stopped */
+    int64_t started_at; /* ms; 0 before the first start */
+    int64_t last_event_at;
+    unsigned active; /* the clone's tasks queued or running */
+};
+/* Start the clone's runtime: runtime_started {runtimeId, cloneId} on the
+ * clone's stream (the tenant's default session) when it was not ready; 1
+ * when it was (its idle timeout counts again from now), 0, -1 with err. */
+int sbx_runtime_clone_start(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err *err);
+/* Stop it: the clone's queued and running tasks are canceled, its live
+ * sessions end, runtime_stopped {runtimeId, cloneId} on its stream. */
+void sbx_runtime_clone_stop(struct sbx_runtime *rt, const struct sbx_clone *c);
+void sbx_runtime_clone_status(struct sbx_runtime *rt, const struct sbx_clone *c,
+                              struct sbx_clone_status *out);
+
 /* Counts for status and readiness. */
 void sbx_runtime_counts(const struct sbx_runtime *rt, unsigned *running, unsigned *queued);
 /* The same for one tenant's tasks. */
@@ -220,12 +241,13 @@ struct sbx_subscriber {
     char key[2 * SBX_SEGMENT_MAX + 2]; /* filled by subscribe */
     uint64_t last_id;                  /* the last event delivered */
     bool behind;                       /* stopped pushing: catch up from the store on resume */
+    bool live_only;                    /* subscribe: from now on, last_id ignored */
     int (*send)(void *ud, uint64_t id, const char *type, const char *json);
     void *ud;
     struct sbx_subscriber *next;
 };
-/* Replay from after_id (saying events_lost first when some aged out), then
- * keep pushing. */
+/* Replay from last_id (saying events_lost first when some aged out), then
+ * keep pushing; with live_only, only what is emitted from now on. */
 int sbx_runtime_subscribe(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_err *err);
 /* Only what comes from now on (no replay): a watcher of one task's output. */
 int sbx_runtime_subscribe_live(struct sbx_runtime *rt, struct sbx_subscriber *s, sbx_err *err);

@@ -54,6 +54,7 @@ struct rt_task {
     struct event *flush;
     struct rt_task *next;     /* in its tenant's queue */
     struct rt_task *all_next; /* in the list of active tasks */
+    bool stopping;            /* canceled by its runtime's stop */
 };
 
 /* A start request waiting for its session to be ready. */
@@ -150,6 +151,7 @@ struct sbx_runtime {
     struct rt_release *releasing; /* sandboxes of ended sessions */
     struct sbx_subscriber *subs;
     struct rt_snapjob *snapjobs; /* snapshot operations (snapshots.c) */
+    struct rt_clone_rt *clones; /* the clones' runtimes (lifecycle.c) */
 };
 
 /* events.c */
@@ -209,6 +211,17 @@ void rt_metrics_fini(struct sbx_runtime *rt);
 void rt_metrics_submitted(struct rt_task *t);
 void rt_metrics_started(struct rt_task *t);
 void rt_metrics_finished(struct rt_task *t, enum sbx_task_status status);
+/* End every live session of clone c (its runtime stopped), each saying why
+ * on its stream. */
+void rt_sessions_end_clone(struct sbx_runtime *rt, const struct sbx_clone *c, const char *reason);
+
+/* lifecycle.c: the runtime of a clone. */
+/* 0, or EINVAL "runtime stopped" when c's runtime is stopped. */
+int rt_clone_admit(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err *err);
+/* A task of c was submitted, started or ended: its last event is now, its
+ * idle timeout counts again once it has no work. */
+void rt_clone_activity(struct sbx_runtime *rt, const struct sbx_clone *c);
+void rt_clones_free(struct sbx_runtime *rt);
 
 /* workspace.c */
 /* The workspace of a clone, made and mounted on first use: its directory

@@ -180,7 +180,7 @@ static void on_session_idle(evutil_socket_t fd, short what, void *arg)
 {
     struct rt_session *x = arg;
     if (x->tasks == 0)
-        session_end(x, "idle timeout");
+        session_end(x, "idle_timeout");
 }
 
 void rt_session_touch(struct rt_session *x)
@@ -291,8 +291,12 @@ static int session_spawn(struct rt_session *x, sbx_err *err)
                             .session = true,
                             .host_view = !set->mount_sandbox,
                             .join_pidfd = -1};
-    if ((spec.net_rules && sbx_egress_rules_load(err) < 0) ||
-        sbx_sandbox_spawn(&spec, &x->sb, err) < 0)
+    cleanup_free char *rules = NULL;
+    if (spec.net_rules && (sbx_egress_rules_load(err) < 0 ||
+                           !(rules = sbx_egress_rules_text(rt->o.policy, err))))
+        return -1;
+    spec.net_rules_arg = rules;
+    if (sbx_sandbox_spawn(&spec, &x->sb, err) < 0)
         return -1;
     if (set->net == SBX_NET_PROXY) {
         x->egress_opts = rt_egress_opts(rt, rt->o.policy, rt_session_flow, x);
@@ -373,6 +377,18 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
     free(w); /* told by the -1, not by ready */
     rt_session_free(x);
     return -1;
+}
+
+void rt_sessions_end_clone(struct sbx_runtime *rt, const struct sbx_clone *c, const char *reason)
+{
+    for (struct rt_session *x = rt->sessions; x;) {
+        struct rt_session *next = x->next;
+        if (rt_find_session(rt, c, x->name) == x) {
+            session_end(x, reason);
+            next = rt->sessions; /* the list changed: from its head again */
+        }
+        x = next;
+    }
 }
 
 int sbx_runtime_session_stop(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name)

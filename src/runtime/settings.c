@@ -24,6 +24,17 @@ const struct sbx_environment *sbx_environment_find(const struct sbx_environment 
     for (size_t i = 0; name && i < n; i++)
         if (sbx_strv_has(&envs[i].aliases, name))
             return &envs[i];
+    /* Seed 004's clients name environments by language and version
+     * ("python-3.9", "node-18"): a name no environment has, made of an
+     * environment's name, '-' and a version (digits and dots), is that
+     * environment. The version is not checked: its root filesystem decides. */
+    const char *dash = name ? strchr(name, '-') : NULL;
+    if (!dash || !dash[1] || strspn(dash + 1, "0123456789.") != strlen(dash + 1))
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strlen(envs[i].name) == (size_t)(dash - name) &&
+            strncmp(envs[i].name, name, (size_t)(dash - name)) == 0)
+            return &envs[i];
     return NULL;
 }
 

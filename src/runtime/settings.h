@@ -83,6 +83,10 @@ struct sbx_runtime_settings {
     const char *state_dir;      /* the clones' workspace images are under it */
     const char *workspace_root; /* <root>/<tenant>/[<cloneKey>/]<cloneId>/work */
     const char *runtime_id;     /* the default session's name; NULL: "default" */
+    /* <control_dir>/<tenant>/[<cloneKey>/]<cloneId>: root's 0555, main.pid
+     * (0444) written at each start of the clone's runtime; NULL: none. Never
+     * mounted into a sandbox. */
+    const char *control_dir;
     /* The default clone of requests that name none (clone_key NULL: none). */
     const char *tenant_code, *clone_key, *clone_id;
 
@@ -118,8 +122,9 @@ struct sbx_runtime_settings {
     struct sbx_snapshot_settings snapshots;
 };
 
-/* The environment called name (its name first, then one of its aliases) in
- * envs[0..n), or NULL. */
+/* The environment called name (its name first, then one of its aliases,
+ * then, for a name like seed 004's "python-3.9", the environment named
+ * before the '-' and a version) in envs[0..n), or NULL. */
 const struct sbx_environment *sbx_environment_find(const struct sbx_environment *envs, size_t n,
                                                    const char *name);
 /* The tenant of that code in tenants[0..n), or NULL. */

@@ -197,6 +197,7 @@ void rt_finish(struct rt_task *t, enum sbx_task_status status, const char *error
     json_object_set_new(d, "error", json_string(tr.error));
     rt_emit(rt, t->clone.tenant, t->session, "exec_finished", d);
     unlink_active(rt, t);
+    rt_clone_activity(rt, &t->clone);
     if (t->done)
         tell_done(t, &tr);
     task_free(t);
@@ -313,8 +314,12 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
         to.spec.net_rules = NULL;
         to.on_spawn = NULL; /* the session's egress serves it */
     }
-    if (to.spec.net_rules && !x && sbx_egress_rules_load(err) < 0)
+    /* The rules hold the policy's address sets: the task's own policy. */
+    cleanup_free char *rules = NULL;
+    if (to.spec.net_rules && !x &&
+        (sbx_egress_rules_load(err) < 0 || !(rules = sbx_egress_rules_text(t->egress.policy, err))))
         return -1;
+    to.spec.net_rules_arg = rules;
     struct sbx_store_transition tr = {
         .to = SBX_TASK_RUNNING, .at = sbx_now_ms(), .sandbox = t->name};
     if (sbx_store_task_transition(rt->o.store, t->id, &tr, err) < 0)
@@ -337,7 +342,7 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
                 x ? x->cgname : t->name);
     }
     rt_emit(rt, t->clone.tenant, t->session, "task_running", task_event_data(t, "running"));
-    rt_emit(rt, t->clone.tenant, t->session, "exec_started", task_event_data(t, "running"));
+    rt_clone_activity(rt, &t->clone);
     return 0;
 }
 
@@ -427,7 +432,7 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     if ((q && q->queued >= set->queue_per_tenant) || rt->queued >= set->queue_size)
         return sbx_err_set(err, EAGAIN, "the task queue of tenant '%s' is full", req->clone.tenant);
     if (sbx_runtime_check_limits(set, req, NULL, err) < 0 ||
-        rt_snapshot_busy(rt, &req->clone, err) < 0)
+        rt_clone_admit(rt, &req->clone, err) < 0 || rt_snapshot_busy(rt, &req->clone, err) < 0)
         return -1;
     /* A store that cannot write (a full disk: its reserve spent) keeps what
      * room it has for the ends of the tasks already in: no new ones. */
@@ -510,6 +515,9 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     t->all_next = rt->active;
     rt->active = t;
     rt_metrics_submitted(t);
+    /* Told at submit, as the original does: the task is pending. */
+    rt_emit(rt, t->clone.tenant, t->session, "exec_started", task_event_data(t, "pending"));
+    rt_clone_activity(rt, &t->clone);
     rt_start_next(rt);
     return 0;
 }

@@ -15,6 +15,10 @@ import traceback
 
 SANDBOXD = os.environ.get("SANDBOXD") or os.path.join(
     os.path.dirname(__file__), "..", "..", "build", "sandboxd")
+# The switch to our answers on the original's routes (docs/compatibility.md):
+# the tests of our own fields send it; the tests of the original's strict
+# shapes do not.
+EXTENDED = {"X-Sandbox-Extended": "1"}
 HELPERS = os.environ.get("SBX_HELPERS") or os.path.join(os.path.dirname(SANDBOXD), "helpers")
 
 
@@ -130,35 +134,22 @@ def check(cond, what, res=None):
 
 class ServeDaemon:
     """One `sandboxd serve` subprocess on a free loopback port, started with
-    the given token and --net none (more flags in extra). req() is one JSON
-    request (subclasses may have their own)."""
+    the given token and --net none (more flags in extra). req() sends one JSON
+    request (subclasses may add defaults: a token, headers)."""
 
-    def req(self, method, path, body=None, token="", headers=None, timeout=20):
-        """One request on loopback, the body sent as JSON, with this daemon's
-        token unless token is None (or another one given); returns (status,
-        parsed JSON or text, headers)."""
-        import http.client
-        h = dict(headers or {})
-        token = self.token if token == "" else token
-        if token is not None:
-            h["Authorization"] = "Bearer " + token
-        if body is not None:
-            body = json.dumps(body).encode()
-            h.setdefault("Content-Type", "application/json")
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            c.request(method, path, body=body, headers=h)
-            r = c.getresponse()
-            data = r.read()
-            try:
-                parsed = json.loads(data) if data else None
-            except ValueError:
-                parsed = data.decode(errors="replace")
-            return r.status, parsed, dict(r.getheaders())
-        finally:
-            c.close()
-
-    def __init__(self, state_dir, token, config=None, extra=(), registry=None):
+    def __init__(self, state_dir, token, config=None, extra=(), registry=None, env=None,
+                 net="none", prefix=(), total_caps=False):
+        """env: variables for the daemon (CLAW_*/SANDBOX_* ones included; the
+        caller's own CLAW_* never reach it); net: --net (None: not given);
+        prefix: argv before sandboxd (e.g. nsenter into a netlab namespace);
+        total_caps: keep the daemon's aggregate caps (sandbox.total_*) on.
+        Off by default: on this machine the daemons of every test share one
+        sandboxd/ parent cgroup (their own cgroup is a hierarchy's root), so
+        one daemon's caps would limit the others'."""
+        self.total_caps = total_caps
+        self.env = dict(env or {})
+        self.net = net
+        self.prefix = list(prefix)
         self.state = state_dir
         self.token = token
         self.config = config
@@ -173,13 +164,18 @@ class ServeDaemon:
         process can take it between a choice and the bind) and reads the port
         from its "listening on" line; a restart gets a new port."""
         self.port = None
-        args = [SANDBOXD, "serve", "--listen", "127.0.0.1:0",
-                "--state-dir", self.state, "--token", self.token, "--net", "none"]
+        args = self.prefix + [SANDBOXD, "serve", "--listen", "127.0.0.1:0",
+                              "--state-dir", self.state, "--token", self.token]
+        if self.net:
+            args += ["--net", self.net]
+        if not self.total_caps:
+            args += ["--total-memory", "0", "--total-cpu", "0", "--total-pids", "0"]
         if self.config:
             args += ["--config", self.config]
         args += self.extra
         self.log = tempfile.TemporaryFile(prefix="sbx-serve-log-")
         env = {k: v for k, v in os.environ.items() if not k.startswith("CLAW_")}
+        env.update(self.env)
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.registry.append(self)
         deadline = time.monotonic() + timeout
@@ -193,12 +189,42 @@ class ServeDaemon:
             try:
                 if self.port is not None:
                     st, body, _ = self.req("GET", "/readyz", token=None, timeout=2)
-                    if st == 200 and body.get("status") in ("ready", "busy"):
+                    # The daemon is ready (200, ok); status is the runtime's
+                    # (created until its first start).
+                    if st == 200 and isinstance(body, dict) and body.get("ok"):
                         return self
             except OSError:
                 pass
             time.sleep(0.05)
         raise AssertionError("daemon not ready in %ss: %s" % (timeout, self.output()))
+
+    def req(self, method, path, body=None, token="", headers=None, timeout=20):
+        """One request on loopback, with this daemon's token unless token is
+        None (or another one given); a body that is not bytes or str is sent
+        as JSON; headers: more headers (EXTENDED for our answers on the
+        original's routes). Returns (status, parsed JSON or text, headers)."""
+        import http.client
+        h = dict(headers or {})
+        token = self.token if token == "" else token
+        if token is not None:
+            h["Authorization"] = "Bearer " + token
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+            h.setdefault("Content-Type", "application/json")
+        if isinstance(body, str):
+            body = body.encode()
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            c.request(method, path, body=body, headers=h)
+            r = c.getresponse()
+            data = r.read()
+            try:
+                parsed = json.loads(data) if data else None
+            except ValueError:
+                parsed = data.decode(errors="replace")
+            return r.status, parsed, dict(r.getheaders())
+        finally:
+            c.close()
 
     def output(self, whole=False):
         """The daemon's log so far (its last 3000 characters unless whole).

@@ -20,7 +20,7 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sbxtest import pids_of_uid, ServeDaemon, Suite, check  # noqa: E402
+from sbxtest import EXTENDED, pids_of_uid, ServeDaemon, Suite, check  # noqa: E402
 
 S = Suite("api")
 TOKEN = "op-" + "0123456789abcdef0123456789abc"         # 32 chars, operator
@@ -46,6 +46,8 @@ class Daemon(ServeDaemon):
             header_name="Authorization"):
         """One request; returns (status, parsed JSON or text, headers)."""
         h = dict(headers or {})
+        for k, v in EXTENDED.items():
+            h.setdefault(k, v)
         if token is not None:
             h[header_name] = ("Bearer " + token) if header_name == "Authorization" else token
         if body is not None and not isinstance(body, (bytes, str)):
@@ -222,7 +224,7 @@ def sse_events(resp, want_until=None, quiet=1.0, limit=10.0):
 
 def open_stream(d, session, last_id=None, token=TOKEN, tenant=None):
     c = d.conn(timeout=10)
-    h = {"Authorization": "Bearer " + token, "Accept": "text/event-stream"}
+    h = {"Authorization": "Bearer " + token, "Accept": "text/event-stream", **EXTENDED}
     if tenant:
         h["X-Tenant-Code"] = tenant
     if last_id is not None:
@@ -282,9 +284,12 @@ D = MAIN
 def health_and_ready_need_no_token():
     st, b, _ = D.req("GET", "/healthz", token=None)
     check(st == 200 and b == {"ok": True}, "healthz", (st, b))
-    st, b, _ = D.req("GET", "/readyz", token=None)
-    check(st == 200 and b.get("ok") is True and b.get("status") in ("ready", "busy"),
-          "readyz", (st, b))
+    # The status is the runtime's of the request's clone: created until its
+    # first start (the original's state machine); the daemon's own readiness
+    # is in the extended answer.
+    st, b, _ = D.req("GET", "/readyz", token=None, headers={"X-Tenant-Code": "neverstarted"})
+    check(st == 200 and b.get("ok") is True and b.get("status") == "created"
+          and b.get("daemon") == "ready", "readyz", (st, b))
 
 
 @case
@@ -515,7 +520,8 @@ def tasks_sent_while_a_session_starts_run_inside_it():
     # twice, or left by its client, changes nothing.
     a = {"X-Tenant-Code": "acme"}
     body = json.dumps({"sessionID": "early"})
-    h = {"Authorization": "Bearer " + ACME_TOKEN, "Content-Type": "application/json", **a}
+    h = {"Authorization": "Bearer " + ACME_TOKEN, "Content-Type": "application/json", **a,
+         **EXTENDED}
     first, second, gone = D.conn(), D.conn(), D.conn()
     first.request("POST", "/runtime/start", body=body, headers=h)
     second.request("POST", "/runtime/start", body=body, headers=h)
@@ -527,7 +533,8 @@ def tasks_sent_while_a_session_starts_run_inside_it():
     for c in (first, second):
         r = c.getresponse()
         b = json.loads(r.read())
-        check(r.status == 200 and b["status"] == "ready", "start answered once ready", b)
+        check(r.status == 200 and b["status"]["status"] in ("ready", "busy")
+              and b["sessionId"] == "early", "start answered once ready", b)
         c.close()
     done = D.wait_status(t["id"], FINAL, token=ACME_TOKEN, headers=a)
     check(done["status"] == "succeeded" and done["result"]["stdout"] == "here\n",
@@ -583,6 +590,15 @@ def session_idle_timeout_ends_it():
         while pids_of_uid(owner) and time.monotonic() < deadline:
             time.sleep(0.1)
         check(pids_of_uid(owner) == [], "idle session killed", pids_of_uid(owner))
+        # The clone's runtime stopped itself too (the original's state
+        # machine): new tasks are refused until the next start.
+        st, b, _ = d.req("POST", "/runtime/exec", {"sessionID": "nap", "command": [
+            "/bin/sh", "-c", "cat /tmp/f"]}, headers=a)
+        check(st == 400 and b["error"]["message"] == "runtime stopped", "refused when idle", b)
+        st, b, _ = d.req("GET", "/readyz", headers=a)
+        check(b.get("status") == "stopped", "readyz says stopped", b)
+        st, b, _ = d.req("POST", "/runtime/start", headers=a)
+        check(st == 200 and b["status"]["status"] == "ready", "started again", b)
         st, b, _ = d.req("POST", "/runtime/exec", {"sessionID": "nap", "command": [
             "/bin/sh", "-c", "cat /tmp/f"]}, headers=a)
         check(st == 200 and b["exitCode"] == 1, "after the idle end, a fresh sandbox", b)

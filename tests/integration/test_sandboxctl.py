@@ -18,7 +18,7 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sbxtest import SANDBOXD, ServeDaemon, Suite, check  # noqa: E402
+from sbxtest import EXTENDED, SANDBOXD, ServeDaemon, Suite, check  # noqa: E402
 
 CTL = os.environ.get("SANDBOXCTL") or os.path.join(os.path.dirname(SANDBOXD), "sandboxctl")
 S = Suite("sandboxctl")
@@ -196,6 +196,8 @@ class Fake:
 
 def base_env():
     env = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOX_")}
+    # No token read from a local daemon's file unless a case asks for it.
+    env["SANDBOX_TOKEN_FILE"] = "/nonexistent/sandbox-test-token"
     for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
               "all_proxy"):
         env.pop(k, None)
@@ -746,7 +748,7 @@ class RealDaemon(ServeDaemon):
     def req(self, method, path, body=None, token=None, timeout=20):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
-            c.request(method, path, body=body)
+            c.request(method, path, body=body, headers=dict(EXTENDED))
             r = c.getresponse()
             data = r.read()
             return r.status, json.loads(data) if data else None, dict(r.getheaders())
@@ -773,11 +775,66 @@ def sessions_end_to_end_with_a_real_daemon():
         check(p.returncode == 1 and "no egress" in p.err,
               "rules for a session without an egress (--net none): refused, said", p)
         p = ctl(None, "--json", "session", "stop", "s1", env=env)
-        check(p.returncode == 0 and json.loads(p.out)["status"] == "stopped", "stop --json", p)
+        check(p.returncode == 0 and json.loads(p.out)["ok"] is True
+              and json.loads(p.out)["sessionId"] == "s1", "stop --json", p)
         p = ctl(None, "exec", "--session", "s1", "--", "cat", "/tmp/f", env=env)
         check(p.returncode == 1, "after the stop, a fresh sandbox: no /tmp/f", p)
         p = ctl(None, "session", "start", "a/b", env=env)
         check(p.returncode == 2 and "'a/b'" in p.err, "a bad id is named", p)
+    finally:
+        d.stop()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+@S.case
+def sends_the_extended_switch():
+    # Our answers on the original's routes (docs/compatibility.md): sandboxctl
+    # always asks for them.
+    with Fake() as f:
+        f.handler = lambda req: Answer(200, {"ok": True, "status": "ready"})
+        p = ctl(f, "--token", "t", "status")
+        check(p.returncode == 0, "exit 0", p)
+        check(f.requests[-1].headers.get("x-sandbox-extended") == "1", "the switch sent",
+              f.requests[-1])
+
+
+@S.case
+def seed_004_run_with_the_request_on_stdin():
+    # The seed's command as written: JSON on stdin, --server, the environment
+    # by a seed 004 name; the token from a local daemon's token file.
+    token = "seed-004-" + "0123456789abcdef01234"
+    state = tempfile.mkdtemp(prefix="sbx-ctl-seed-")
+    d = RealDaemon(os.path.join(state, "s"), token).start()
+    try:
+        tf = os.path.join(state, "api-token")
+        with open(tf, "w") as f:
+            f.write(token + "\n")
+        env = dict(base_env(), SANDBOX_TOKEN_FILE=tf)
+        server = "http://localhost:%d" % d.port
+        p = ctl(None, "run", "--server", server, env=env,
+                stdin=b'{"code": "print(\\"Hello from Sandbox!\\")", "env": "python-3.9"}\n')
+        check(p.returncode == 0 and p.out == "Hello from Sandbox!\n" and p.err == "",
+              "the seed's command", p)
+        p = ctl(None, "run", "--server", server, env=env,
+                stdin=b'{"code": "import sys; print(\\"e\\", file=sys.stderr); sys.exit(7)",'
+                      b' "env": "python", "timeout": 20}')
+        check(p.returncode == 7 and p.err == "e\n", "exit status and stderr", p)
+        p = ctl(None, "run", "--json", "--server", server, env=env,
+                stdin=b'{"code": "print(1)", "env": "python3"}')
+        check(p.returncode == 0 and json.loads(p.out)["return_code"] == 0
+              and set(json.loads(p.out)) == {"stdout", "stderr", "return_code", "execution_time"},
+              "--json: /execute's answer", p)
+        p = ctl(None, "run", "--server", server, env=env, stdin=b"print(1)")
+        check(p.returncode == 2 and "not a JSON request" in p.err, "not JSON: named", p)
+        p = ctl(None, "run", "--server", server, env=env,
+                stdin=b'{"code": "1", "env": "cobol-85"}')
+        check(p.returncode == 1 and "cobol-85" in p.err, "an unknown environment is named", p)
+        p = ctl(None, "run", "--server", server, env=env,
+                stdin=b'{"code": "1", "image": "x"}')
+        check(p.returncode == 1 and "image" in p.err, "an unknown field is named", p)
+        p = ctl(None, "run", "--server", server, env=base_env(),
+                stdin=b'{"code": "print(1)"}')
+        check(p.returncode == 1 and "401" in p.err, "no token, no file: 401", p)
     finally:
         d.stop()
         shutil.rmtree(state, ignore_errors=True)

@@ -21,7 +21,7 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from sbxtest import ServeDaemon, Suite, check  # noqa: E402
+from sbxtest import EXTENDED, ServeDaemon, Suite, check  # noqa: E402
 
 S = Suite("apiprobes")
 TOKEN = "op-" + "0123456789abcdef0123456789abc"        # 32 chars, operator
@@ -44,6 +44,8 @@ class Daemon(ServeDaemon):
     def req(self, method, path, body=None, token=TOKEN, headers=None, timeout=20):
         """One request; returns (status, parsed JSON or raw bytes, headers)."""
         h = dict(headers or {})
+        for k, v in EXTENDED.items():
+            h.setdefault(k, v)
         if token is not None:
             h["Authorization"] = "Bearer " + token
         if body is not None and not isinstance(body, (bytes, str)):

@@ -144,6 +144,15 @@ static void run_forms(void **state)
     assert_int_equal(PARSE(&a, &e, "run", "--language=python-3.9", "-"), 0);
     assert_string_equal(a.language, "python-3.9");
     assert_string_equal(a.code_file, "-");
+    assert_false(a.request_stdin);
+    /* seed 004: the request on stdin, --server for --url */
+    assert_int_equal(PARSE(&a, &e, "run", "--server", "http://localhost:8080"), 0);
+    assert_int_equal(a.cmd, SBX_CLI_RUN);
+    assert_true(a.request_stdin);
+    assert_string_equal(a.url, "http://localhost:8080");
+    assert_null(a.language);
+    assert_int_equal(PARSE(&a, &e, "--url", "http://a:1", "--server", "http://b:2", "status"), 0);
+    assert_string_equal(a.url, "http://b:2"); /* the later wins */
 }
 
 static void tasks_forms(void **state)
@@ -310,6 +319,9 @@ static const struct {
     {{"frobnicate"}, {"frobnicate", "unknown command"}},
     {{"--json"}, {"no command", NULL}},
     {{"run", "-c", "x"}, {"--language", "required"}},
+    {{"run", "--timeout", "3"}, {"--timeout", "request on stdin"}},
+    {{"run", "-d"}, {"--detach", "request on stdin"}},
+    {{"--server", "ftp://x", "status"}, {"--server", "ftp://x"}},
     {{"run", "-l", "python"}, {"-c CODE", "neither"}},
     {{"run", "-l", "python", "-c", "x", "f.py"}, {"both", NULL}},
     {{"run", "-l", "py thon", "-c", "x"}, {"-l", "py thon"}},

@@ -110,6 +110,10 @@ static void defaults(void **state)
     assert_string_equal(c.state_dir, "/var/lib/sandbox");
     assert_string_equal(c.workspace_root, "/var/lib/sandbox/workspaces");
     assert_string_equal(c.control_dir, "/var/lib/sandbox/control");
+    /* the seed's container: 2 cores, 3 GB, 512 processes for all sandboxes */
+    assert_int_equal(c.total_memory_bytes, 3ull << 30);
+    assert_int_equal(c.total_pids, 512);
+    assert_true(c.total_cpu_cores == 2);
     assert_null(c.runtime_id);
     assert_string_equal(c.tenant_code, "default");
     assert_null(c.clone_key);
@@ -415,6 +419,43 @@ static void env_overrides_yaml(void **state)
     assert_int_equal(c.ignored_env.n, 1);
     assert_string_equal(c.ignored_env.v[0], "CLAW_AGENT_ID");
     sbx_config_free(&c);
+}
+
+/* The later version's names: SANDBOX_ in place of CLAW_, winning when both
+ * are set; a bad value is named by the name it came under. */
+static void sandbox_names_of_claw_settings(void **state)
+{
+    write_yaml("server:\n  workspace_root: ws\n");
+    struct sbx_config c;
+    sbx_err e;
+    char *argv[] = {"serve", "--config", file, NULL};
+    char *envp[] = {"CLAW_MAX_PROCESSES=40",           "SANDBOX_MAX_PROCESSES=41",
+                    "SANDBOX_SANDBOX_PROXY_PORT=1091", "CLAW_IDLE_TIMEOUT_SEC=30",
+                    "SANDBOX_IDLE_TIMEOUT_SEC=",       "SANDBOX_API_TOKEN=" TOK_C,
+                    "SANDBOX_URL=http://127.0.0.1:1",  NULL};
+    if (load(&c, argv, envp, &e) < 0)
+        fail_msg("%s", e.msg);
+    assert_int_equal(c.limits.pids, 41);
+    assert_int_equal(c.network.limits.proxy_port, 1091);
+    assert_true(c.idle_timeout_s == 30); /* an empty later name is unset */
+    assert_int_equal(c.n_tokens, 1);
+    assert_string_equal(c.tokens[0].name, "SANDBOX_API_TOKEN#1");
+    sbx_config_free(&c);
+    char *bad[] = {"CLAW_MAX_PROCESSES=40", "SANDBOX_MAX_PROCESSES=many", NULL};
+    assert_int_equal(load(&c, argv, bad, &e), -1);
+    assert_contains(e.msg, "SANDBOX_MAX_PROCESSES");
+    /* the aggregate caps: 0 is none; a bad one is named */
+    char *off[] = {"serve",        "--config", file, "--total-memory", "0", "--total-cpu", "0",
+                   "--total-pids", "0",        NULL};
+    if (load(&c, off, NULL, &e) < 0)
+        fail_msg("%s", e.msg);
+    assert_int_equal(c.total_memory_bytes, 0);
+    assert_int_equal(c.total_pids, 0);
+    assert_true(c.total_cpu_cores == 0);
+    sbx_config_free(&c);
+    char *badcpu[] = {"serve", "--config", file, "--total-cpu", "-1", NULL};
+    assert_int_equal(load(&c, badcpu, NULL, &e), -1);
+    assert_contains(e.msg, "--total-cpu");
 }
 
 static void flags_override_env(void **state)
@@ -867,6 +908,7 @@ int main(void)
         cmocka_unit_test(help_flag),
         cmocka_unit_test_setup_teardown(yaml_overrides_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(env_overrides_yaml, setup, teardown),
+        cmocka_unit_test_setup_teardown(sandbox_names_of_claw_settings, setup, teardown),
         cmocka_unit_test_setup_teardown(flags_override_env, setup, teardown),
         cmocka_unit_test_setup_teardown(yaml_bad_values_name_key_and_position, setup, teardown),
         cmocka_unit_test(env_and_flag_bad_values_name_key),

@@ -536,6 +536,61 @@ static void test_v1_create_cleans_up(void **state)
 
 /* ---- rlimit ---- */
 
+/* The aggregate caps land on the sandboxd/ base itself and are read back. */
+static void test_totals_v2_and_v1(void **state)
+{
+    const char *tmp = *state;
+    char mi[PATH_MAX], pc[PATH_MAX], base[PATH_MAX], sub[PATH_MAX];
+    struct sbx_cg_host host;
+    sbx_err err = {0};
+    struct sbx_cg_totals t;
+    struct sbx_cg_limits want = {.memory_bytes = 3ull << 30, .pids = 512, .cpu_cores = 2};
+
+    pathf(sub, sizeof(sub), "%s/v2", tmp);
+    mkdir_p("%s", sub);
+    fake_v2(sub, "cpu memory pids\n", mi, pc);
+    assert_int_equal(sbx_cg_host_detect_at(mi, pc, false, &host, &err), 0);
+    assert_int_equal(host.mode, SBX_CG_V2);
+    sbx_cg_host_set_totals(&host, &want, &t);
+    pathf(base, sizeof(base), "%s/svc/sandboxd", sub);
+    assert_true(t.memory_ok && t.pids_ok && t.cpu_ok);
+    assert_string_equal(t.why, "");
+    assert_string_equal(slurp_at(base, "memory.max"), "3221225472");
+    assert_string_equal(slurp_at(base, "pids.max"), "512");
+    assert_string_equal(slurp_at(base, "cpu.max"), "200000 100000");
+    assert_int_equal(t.now.memory_bytes, 3ull << 30);
+    assert_int_equal(t.now.pids, 512);
+    assert_true(t.now.cpu_cores == 2);
+    /* none wanted: nothing written, what is there is read back */
+    struct sbx_cg_limits none = {0};
+    sbx_cg_host_set_totals(&host, &none, &t);
+    assert_false(t.memory_ok || t.pids_ok || t.cpu_ok);
+    assert_int_equal(t.now.pids, 512);
+
+    pathf(sub, sizeof(sub), "%s/v1", tmp);
+    mkdir_p("%s", sub);
+    fake_v1(sub, mi, pc);
+    assert_int_equal(sbx_cg_host_detect_at(mi, pc, false, &host, &err), 0);
+    assert_int_equal(host.mode, SBX_CG_V1);
+    sbx_cg_host_set_totals(&host, &want, &t);
+    assert_true(t.memory_ok && t.pids_ok && t.cpu_ok);
+    pathf(base, sizeof(base), "%s/memory/daemon/sandboxd", sub);
+    assert_string_equal(slurp_at(base, "memory.limit_in_bytes"), "3221225472");
+    pathf(base, sizeof(base), "%s/pids/sandboxd", sub);
+    assert_string_equal(slurp_at(base, "pids.max"), "512");
+    pathf(base, sizeof(base), "%s/cpu,cpuacct/sandboxd", sub);
+    assert_string_equal(slurp_at(base, "cpu.cfs_quota_us"), "200000");
+    assert_string_equal(slurp_at(base, "cpu.cfs_period_us"), "100000");
+    assert_true(t.now.cpu_cores == 2 && t.now.pids == 512 && t.now.memory_bytes == 3ull << 30);
+
+    /* rlimit mode: none can be, said so */
+    struct sbx_cg_host rl = {.mode = SBX_CG_RLIMIT};
+    snprintf(rl.why, sizeof(rl.why), "no writable hierarchy");
+    sbx_cg_host_set_totals(&rl, &want, &t);
+    assert_false(t.memory_ok || t.pids_ok || t.cpu_ok);
+    assert_non_null(strstr(t.why, "no writable cgroups"));
+}
+
 static void test_force_rlimit(void **state)
 {
     struct sbx_cg_host host;
@@ -789,6 +844,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_v2_enable_fails_falls_back, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_v1_fake_tree, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_v1_create_cleans_up, tmp_setup, tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_totals_v2_and_v1, tmp_setup, tmp_teardown),
         cmocka_unit_test(test_force_rlimit),
         cmocka_unit_test(test_rlimit_cgroup),
         cmocka_unit_test(test_child_path),

@@ -942,6 +942,74 @@ static void long_rule_text_truncated(void **state)
     sbx_policy_free(p);
 }
 
+/* The address part for the sandbox's nftables rules: what is refused at
+ * connect, what is let through to the listener. */
+static void nft_sets(void **state)
+{
+    char *t = NULL;
+    struct sbx_policy *p =
+        mk(&(struct sbx_policy_opts){.def = SBX_DEFAULT_ALLOW,
+                                     .allow = RULES("192.168.7.0/24:443", "api.test"),
+                                     .deny = RULES("203.0.113.0/24", "198.51.100.9:22"),
+                                     .allowed_cidrs = "127.0.0.1/32",
+                                     .allowed_internal_targets = "10.1.2.3:5432",
+                                     .blocked_cidrs = "100.127.0.0/16"});
+    assert_int_equal(sbx_policy_nft_sets(p, &t, NULL), 0);
+    assert_non_null(strstr(t, "set deny4 {"));
+    assert_non_null(strstr(t, "set open6 {"));
+    const char *deny4 = strstr(t, "set deny4"), *open4 = strstr(t, "set open4");
+    const char *deny6 = strstr(t, "set deny6");
+    /* refused: the deny-list, metadata, blocked CIDRs, address deny rules on every port */
+    const char *want_deny[] = {"10.0.0.0/8", "169.254.169.254/32", "100.127.0.0/16",
+                               "203.0.113.0/24"};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(want_deny); i++) {
+        const char *at = strstr(deny4, want_deny[i]);
+        assert_true(at && at < deny6);
+    }
+    assert_non_null(strstr(deny6, "fc00::/7"));
+    assert_null(strstr(t, "198.51.100.9")); /* a deny rule on one port: the listener's */
+    /* let through: allowed CIDRs, address allow rules, internal targets by address */
+    assert_non_null(strstr(open4, "127.0.0.1/32"));
+    assert_non_null(strstr(open4, "192.168.7.0/24"));
+    assert_non_null(strstr(open4, "10.1.2.3/32"));
+    free(t);
+    sbx_policy_free(p);
+
+    /* A target by a name only DNS resolves may open any private address:
+     * only the protected ones are refused at connect then. */
+    p = mk(&(struct sbx_policy_opts){.def = SBX_DEFAULT_ALLOW,
+                                     .allowed_internal_targets = "db.internal:5432"});
+    assert_int_equal(sbx_policy_nft_sets(p, &t, NULL), 0);
+    assert_null(strstr(t, "10.0.0.0/8"));
+    assert_non_null(strstr(t, "169.254.169.254/32"));
+    free(t);
+    sbx_policy_free(p);
+    /* ... unless it is a static host: its address is known */
+    p = mk(&(struct sbx_policy_opts){.def = SBX_DEFAULT_ALLOW,
+                                     .allowed_internal_targets = "db.internal:5432",
+                                     .hosts = RULES("db.internal=10.9.9.9")});
+    assert_int_equal(sbx_policy_nft_sets(p, &t, NULL), 0);
+    assert_non_null(strstr(t, "10.0.0.0/8"));
+    assert_non_null(strstr(strstr(t, "set open4"), "10.9.9.9/32"));
+    free(t);
+    sbx_policy_free(p);
+}
+
+/* Whether some port of an address is opened (our DNS's loopback aliases). */
+static void opens_some_port(void **state)
+{
+    struct sbx_addr lo;
+    assert_int_equal(sbx_addr_parse("127.0.0.1", &lo, NULL), 0);
+    struct sbx_policy *p = mk(&(struct sbx_policy_opts){
+        .def = SBX_DEFAULT_ALLOW, .allowed_cidrs = "127.0.0.1/32", .allowed_ports = "8080"});
+    assert_true(sbx_policy_opens_some_port(p, "svc", &lo));
+    sbx_policy_free(p);
+    p = mk(&(struct sbx_policy_opts){.def = SBX_DEFAULT_ALLOW});
+    assert_false(sbx_policy_opens_some_port(p, "svc", &lo));
+    assert_false(sbx_policy_opens_some_port(p, "bad name!", &lo));
+    sbx_policy_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -971,6 +1039,8 @@ int main(void)
         cmocka_unit_test(claw_lists),
         cmocka_unit_test(check_odd_inputs),
         cmocka_unit_test(long_rule_text_truncated),
+        cmocka_unit_test(nft_sets),
+        cmocka_unit_test(opens_some_port),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -524,11 +524,38 @@ static void answers_bounded_oldest_evicted(void **state)
     sbx_dns_answers_free(a);
 }
 
+/* A loopback answer's alias: from 198.19.255.0/24, the same for the same
+ * name, mapped back to the real address; an ordinary answer is no alias. */
+static void loopback_aliases(void **state)
+{
+    struct sbx_dns_answers *a = sbx_dns_answers_new(16);
+    struct sbx_addr lo, one, again, other, real, pub;
+    char buf[INET6_ADDRSTRLEN];
+    assert_int_equal(sbx_addr_parse("127.0.0.1", &lo, NULL), 0);
+    assert_int_equal(sbx_addr_parse("203.0.113.10", &pub, NULL), 0);
+    sbx_dns_answers_alias(a, "Svc.", &lo, &one);
+    assert_string_equal(sbx_addr_str(&one, buf, sizeof(buf)), "198.19.255.1");
+    sbx_dns_answers_alias(a, "svc", &lo, &again);
+    assert_true(sbx_addr_eq(&one, &again));
+    sbx_dns_answers_alias(a, "other", &lo, &other);
+    assert_string_equal(sbx_addr_str(&other, buf, sizeof(buf)), "198.19.255.2");
+    assert_string_equal(sbx_dns_answers_lookup(a, &one), "svc");
+    assert_true(sbx_dns_answers_real(a, &other, &real));
+    assert_true(sbx_addr_eq(&real, &lo));
+    sbx_dns_answers_add(a, "pub.test", &pub);
+    assert_false(sbx_dns_answers_real(a, &pub, &real));
+    /* an ordinary answer that takes an alias's address is no alias any more */
+    sbx_dns_answers_add(a, "x.test", &one);
+    assert_false(sbx_dns_answers_real(a, &one, &real));
+    sbx_dns_answers_free(a);
+}
+
 int main(void)
 {
     evdns_set_log_fn(quiet);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(a_record, setup, teardown),
+        cmocka_unit_test(loopback_aliases),
         cmocka_unit_test_setup_teardown(several_addresses_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(at_most_resolve_max, setup, teardown),
         cmocka_unit_test_setup_teardown(aaaa_record, setup, teardown),

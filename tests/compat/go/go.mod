@@ -1,0 +1,3 @@
+module sandbox.test/strictclient
+
+go 1.19

@@ -20,6 +20,7 @@ const char sbx_config_usage[] =
     "  --cpu CORES            default CPU limit, cores or percent (default 0.25)\n"
     "  --pids N               default process limit (default 32)\n"
     "  --timeout DURATION     default wall-clock limit (default 300s)\n"
+    "  --host-id-base N       first host id of the clones' ranges (default 100000)\n"
     "  --total-memory SIZE, --total-cpu CORES, --total-pids N\n"
     "                         caps over all sandboxes together, on the sandboxd/ parent\n"
     "                         cgroup (default 3G, 2, 512; 0: none)\n"

@@ -40,7 +40,9 @@ async function call(client, name, args, opts) {
 const text = (r) => r.content.filter((c) => c.type === 'text').map((c) => c.text).join('\n');
 
 async function rest(method, p, tok = token) {
-  const res = await fetch(url + p, { method, headers: { Authorization: 'Bearer ' + tok } });
+  // our answers on the original's routes (docs/compatibility.md)
+  const res = await fetch(url + p, {
+    method, headers: { Authorization: 'Bearer ' + tok, 'X-Sandbox-Extended': '1' } });
   return { status: res.status, body: await res.json() };
 }
 

@@ -4,6 +4,7 @@ ends in the conventional 'N passed, N failed' line."""
 import json
 import re
 import os
+import random
 import shutil
 import signal
 import socket
@@ -147,6 +148,9 @@ class ServeDaemon:
         sandboxd/ parent cgroup (their own cgroup is a hierarchy's root), so
         one daemon's caps would limit the others'."""
         self.total_caps = total_caps
+        # Ranges of 64 clones at a random place below the highest base the
+        # daemon takes (its clones' ranges must fit in 32 bits).
+        self.host_id_base = random.randrange(1, 85) * 64 * 65536
         self.env = dict(env or {})
         self.net = net
         self.prefix = list(prefix)
@@ -170,6 +174,9 @@ class ServeDaemon:
             args += ["--net", self.net]
         if not self.total_caps:
             args += ["--total-memory", "0", "--total-cpu", "0", "--total-pids", "0"]
+        # Host ids of its own: the tests find a task's processes by host uid,
+        # and other daemons on the machine (other test runs) have theirs.
+        args += ["--host-id-base", str(self.host_id_base)]
         if self.config:
             args += ["--config", self.config]
         args += self.extra

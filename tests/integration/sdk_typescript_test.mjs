@@ -191,7 +191,9 @@ await test("sessions_exec_network_stop", async () => {
   check(r.stdout.includes("gone"), "a one-shot sandbox does not see it", r);
   const st = await sbx.sessions.start();
   check(st.ok && st.status === "ready" && st.sessionId, "a generated id", st);
-  check((await sbx.sessions.stop(st.sessionId)).status === "stopped", "stopped");
+  // stopping a session leaves the clone's runtime ready; the session is gone
+  const stopped = await sbx.sessions.stop(st.sessionId);
+  check(stopped.ok && stopped.runtime?.sessionLive === false, "stopped", stopped);
   const probe = "getent hosts svc.test >/dev/null && echo yes || echo no";
   await sbx.withSession("tsweb", async (s) => {
     check((await s.exec(probe)).stdout === "yes\n", "answered before");

@@ -199,10 +199,26 @@ class Upload(Model):
 
 @dataclasses.dataclass
 class SessionState(Model):
-    """The answer of sessions.start / stop / network."""
+    """The answer of sessions.start / stop / network. status is the clone
+    runtime's state; runtime the whole status object start and stop give."""
     ok: bool = False
     status: str = ""
     session_id: str = ""
+    runtime: Optional["RuntimeStatus"] = None
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "SessionState":
+        st = d.get("status") if isinstance(d, dict) else None
+        if not isinstance(st, dict):
+            return super().from_dict(d)
+        # start/stop answer {ok, status: StatusPayload, sessionId}
+        flat = dict(d, status=st.get("status", ""))
+        s = super().from_dict(flat)
+        s.raw = d
+        s.runtime = RuntimeStatus.from_dict(st)
+        if not s.session_id:
+            s.session_id = st.get("sessionId", "")
+        return s
 
 
 @dataclasses.dataclass

@@ -133,9 +133,23 @@ export interface Upload {
 
 export interface SessionState {
   ok: boolean;
+  /** The clone runtime's state (ready, busy, stopped). */
   status?: string;
   sessionId?: string;
+  /** The whole status object start and stop answer with. */
+  runtime?: Record<string, unknown>;
   [key: string]: unknown;
+}
+
+/* start and stop answer {ok, status: <the runtime's status object>, sessionId}. */
+function sessionState(r: SessionState): SessionState {
+  const st = r.status as unknown;
+  if (st && typeof st === "object") {
+    const o = st as Record<string, unknown>;
+    return { ...r, status: String(o.status ?? ""), runtime: o,
+             sessionId: r.sessionId ?? (o.sessionId as string | undefined) };
+  }
+  return r;
 }
 
 export interface RuntimeStatus {
@@ -881,13 +895,15 @@ export class Sessions {
 
   /** Starts a session (a new id when none is given); answered once it is set up. */
   start(sessionId?: string): Promise<SessionState> {
-    return this.c.call("/runtime/start", {
+    return this.c.call<SessionState>("/runtime/start", {
       method: "POST", json: sessionId === undefined ? {} : { sessionID: sessionId }, timeoutMs: null,
-    });
+    }).then(sessionState);
   }
 
   stop(sessionId?: string): Promise<SessionState> {
-    return this.c.call("/runtime/stop", { method: "POST", json: sessionId === undefined ? {} : { sessionID: sessionId } });
+    return this.c.call<SessionState>("/runtime/stop", {
+      method: "POST", json: sessionId === undefined ? {} : { sessionID: sessionId },
+    }).then(sessionState);
   }
 
   /** Replaces a live session's egress rules, at once (a tenant token may only narrow). */

@@ -138,7 +138,7 @@ static void h_exec_or_task(sbx_http_request *req, void *ud, bool sync)
         return;
     struct parsed_task p;
     sbx_err e = {0};
-    if (task_request_parse(req, api, body, &p, &e) < 0)
+    if (task_request_parse(req, api, body, &p, &e) < 0 || api_skill_task(req, api, &p, &e) < 0)
         sbx_http_respond_err(req, &e);
     else
         submit(req, api, &p, sync, false);

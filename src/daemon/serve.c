@@ -31,6 +31,7 @@ struct serve {
     struct sbx_addr own[64];
     struct sbx_resolver *resolver;
     struct sbx_runtime *rt;
+    struct sbx_skills *skills;
     sbx_auth *auth;
     sbx_http_server *http;
     struct sbx_api api;
@@ -84,6 +85,67 @@ static int first_start_token(struct serve *s, sbx_err *err)
         return sbx_err_set(err, saved, "write %s", path);
     }
     close(fd);
+    return 0;
+}
+
+/* The secret UR_TOKENs are signed with: the configured one, else a file
+ * (the configured one, or <state>/skills-token-secret made on first start,
+ * 0600, like the API token). */
+static int setup_skills(struct serve *s, sbx_err *err)
+{
+    char path[PATH_MAX], secret[129] = "";
+    const char *sec = s->cfg.skills.token_secret;
+    if (!sec) {
+        if (s->cfg.skills.token_secret_file)
+            snprintf(path, sizeof(path), "%s", s->cfg.skills.token_secret_file);
+        else
+            snprintf(path, sizeof(path), "%s/skills-token-secret", s->cfg.state_dir);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        ssize_t n = fd >= 0 ? read(fd, secret, sizeof(secret) - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (n >= 0) {
+            secret[n] = '\0';
+            secret[strcspn(secret, "\r\n")] = '\0';
+            if (strlen(secret) < 16)
+                return sbx_err_set(err, EINVAL, "%s: a token secret of at least 16 characters",
+                                   path);
+        } else if (s->cfg.skills.token_secret_file) {
+            return sbx_err_set(err, errno, "skills.token_secret_file %s", path);
+        } else {
+            unsigned char rnd[32];
+            if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+                return sbx_err_set(err, errno, "getrandom");
+            for (size_t i = 0; i < sizeof(rnd); i++)
+                snprintf(secret + 2 * i, 3, "%02x", rnd[i]);
+            fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+            if (fd < 0 || write(fd, secret, strlen(secret)) != (ssize_t)strlen(secret)) {
+                int saved = errno;
+                if (fd >= 0)
+                    close(fd);
+                return sbx_err_set(err, saved, "write %s", path);
+            }
+            close(fd);
+        }
+        sec = secret;
+    }
+    struct sbx_skills_settings ss = {.builtin_root = s->cfg.skills.builtin_root,
+                                     .common_root = s->cfg.skills.common_root,
+                                     .shared_root = s->cfg.skills.shared_root,
+                                     .mapped_root = s->cfg.skills.mapped_root,
+                                     .control_dir = s->cfg.control_dir,
+                                     .state_dir = s->cfg.state_dir,
+                                     .max_bytes = s->cfg.skills.max_bytes,
+                                     .ur_base_url = s->cfg.skills.ur_base_url,
+                                     .token_secret = sec,
+                                     .token_secret_len = strlen(sec),
+                                     .token_audience = s->cfg.skills.token_audience,
+                                     .token_ttl_s = s->cfg.skills.token_ttl_s};
+    s->skills = sbx_skills_new(s->base, s->rt, &ss, err);
+    memset(secret, 0, sizeof(secret));
+    if (!s->skills)
+        return -1;
+    sbx_runtime_set_clone_mounts(s->rt, sbx_skills_clone_mounts, s->skills);
     return 0;
 }
 
@@ -200,6 +262,7 @@ static void teardown(struct serve *s)
      * runtime; then the runtime records every unfinished task as canceled. */
     sbx_http_server_free(s->http);
     sbx_runtime_free(s->rt);
+    sbx_skills_free(s->skills);
     sbx_auth_free(s->auth);
     sbx_resolver_free(s->resolver);
     sbx_policy_free(s->policy);
@@ -264,7 +327,7 @@ int sbx_cmd_serve(int argc, char **argv)
                                   .policy = s.policy,
                                   .policy_opts = &s.policy_opts,
                                   .resolver = s.resolver};
-    if (!(s.rt = sbx_runtime_new(&ro, &e)))
+    if (!(s.rt = sbx_runtime_new(&ro, &e)) || setup_skills(&s, &e) < 0)
         goto fail;
     sbx_http_config hc = {.listen = s.cfg.listen.text,
                           .auth = s.auth,
@@ -273,8 +336,11 @@ int sbx_cmd_serve(int argc, char **argv)
                           .idle_timeout_s = (unsigned)s.cfg.connection_idle_timeout_s,
                           .header_timeout_s = (unsigned)s.cfg.header_timeout_s,
                           .sigpipe_ignored = true};
-    s.api = (struct sbx_api){
-        .rt = s.rt, .store = s.store, .ready = true, .started_at = (int64_t)time(NULL) * 1000};
+    s.api = (struct sbx_api){.rt = s.rt,
+                             .skills = s.skills,
+                             .store = s.store,
+                             .ready = true,
+                             .started_at = (int64_t)time(NULL) * 1000};
     if (sbx_http_server_new(s.base, &hc, &s.http, &e) < 0 ||
         sbx_api_routes(s.http, &s.api, &e) < 0 || sbx_http_server_listen(s.http, &e) < 0)
         goto fail;

@@ -338,6 +338,42 @@ static int bind_workspace(const struct sbx_rootfs_opts *o, sbx_err *err)
     return 0;
 }
 
+/* The extra read-only binds (a skill, the claw-skill program and socket):
+ * their parents made in the new root, a file or directory made to bind on. */
+static int bind_extra(const struct sbx_rootfs_opts *o, sbx_err *err)
+{
+    char dst[PATH_MAX], src[64];
+    for (size_t i = 0; i < o->n_mounts; i++) {
+        const char *in = o->mount_targets[i];
+        if (in[0] != '/' || snprintf(dst, sizeof(dst), NEWROOT "%s", in) >= (int)sizeof(dst))
+            return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, EINVAL, "%s", in);
+        for (char *p = dst + strlen(NEWROOT) + 1; *p; p++)
+            if (*p == '/') {
+                *p = '\0';
+                int rc = make_dir(dst, 0755, err);
+                *p = '/';
+                if (rc < 0)
+                    return -1;
+            }
+        struct stat st;
+        snprintf(src, sizeof(src), "/proc/self/fd/%d", o->mount_fds[i]);
+        if (fstat(o->mount_fds[i], &st) < 0)
+            return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, errno, "%s", in);
+        if (S_ISDIR(st.st_mode)) {
+            if (make_dir(dst, 0755, err) < 0)
+                return -1;
+        } else {
+            int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+            if (fd < 0)
+                return sbx_err_at(err, SBX_STAGE_CREATE_MOUNT_POINT, errno, "%s", in);
+            close(fd);
+        }
+        if (bind_mount(src, dst, MS_RDONLY, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Into the new root: the old one stacked under it, then detached; / read-only. */
 static int pivot(const struct sbx_rootfs_opts *o, sbx_err *err)
 {
@@ -369,6 +405,7 @@ static int (*const steps[])(const struct sbx_rootfs_opts *o, sbx_err *err) = {
     mount_tmp_and_home, /* size-capped tmpfs /tmp and /home/runner */
     bind_host_view,     /* /host, only without the mount sandbox */
     bind_workspace,     /* /workspace read-write */
+    bind_extra,         /* a skill, claw-skill and its socket, read-only */
     pivot,              /* into it; / read-only; cwd /workspace */
 };
 

@@ -12,6 +12,10 @@ struct sbx_rootfs_opts {
     bool host_resolv;        /* bind the host's resolv.conf (net host) */
     bool host_view;          /* the host's root filesystem, read-only, at /host */
     unsigned runner_id;
+    /* Read-only binds: O_PATH fds of their host sources and where they go. */
+    const int *mount_fds;
+    const char *const *mount_targets;
+    size_t n_mounts;
 };
 
 /* In the calling process's own (fresh) mount namespace: make / private, build a

@@ -68,6 +68,16 @@
 /* Each sandbox's user namespace maps this many ids, from 0 inside. */
 #define SBX_ID_RANGE 65536u
 
+/* A host file or directory bound read-only into the sandbox (a skill's
+ * active version, the claw-skill program and its socket directory). The
+ * host path is opened by the child while its ids are still the creator's;
+ * inside is an absolute path its parents are made for. */
+struct sbx_mount {
+    const char *host;
+    const char *inside;
+};
+#define SBX_MOUNTS_MAX 8
+
 struct sbx_spec {
     char *const *argv;     /* the command, argv[0] looked up in the task's PATH */
     char *const *envp;     /* the task's whole environment */
@@ -89,6 +99,8 @@ struct sbx_spec {
     bool host_view; /* no mount sandbox: the host's root, read-only, at /host */
     int join_pidfd;
     const struct sbx_cgroup *join_cg;
+    const struct sbx_mount *mounts; /* n_mounts <= SBX_MOUNTS_MAX; none for a join */
+    size_t n_mounts;
 };
 
 /* What init is exec'd from and the task's seccomp programs. They reach the

@@ -61,6 +61,17 @@ struct sbx_task_request {
     uint64_t memory_bytes;
     uint64_t pids;
     double cpu_cores;
+    /* A skill's task (skills/ fills these): its names for the record and
+     * the events, the read-only binds of its sandbox, the strict seccomp
+     * profile when strict; it never joins a live session (its events still
+     * go to that session's stream). on_output, when set, also gets each
+     * piece of its output as it comes (claw-skill relays it). */
+    const char *skill, *skill_source, *skill_trust, *skill_version;
+    const struct sbx_mount *mounts;
+    size_t n_mounts;
+    bool strict;
+    void (*on_output)(void *ud, int stream, const char *buf, size_t n); /* 1 stdout, 2 stderr */
+    void *output_ud;
 };
 
 /* The names a request shape gives the limits, for messages. */
@@ -141,6 +152,12 @@ int sbx_runtime_session_set_network(struct sbx_runtime *rt, const struct sbx_clo
                                     const char *name, int net_default, const char *const *allow,
                                     const char *const *deny, sbx_err *err);
 bool sbx_runtime_session_live(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name);
+
+/* Binds every sandbox of a clone gets (the claw-skill program and the
+ * clone's skill socket): fn fills m[0..max) and returns how many. */
+typedef size_t (*sbx_clone_mounts_fn)(void *ud, const struct sbx_clone *c, struct sbx_mount *m,
+                                      size_t max);
+void sbx_runtime_set_clone_mounts(struct sbx_runtime *rt, sbx_clone_mounts_fn fn, void *ud);
 
 /* Counts for status and readiness. */
 void sbx_runtime_counts(const struct sbx_runtime *rt, unsigned *running, unsigned *queued);

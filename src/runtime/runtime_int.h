@@ -48,6 +48,14 @@ struct rt_task {
     void *ud;
     struct evbuffer *pending[2];
     struct event *flush;
+    /* A skill's task: its names (NULL otherwise), its own binds (the
+     * clone's are added at start), its output tap. */
+    char *skill[4]; /* name, source, trust level, version */
+    struct sbx_mount mounts[SBX_MOUNTS_MAX];
+    size_t n_mounts;
+    char *mount_strs[2 * SBX_MOUNTS_MAX];
+    void (*tap)(void *ud, int stream, const char *buf, size_t n);
+    void *tap_ud;
     struct rt_task *next;     /* in its tenant's queue */
     struct rt_task *all_next; /* in the list of active tasks */
 };
@@ -144,6 +152,8 @@ struct sbx_runtime {
     struct rt_session *sessions;
     struct rt_release *releasing; /* sandboxes of ended sessions */
     struct sbx_subscriber *subs;
+    sbx_clone_mounts_fn clone_mounts;
+    void *clone_mounts_ud;
 };
 
 /* events.c */

@@ -290,6 +290,11 @@ static int session_spawn(struct rt_session *x, sbx_err *err)
                             .session = true,
                             .host_view = !set->mount_sandbox,
                             .join_pidfd = -1};
+    struct sbx_mount mounts[SBX_MOUNTS_MAX];
+    if (rt->clone_mounts) {
+        spec.n_mounts = rt->clone_mounts(rt->clone_mounts_ud, &c, mounts, SBX_MOUNTS_MAX);
+        spec.mounts = mounts;
+    }
     if (sbx_sandbox_spawn(&spec, &x->sb, err) < 0)
         return -1;
     if (set->net == SBX_NET_PROXY) {

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "skills/catalog.h"
+
 /* A request waiting for the catalog (its first scan, a reload, an
  * activation). */
 struct skill_wait {
@@ -34,14 +36,35 @@ static bool no_skills(sbx_http_request *req, struct sbx_api *api)
     return true;
 }
 
+/* The one switch for more than the original's keys (X-Sandbox-Extended: 1
+ * or extended=1): what SKILL.md says is added to each SkillInfo. */
+static bool extended(sbx_http_request *req)
+{
+    const char *h = sbx_http_req_header(req, "X-Sandbox-Extended");
+    const char *q = sbx_http_req_query(req, "extended");
+    return (h && strcmp(h, "1") == 0) || (q && strcmp(q, "1") == 0);
+}
+
+static json_t *skills_json(struct skill_wait *w)
+{
+    json_t *all = sbx_skills_list(w->api->skills, &w->clone);
+    size_t i;
+    json_t *s;
+    if (extended(w->req))
+        json_array_foreach(all, i, s) sbx_skills_extend(w->api->skills, &w->clone, s);
+    return all;
+}
+
 static void answer_catalog(struct skill_wait *w)
 {
     sbx_err e = {0};
     if (!w->one)
-        return (void)sbx_http_respond_json(w->req, 200, sbx_skills_list(w->api->skills, &w->clone));
+        return (void)sbx_http_respond_json(w->req, 200, skills_json(w));
     json_t *s = sbx_skills_get(w->api->skills, &w->clone, w->name, strlen(w->name), &e);
     if (!s)
         return (void)sbx_http_respond_err(w->req, &e);
+    if (extended(w->req))
+        sbx_skills_extend(w->api->skills, &w->clone, s);
     sbx_http_respond_json(w->req, 200, s);
 }
 
@@ -70,12 +93,12 @@ static void catalog(sbx_http_request *req, struct sbx_api *api, bool one)
     }
     if (one) {
         const char *name = sbx_http_req_param(req, "name");
-        if (sbx_skills_get(api->skills, &w->clone, name, strlen(name), &e) == NULL &&
-            e.errnum == EINVAL) {
+        if (!sbx_skill_name_ok(name, strlen(name))) {
             free(w);
-            return (void)sbx_http_respond_err(req, &e);
+            return (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST,
+                                                "invalid skill name: 1 to 64 letters, digits, "
+                                                "'.', '_' or '-', not starting with '.' or '-'");
         }
-        json_decref(NULL);
         snprintf(w->name, sizeof(w->name), "%s", name);
     }
     int rc = sbx_skills_when_loaded(api->skills, on_loaded, w);
@@ -101,9 +124,8 @@ static void on_reloaded(void *ud, const sbx_err *err)
     if (err)
         sbx_http_respond_err(w->req, err);
     else
-        sbx_http_respond_json(
-            w->req, 200,
-            json_pack("{s:b, s:o}", "ok", 1, "skills", sbx_skills_list(w->api->skills, &w->clone)));
+        sbx_http_respond_json(w->req, 200,
+                              json_pack("{s:b, s:o}", "ok", 1, "skills", skills_json(w)));
     free(w);
 }
 

@@ -70,6 +70,12 @@ struct sbx_task_request {
     const struct sbx_mount *mounts;
     size_t n_mounts;
     bool strict;
+    /* Egress opened only by the request's own allow rules: the operator's
+     * allow rules and allowed CIDRs are left out, and of its allowed
+     * internal targets only those the request's allow rules name exactly
+     * (a community skill reaches what it declares, and an internal target
+     * only when the operator allows it too). */
+    bool declared_only;
     void (*on_output)(void *ud, int stream, const char *buf, size_t n); /* 1 stdout, 2 stderr */
     void *output_ud;
 };

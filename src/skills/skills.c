@@ -396,6 +396,42 @@ json_t *sk_info(const struct sk_resolved *r)
     return o;
 }
 
+void sbx_skills_extend(struct sbx_skills *sk, const struct sbx_clone *c, json_t *info)
+{
+    struct sk_resolved r;
+    const char *name = json_string_value(json_object_get(info, "name"));
+    if (!name || !sk_find(sk, c, name, &r))
+        return;
+    json_t *md = json_object_get(r.ver, "md"), *oc = json_object_get(md, "openclaw");
+    json_t *req = json_object_get(oc, "requires");
+    static const char *const texts[] = {"description", "homepage"};
+    for (size_t i = 0; md && i < SBX_ARRAY_LEN(texts); i++)
+        if (json_object_get(md, texts[i]))
+            json_object_set(info, texts[i], json_object_get(md, texts[i]));
+    if (md) {
+        json_t *ui = json_object_get(md, "userInvocable");
+        json_object_set_new(info, "userInvocable", json_boolean(!ui || json_is_true(ui)));
+    }
+    if (json_is_string(json_object_get(oc, "primaryEnv")))
+        json_object_set(info, "primaryEnv", json_object_get(oc, "primaryEnv"));
+    json_t *reqs = json_object();
+    static const char *const lists[] = {"bins", "anyBins", "env", "config"};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(lists); i++) {
+        json_t *l = json_object_get(req, lists[i]);
+        json_object_set_new(reqs, lists[i], json_is_array(l) ? json_copy(l) : json_array());
+    }
+    json_t *os = json_object_get(oc, "os");
+    json_object_set_new(reqs, "os", json_is_array(os) ? json_copy(os) : json_array());
+    json_object_set_new(info, "requirements", reqs);
+    json_t *inst = json_object_get(oc, "install");
+    json_object_set_new(info, "install", json_is_array(inst) ? json_copy(inst) : json_array());
+    if (json_object_get(md, "sandbox"))
+        json_object_set(info, "sandbox", json_object_get(md, "sandbox"));
+    const char *caution = json_string_value(json_object_get(r.ver, "caution"));
+    if (caution)
+        json_object_set_new(info, "caution", json_string(caution));
+}
+
 json_t *sbx_skills_list(struct sbx_skills *sk, const struct sbx_clone *c)
 {
     json_t *out = json_array();
@@ -706,6 +742,7 @@ int sbx_skills_task(struct sbx_skills *sk, const char *name, const char *action,
         json_t *sb = json_object_get(json_object_get(r.ver, "md"), "sandbox");
         json_t *hosts = json_object_get(sb, "network"), *lim = json_object_get(sb, "limits");
         req->strict = true;
+        req->declared_only = true;
         req->net = set && set->net == SBX_NET_NONE ? SBX_NET_NONE : SBX_NET_PROXY;
         req->net_default = SBX_DEFAULT_DENY;
         h->allow = calloc(json_array_size(hosts) + 1, sizeof(char *));

@@ -51,6 +51,11 @@ void sbx_skills_unwait(struct sbx_skills *sk, void *ud);
 /* The clone's catalog as SkillInfo objects (the original's keys only, name
  * and enabled always, the others omitted when empty), sorted by name. */
 json_t *sbx_skills_list(struct sbx_skills *sk, const struct sbx_clone *c);
+/* Add what SKILL.md says (description, homepage, userInvocable,
+ * primaryEnv, requirements {bins, anyBins, env, config, os}, install,
+ * sandbox {network, limits}), for a caller that asked for more than the
+ * original's keys. */
+void sbx_skills_extend(struct sbx_skills *sk, const struct sbx_clone *c, json_t *info);
 /* One SkillInfo; NULL with ENOENT "skill not found: <n>", or EINVAL for a
  * name that cannot be a skill's. */
 json_t *sbx_skills_get(struct sbx_skills *sk, const struct sbx_clone *c, const char *name,

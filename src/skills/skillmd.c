@@ -132,6 +132,21 @@ static bool is_text(const json_t *v)
            strlen(json_string_value(v)) == json_string_length(v);
 }
 
+/* "30", "30s", "5m", "1h": seconds, at most a day. */
+static int timeout_value(char *text, double *d, sbx_err *e)
+{
+    size_t n = strlen(text);
+    double unit = 1;
+    if (n > 1 && strchr("smh", text[n - 1])) {
+        unit = text[n - 1] == 'h' ? 3600 : text[n - 1] == 'm' ? 60 : 1;
+        text[n - 1] = '\0';
+    }
+    if (sbx_parse_seconds(text, 86400 / unit, d, e) < 0)
+        return -1;
+    *d *= unit;
+    return 0;
+}
+
 /* Our `sandbox:` key: {network: [host | host:port], limits: {memory, pids, cpu, timeout}}. */
 static json_t *sandbox_key(json_t *sb, sbx_err *err)
 {
@@ -204,7 +219,7 @@ static json_t *sandbox_key(json_t *sb, sbx_err *err)
                 json_object_set_new(lim, "pids", json_integer((json_int_t)u));
             else if (i == 2 && (rc = sbx_parse_cpu(text, 1024, &d, &e)) == 0)
                 json_object_set_new(lim, "cpu", json_real(d));
-            else if (i == 3 && (rc = sbx_parse_seconds(text, 86400, &d, &e)) == 0)
+            else if (i == 3 && (rc = timeout_value(text, &d, &e)) == 0)
                 json_object_set_new(lim, "timeoutSeconds", json_real(d));
             if (i == 4) {
                 sbx_err_set(err, EINVAL,

@@ -95,6 +95,11 @@ PROFILE = ("import os, resource\n"
            "print('seccomp', st['Seccomp'].strip(), st.get('Seccomp_filters', '?').strip())\n"
            "print('skilldir', sorted(os.listdir('/skill')))\n"
            "print('optskills', os.path.exists('/opt/skills'))\n"
+           "try:\n"
+           "    open('/skill/x', 'w')\n"
+           "    print('skill writable')\n"
+           "except OSError as e:\n"
+           "    print('skill read-only', e.errno)\n"
            "kids, failed = [], 0\n"
            "for i in range(40):\n"
            "    try:\n"
@@ -163,6 +168,13 @@ def make_trees():
     write(os.path.join(d, "scripts", "run.sh"), "printenv HOME\n")
     d = os.path.join(mp, "noactions")
     write(os.path.join(d, "SKILL.md"), skill_md("noactions"))
+    # mapped, versioned (the seed's demo-skill: v1 -> v2 by activation)
+    for v in ("v1", "v2"):
+        d = os.path.join(mp, "demo-skill", "versions", v)
+        write(os.path.join(d, "SKILL.md"), skill_md("demo-skill", "demo " + v))
+        write(os.path.join(d, "scripts", "run.sh"), 'echo "demo %s"\n'
+              'echo "%s from $SKILL_NAME" > "/workspace/demo-$1"\n' % (v, v))
+    write(os.path.join(mp, "demo-skill", "current"), "v1")
     # mapped never shadows: a mapped "hello" stays hidden behind the shared one
     d = os.path.join(mp, "hello")
     write(os.path.join(d, "SKILL.md"), skill_md("hello"))
@@ -365,6 +377,47 @@ def skill_mapped():
 
 
 @case
+def skill_mapped_versions_and_workspace():
+    st, b = D.exec({"skill": "demo-skill", "action": "run", "args": ["a"]})
+    check(st == 200 and b["stdout"] == "demo v1\n", "mapped demo-skill v1", (st, b))
+    st, b, _ = D.req("POST", "/runtime/skills/demo-skill/activate", {"version": "v2"})
+    check(st == 200 and b["skill"]["version"] == "v2" and b["skill"]["source"] == "mapped",
+          "mapped activation", (st, b))
+    b = D.sh("claw-skill demo-skill run b; cat /workspace/demo-a /workspace/demo-b")
+    check(b["stdout"] == "demo v2\nv1 from demo-skill\nv2 from demo-skill\n",
+          "v2 at once; the skill wrote the calling clone's workspace", b)
+    # another clone: its own socket, its own workspace, its own active version
+    st, b = D.exec({"cloneId": "c2", "command": ["/bin/sh", "-c",
+                    "claw-skill demo-skill run c; ls /workspace"]})
+    check(st == 200 and b["stdout"] == "demo v1\ndemo-c\n",
+          "clone c2 runs in its own workspace with its own version", (st, b))
+    b = D.sh("ls /workspace")
+    check("demo-c" not in b["stdout"], "nothing of c2's in the default clone", b)
+
+
+@case
+def events_carry_skill_fields():
+    st, b = D.exec({"sessionID": "evs", "skill": "ur-api", "action": "check"})
+    check(st == 200, "ran on session evs's stream", (st, b))
+    c = http.client.HTTPConnection("127.0.0.1", D.port, timeout=10)
+    c.request("GET", "/runtime/stream?sessionID=evs",
+              headers={"Authorization": "Bearer " + TOKEN, "Last-Event-ID": "0"})
+    r = c.getresponse()
+    seen, deadline = {}, time.monotonic() + 20
+    while time.monotonic() < deadline and "exec_finished" not in seen:
+        line = r.fp.readline().decode()
+        if line.startswith("data:"):
+            ev = json.loads(line[5:])
+            seen[ev["type"]] = ev["data"]
+    c.close()
+    for t in ("exec_started", "task_running", "exec_finished"):
+        d = seen.get(t)
+        check(d and d["skill"] == "ur-api" and d["skillSource"] == "builtin" and
+              d["skillTrustLevel"] == "builtin" and d["skillVersion"] == "",
+              "%s carries the skill (builtin/builtin)" % t, seen)
+
+
+@case
 def skill_shared():
     st, b = D.exec({"skill": "hello", "action": "greet", "args": ["x"]})
     check(st == 200 and b["stdout"] == "hello v1 x\n", "v1 first", (st, b))
@@ -458,6 +511,7 @@ def tier_profiles_from_inside():
     check(st == 200 and st2 == 200, "profiles ran", (m, s))
     check("seccomp 2 2" in m["stdout"], "mapped: strict seccomp (two stacked filters)", m)
     check("seccomp 2 1" in s["stdout"], "shared: the clone's default profile (one filter)", s)
+    check("skill read-only 30" in m["stdout"], "/skill is read-only (EROFS)", m)
     check("optskills False" in m["stdout"] and "skilldir ['SKILL.md', 'scripts']" in m["stdout"],
           "only the active version, at /skill", m)
     check(m["report"]["limits"]["memoryBytes"] == 64 << 20 and m["report"]["limits"]["pids"] == 16,
@@ -468,10 +522,8 @@ def tier_profiles_from_inside():
     check(fm[1] > 0 and fm[0] < 16, "mapped: forks beyond its 16 pids fail inside", m)
     fs = [int(x) for x in s["stdout"].split("forks ")[1].split()[::2]]
     check(fs[0] > fm[0], "shared: more processes allowed", (s, m))
-    # the read-only mount
-    st, b = D.exec({"skill": "weather", "action": "today"})
-    b = D.sh("echo x > /skill/f 2>&1; echo $?")
-    check("1" in b["stdout"] or "2" in b["stdout"], "no /skill in a plain task", b)
+    b = D.sh("ls /skill 2>&1; echo rc=$?")
+    check("rc=2" in b["stdout"], "no /skill in a plain task", b)
     # egress: a mapped skill reaches only what it declares; a shared one has the clone's
     _, w = D.exec({"skill": "weather", "action": "net"})
     _, q = D.exec({"skill": "quiet", "action": "net"})

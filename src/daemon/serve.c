@@ -57,28 +57,34 @@ static int mkdir_p(const char *path, mode_t mode, sbx_err *err)
     return 0;
 }
 
-/* The token of a newcomer's daemon: made once, kept in the state dir (0600). */
-static int first_start_token(struct serve *s, sbx_err *err)
+/* A secret kept in the state dir: read from path when it holds at least min
+ * characters (its first line), else (when make) made from nbytes random
+ * bytes as hex and written there (0600). out holds 2 * nbytes + 1 at least. */
+static int state_secret(const char *path, char *out, size_t len, size_t nbytes, size_t min,
+                        bool make, sbx_err *err)
 {
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/api-token", s->cfg.state_dir);
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd >= 0) {
-        ssize_t n = read(fd, s->token, sizeof(s->token) - 1);
+        ssize_t n = read(fd, out, len - 1);
         close(fd);
-        if (n >= 32) {
-            s->token[n] = '\0';
-            s->token[strcspn(s->token, "\r\n")] = '\0';
-            return 0;
+        if (n >= 0) {
+            out[n] = '\0';
+            out[strcspn(out, "\r\n")] = '\0';
+            if (strlen(out) >= min)
+                return 0;
         }
     }
-    unsigned char rnd[24];
-    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+    if (!make)
+        return sbx_err_set(err, EINVAL, "%s: no secret of at least %zu characters", path, min);
+    unsigned char rnd[64];
+    if (nbytes > sizeof(rnd) || 2 * nbytes + 1 > len)
+        return sbx_err_set(err, EINVAL, "secret size");
+    if (getrandom(rnd, nbytes, 0) != (ssize_t)nbytes)
         return sbx_err_set(err, errno, "getrandom");
-    for (size_t i = 0; i < sizeof(rnd); i++)
-        snprintf(s->token + 2 * i, 3, "%02x", rnd[i]);
+    for (size_t i = 0; i < nbytes; i++)
+        snprintf(out + 2 * i, 3, "%02x", rnd[i]);
     fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0 || write(fd, s->token, strlen(s->token)) != (ssize_t)strlen(s->token)) {
+    if (fd < 0 || write(fd, out, strlen(out)) != (ssize_t)strlen(out)) {
         int saved = errno;
         if (fd >= 0)
             close(fd);
@@ -88,45 +94,31 @@ static int first_start_token(struct serve *s, sbx_err *err)
     return 0;
 }
 
-/* The secret UR_TOKENs are signed with: the configured one, else a file
- * (the configured one, or <state>/skills-token-secret made on first start,
- * 0600, like the API token). */
+/* The token of a newcomer's daemon: made once, kept in the state dir (0600). */
+static int first_start_token(struct serve *s, sbx_err *err)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/api-token", s->cfg.state_dir);
+    return state_secret(path, s->token, sizeof(s->token), 24, 32, true, err);
+}
+
+/* The secret UR_TOKENs are signed with: the configured one, else the
+ * configured file, else <state>/skills-token-secret made on first start
+ * (0600, like the API token). */
 static int setup_skills(struct serve *s, sbx_err *err)
 {
     char path[PATH_MAX], secret[129] = "";
     const char *sec = s->cfg.skills.token_secret;
+    if (sec && strlen(sec) < 16)
+        return sbx_err_set(err, EINVAL, "skills.token_secret: at least 16 characters");
     if (!sec) {
         if (s->cfg.skills.token_secret_file)
             snprintf(path, sizeof(path), "%s", s->cfg.skills.token_secret_file);
         else
             snprintf(path, sizeof(path), "%s/skills-token-secret", s->cfg.state_dir);
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        ssize_t n = fd >= 0 ? read(fd, secret, sizeof(secret) - 1) : -1;
-        if (fd >= 0)
-            close(fd);
-        if (n >= 0) {
-            secret[n] = '\0';
-            secret[strcspn(secret, "\r\n")] = '\0';
-            if (strlen(secret) < 16)
-                return sbx_err_set(err, EINVAL, "%s: a token secret of at least 16 characters",
-                                   path);
-        } else if (s->cfg.skills.token_secret_file) {
-            return sbx_err_set(err, errno, "skills.token_secret_file %s", path);
-        } else {
-            unsigned char rnd[32];
-            if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-                return sbx_err_set(err, errno, "getrandom");
-            for (size_t i = 0; i < sizeof(rnd); i++)
-                snprintf(secret + 2 * i, 3, "%02x", rnd[i]);
-            fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-            if (fd < 0 || write(fd, secret, strlen(secret)) != (ssize_t)strlen(secret)) {
-                int saved = errno;
-                if (fd >= 0)
-                    close(fd);
-                return sbx_err_set(err, saved, "write %s", path);
-            }
-            close(fd);
-        }
+        if (state_secret(path, secret, sizeof(secret), 32, 16, !s->cfg.skills.token_secret_file,
+                         err) < 0)
+            return -1;
         sec = secret;
     }
     struct sbx_skills_settings ss = {.builtin_root = s->cfg.skills.builtin_root,

@@ -108,6 +108,18 @@ static int copy_file(const char *host, const char *dst, off_t size, sbx_err *err
     return 0;
 }
 
+/* What a bind goes onto: a directory, or an empty file. */
+static int mount_point(const char *dst, bool dir, sbx_err *err)
+{
+    if (dir)
+        return make_dir(dst, 0755, err);
+    int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+    if (fd < 0)
+        return sbx_err_at(err, SBX_STAGE_CREATE_MOUNT_POINT, errno, "%s", dst);
+    close(fd);
+    return 0;
+}
+
 /* Bring a host entry into the new root: a symlink stays a symlink, a directory
  * is bound read-only (extra flags added), a regular file is copied when
  * copy_files is set and bound otherwise; a missing one is skipped. */
@@ -129,15 +141,8 @@ static int mirror_entry(const char *host, const char *dst, unsigned long extra, 
     }
     if (S_ISREG(st.st_mode) && copy_files)
         return copy_file(host, dst, st.st_size, err);
-    if (S_ISDIR(st.st_mode)) {
-        if (make_dir(dst, 0755, err) < 0)
-            return -1;
-    } else {
-        int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
-        if (fd < 0)
-            return sbx_err_at(err, SBX_STAGE_CREATE_MOUNT_POINT, errno, "%s", dst);
-        close(fd);
-    }
+    if (mount_point(dst, S_ISDIR(st.st_mode), err) < 0)
+        return -1;
     return bind_mount(host, dst, MS_RDONLY | extra, err);
 }
 
@@ -359,16 +364,8 @@ static int bind_extra(const struct sbx_rootfs_opts *o, sbx_err *err)
         snprintf(src, sizeof(src), "/proc/self/fd/%d", o->mount_fds[i]);
         if (fstat(o->mount_fds[i], &st) < 0)
             return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, errno, "%s", in);
-        if (S_ISDIR(st.st_mode)) {
-            if (make_dir(dst, 0755, err) < 0)
-                return -1;
-        } else {
-            int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
-            if (fd < 0)
-                return sbx_err_at(err, SBX_STAGE_CREATE_MOUNT_POINT, errno, "%s", in);
-            close(fd);
-        }
-        if (bind_mount(src, dst, MS_RDONLY, err) < 0)
+        if (mount_point(dst, S_ISDIR(st.st_mode), err) < 0 ||
+            bind_mount(src, dst, MS_RDONLY, err) < 0)
             return -1;
     }
     return 0;

@@ -124,6 +124,27 @@ static void on_scan_exit(evutil_socket_t fd, short what, void *ud)
     scan_end(sk);
 }
 
+/* Stop watching the scan's helper; kill it first when it has not exited
+ * (a reaped helper's pid may be another process's by now). */
+static void scan_stop(struct sbx_skills *sk)
+{
+    if (sk->pid > 0 && !sk->exited) {
+        kill(sk->pid, SIGKILL);
+        waitpid(sk->pid, NULL, 0);
+    }
+    if (sk->ev_out)
+        event_free(sk->ev_out);
+    if (sk->ev_exit)
+        event_free(sk->ev_exit);
+    sk->ev_out = sk->ev_exit = NULL;
+    if (sk->pidfd >= 0)
+        close(sk->pidfd);
+    if (sk->out_fd >= 0)
+        close(sk->out_fd);
+    sk->pidfd = sk->out_fd = -1;
+    sk->pid = -1;
+}
+
 static void scan_start(struct sbx_skills *sk)
 {
     struct sbx_catalog_root roots[4];
@@ -141,21 +162,7 @@ static void scan_start(struct sbx_skills *sk)
     if (!e.msg[0])
         sbx_err_set(&e, ENOMEM, "skills scan");
     sbx_log(SBX_LOG_ERROR, "skills: %s", e.msg);
-    if (sk->pid > 0) {
-        kill(sk->pid, SIGKILL);
-        waitpid(sk->pid, NULL, 0);
-    }
-    if (sk->ev_out)
-        event_free(sk->ev_out);
-    if (sk->ev_exit)
-        event_free(sk->ev_exit);
-    sk->ev_out = sk->ev_exit = NULL;
-    if (sk->pidfd >= 0)
-        close(sk->pidfd);
-    if (sk->out_fd >= 0)
-        close(sk->out_fd);
-    sk->pidfd = sk->out_fd = -1;
-    sk->pid = -1;
+    scan_stop(sk);
     if (!sk->cat)
         sk->cat = json_pack("{s:[], s:[]}", "skills", "leftOut");
     struct sk_waiter *w = sk->waiting;
@@ -882,18 +889,7 @@ void sbx_skills_free(struct sbx_skills *sk)
         return;
     sk->stopping = true;
     sk_broker_free(sk);
-    if (sk->pid > 0) {
-        kill(sk->pid, SIGKILL);
-        waitpid(sk->pid, NULL, 0);
-    }
-    if (sk->ev_out)
-        event_free(sk->ev_out);
-    if (sk->ev_exit)
-        event_free(sk->ev_exit);
-    if (sk->pidfd >= 0)
-        close(sk->pidfd);
-    if (sk->out_fd >= 0)
-        close(sk->out_fd);
+    scan_stop(sk);
     sbx_err e = {0};
     sbx_err_set(&e, ECANCELED, "the daemon is stopping");
     while (sk->acts)

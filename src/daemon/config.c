@@ -78,6 +78,10 @@ void cfg_drop_operator_tokens(struct sbx_config *c)
 
 /* --- defaults --------------------------------------------------------------------- */
 
+#ifndef SBX_BUILTIN_SKILLS_DIR
+#define SBX_BUILTIN_SKILLS_DIR "/usr/lib/sandbox/skills"
+#endif
+
 /* The defaults and maxima of a task's limits, from the key table. */
 static int builtin_limits(struct loader *L)
 {
@@ -120,7 +124,7 @@ static int set_defaults(struct loader *L)
     c->runner_uid = c->runner_gid = SBX_RUNNER_ID;
     c->host_id_base = SBX_DEFAULT_HOST_ID_BASE;
 
-    if (!(c->skills.builtin_root = strdup("/usr/lib/sandbox/skills")) ||
+    if (!(c->skills.builtin_root = strdup(SBX_BUILTIN_SKILLS_DIR)) ||
         !(c->skills.common_root = strdup("/opt/skills-store/common")) ||
         !(c->skills.shared_root = strdup("/opt/skills/shared")) ||
         !(c->skills.mapped_root = strdup("/opt/skills/mapped")) ||

@@ -31,6 +31,7 @@
  *   pdeathsig         die with the parent; close the parent's socket end
  *   cgroup            join the sandbox's cgroup (v1), before any allocation
  *   workspace         open it with the parent's ids, for the bind
+ *   bind mount        open the extra binds' sources (spec.mounts) the same way
  *                     (wait for the id maps)
  *   user namespace    become root inside
  *   pdeathsig         again: the id change cleared it
@@ -41,7 +42,8 @@
  *                     tmpfs (the new root), bind mount the system dirs, write
  *                     /etc, /dev, mount /proc and mask the host's kernel
  *                     details in it, /tmp and home, /host (without the mount
- *                     sandbox), /workspace, pivot_root, detach old root,
+ *                     sandbox), /workspace, the extra read-only binds (a
+ *                     skill at /skill, claw-skill), pivot_root, detach old root,
  *                     remount / read-only, chdir /workspace
  *   cgroup namespace  unshare, rooted at the sandbox's cgroup
  *   fds               receive init and seccomp fds; stdio, sync, seccomp at 0-4

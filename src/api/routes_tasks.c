@@ -212,6 +212,11 @@ void h_execute(sbx_http_request *req, void *ud)
     }
     p.r.language = env ? json_string_value(env) : "python";
     p.r.code = json_string_value(code);
+    if (api->skills && sbx_skills_check_command(api->skills, NULL, p.r.code, &e) < 0) {
+        json_decref(body);
+        sbx_http_respond_err(req, &e);
+        return;
+    }
     json_t *in = json_object_get(body, "stdin");
     if (json_is_string(in))
         p.r.stdin_data = json_string_value(in), p.r.stdin_len = json_string_length(in);

@@ -28,7 +28,10 @@
 #include "skills/skills_int.h"
 
 #define FRAME_MAX (1u << 20)
-#define STDIN_MAX (16u << 20)
+#define STDIN_MAX (16u << 20)     /* one request's */
+#define STDIN_ALL_MAX (64u << 20) /* all requests' buffered stdin together */
+#define CONNS_PER_CLONE 16        /* requests of one clone at once */
+#define REQUEST_TIMEOUT_S 60      /* to send a whole request */
 
 /* The claw-skill program (src/skills/client/, static, musl), linked in by
  * claw_blob.S. */
@@ -39,6 +42,7 @@ struct sk_broker_clone {
     struct sbx_clone clone;
     char dir[PATH_MAX];
     struct evconnlistener *l;
+    unsigned conns;
     struct sk_broker_clone *next;
 };
 
@@ -49,7 +53,7 @@ struct sk_conn {
     json_t *args;
     struct evbuffer *in; /* stdin */
     char task[SBX_ID_SIZE];
-    bool running, closed, finishing, waiting;
+    bool running, closed, finishing, waiting, dispatched;
     struct sk_conn *next;
 };
 
@@ -65,8 +69,11 @@ static void conn_free(struct sk_conn *c)
         sbx_skills_unwait(sk, c);
     if (c->bev)
         bufferevent_free(c->bev);
-    if (c->in)
+    if (c->in) {
+        sk->stdin_bytes -= evbuffer_get_length(c->in);
         evbuffer_free(c->in);
+    }
+    c->bc->conns--;
     json_decref(c->args);
     free(c);
 }
@@ -286,6 +293,10 @@ static void on_read(struct bufferevent *bev, void *ud)
 {
     struct sk_conn *c = ud;
     struct evbuffer *in = bufferevent_get_input(bev);
+    if (c->dispatched) { /* read on only to see the caller leave */
+        evbuffer_drain(in, evbuffer_get_length(in));
+        return;
+    }
     for (;;) {
         unsigned char h[5];
         if (evbuffer_copyout(in, h, 5) < 5)
@@ -316,9 +327,13 @@ static void on_read(struct bufferevent *bev, void *ud)
         } else if (h[0] == 'i' && c->args) {
             if (evbuffer_get_length(c->in) + len > STDIN_MAX)
                 return finish(c, 1, "claw-skill: stdin over 16 MiB");
+            if (c->sk->stdin_bytes + len > STDIN_ALL_MAX)
+                return finish(c, 1, "claw-skill: the daemon holds too much stdin: try later");
             evbuffer_remove_buffer(in, c->in, len);
+            c->sk->stdin_bytes += len;
         } else if (h[0] == 'I' && c->args) {
-            bufferevent_disable(bev, EV_READ);
+            c->dispatched = true;
+            bufferevent_set_timeouts(bev, NULL, NULL);
             return dispatch(c);
         } else {
             return finish(c, 2, "claw-skill: unexpected frame");
@@ -329,7 +344,7 @@ static void on_read(struct bufferevent *bev, void *ud)
 static void on_event(struct bufferevent *bev, short what, void *ud)
 {
     struct sk_conn *c = ud;
-    if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
+    if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)))
         return;
     if (c->running) {
         /* the caller went away: its skill stops with it */
@@ -346,7 +361,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
                       void *ud)
 {
     struct sk_broker_clone *bc = ud;
-    struct sk_conn *c = calloc(1, sizeof(*c));
+    struct sk_conn *c = bc->conns < CONNS_PER_CLONE ? calloc(1, sizeof(*c)) : NULL;
     if (!c || !(c->in = evbuffer_new()) ||
         !(c->bev = bufferevent_socket_new(bc->sk->base, fd, BEV_OPT_CLOSE_ON_FREE))) {
         if (c && c->in)
@@ -357,8 +372,12 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     }
     c->sk = bc->sk;
     c->bc = bc;
+    bc->conns++;
     c->next = bc->sk->conns;
     bc->sk->conns = c;
+    /* the request must come whole in time; then reading stops */
+    struct timeval tv = {REQUEST_TIMEOUT_S, 0};
+    bufferevent_set_timeouts(c->bev, &tv, NULL);
     bufferevent_setcb(c->bev, on_read, NULL, on_event, c);
     bufferevent_enable(c->bev, EV_READ);
 }

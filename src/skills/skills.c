@@ -285,9 +285,7 @@ static json_t *find_version(json_t *skill, const char *v)
 static int resolve(struct sbx_skills *sk, const struct sbx_clone *c, json_t *skill,
                    struct sk_resolved *r)
 {
-    static char overlay[2][128]; /* r->version may point here until the next call */
-    static int turn;
-    char *ov = overlay[turn ^= 1];
+    char ov[128];
     *r = (struct sk_resolved){.skill = skill};
     json_t *versions = json_object_get(skill, "versions");
     const char *src = json_string_value(json_object_get(skill, "source"));
@@ -304,7 +302,7 @@ static int resolve(struct sbx_skills *sk, const struct sbx_clone *c, json_t *ski
         ov[0] = '\0';
         if (strcmp(src, "builtin") != 0 && c->tenant[0]) {
             overlay_path(sk, c, src, name, path, sizeof(path));
-            read_overlay(path, ov, sizeof(overlay[0]));
+            read_overlay(path, ov, sizeof(ov));
         }
         const char *cur = json_string_value(json_object_get(skill, "current"));
         const char *want = ov[0] ? ov : cur && cur[0] ? cur : NULL;

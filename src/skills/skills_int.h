@@ -43,6 +43,7 @@ struct sbx_skills {
     char bin_path[PATH_MAX]; /* the claw-skill program */
     struct sk_broker_clone *clones;
     struct sk_conn *conns;
+    size_t stdin_bytes; /* buffered by all claw-skill requests */
     bool stopping;
 };
 

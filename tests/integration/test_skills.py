@@ -175,6 +175,9 @@ def make_trees():
         write(os.path.join(d, "scripts", "run.sh"), 'echo "demo %s"\n'
               'echo "%s from $SKILL_NAME" > "/workspace/demo-$1"\n' % (v, v))
     write(os.path.join(mp, "demo-skill", "current"), "v1")
+    d = os.path.join(sh, "sleeper")
+    write(os.path.join(d, "SKILL.md"), skill_md("sleeper"))
+    write(os.path.join(d, "scripts", "nap.sh"), "echo napping; sleep 60\n")
     # mapped never shadows: a mapped "hello" stays hidden behind the shared one
     d = os.path.join(mp, "hello")
     write(os.path.join(d, "SKILL.md"), skill_md("hello"))
@@ -415,6 +418,59 @@ def events_carry_skill_fields():
         check(d and d["skill"] == "ur-api" and d["skillSource"] == "builtin" and
               d["skillTrustLevel"] == "builtin" and d["skillVersion"] == "",
               "%s carries the skill (builtin/builtin)" % t, seen)
+
+
+BROKER_PROBE = r"""
+import json, socket, struct, sys, time
+def conn():
+    s = socket.socket(socket.AF_UNIX)
+    s.connect('/run/sandbox/skill.sock')
+    return s
+def frame(t, data=b''):
+    return t + struct.pack('>I', len(data)) + data
+def answer(s):
+    out, code = b'', None
+    s.settimeout(20)
+    while code is None:
+        h = s.recv(5, socket.MSG_WAITALL)
+        if len(h) < 5:
+            break
+        n = struct.unpack('>I', h[1:])[0]
+        d = s.recv(n, socket.MSG_WAITALL) if n else b''
+        if h[:1] == b'x':
+            code = struct.unpack('>I', d)[0]
+        else:
+            out += d
+    return code, out
+s = conn(); s.sendall(frame(b'z')); print('garbage', answer(s))
+s = conn(); s.sendall(b'a' + struct.pack('>I', 1 << 30)); print('huge', answer(s))
+s = conn(); s.sendall(frame(b'a', b'{"not": "a list"}')); print('notlist', answer(s))
+s = conn(); s.sendall(frame(b'a', b'["weather", "to\\u0000day"]') + frame(b'I')); print('nul', answer(s))
+s = conn(); s.sendall(frame(b'a', json.dumps(["sleeper", "nap"]).encode()) + frame(b'I'))
+s.settimeout(20); print('started', s.recv(64)); s.close()
+print('left')
+"""
+
+
+@case
+def broker_refuses_garbage_and_cancels_when_the_caller_leaves():
+    st, b = D.exec({"command": ["python3", "-c", BROKER_PROBE]})
+    check(st == 200 and b["exitCode"] == 0, "probe ran", (st, b))
+    out = b["stdout"]
+    for what in ("garbage (2,", "huge (2,", "notlist (2,", "nul (2,"):
+        check(what in out, "%s: exit 2" % what, out)
+    check("napping" in out and "left" in out, "the skill started, then its caller left", out)
+    deadline, status = time.monotonic() + 30, None
+    while time.monotonic() < deadline:
+        st, b, _ = D.req("GET", "/runtime/tasks?limit=50")
+        naps = [t for t in b["tasks"] if t["skill"] == "sleeper"]
+        status = naps[0]["status"] if naps else None
+        if status == "canceled":
+            break
+        time.sleep(0.2)
+    check(status == "canceled", "the skill's task is canceled with its caller gone", status)
+    st, b, _ = D.req("GET", "/healthz", token=None)
+    check(st == 200, "the daemon is fine", (st, b))
 
 
 @case

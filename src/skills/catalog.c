@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/json.h"
 #include "skills/scan.h"
 #include "skills/skillmd.h"
 
@@ -176,11 +177,13 @@ static json_t *scan_version(int dirfd, const char *dir, const char *name, uint64
     struct sbx_scan_result r;
     sbx_skill_scan(dirfd, max_bytes, &r);
     json_object_set_new(ver, "scanVerdict", json_string(sbx_scan_verdict_name(r.verdict)));
-    json_object_set_new(ver, "blockedReason",
-                        json_string(r.verdict == SBX_SCAN_DANGEROUS ? r.reason : ""));
+    /* a file name need not be UTF-8: the reason is made valid text */
+    const char *why = r.verdict == SBX_SCAN_DANGEROUS ? r.reason : "";
+    json_object_set_new(ver, "blockedReason", sbx_json_text(why, strlen(why)));
     if (r.verdict == SBX_SCAN_CAUTION)
-        json_object_set_new(ver, "caution", json_string(r.reason));
+        json_object_set_new(ver, "caution", sbx_json_text(r.reason, strlen(r.reason)));
     size_t len = 0;
+    static const char missing[] = "SKILL.md: missing, unreadable or over 1 MiB";
     char *md = read_small(dirfd, "SKILL.md", SKILLMD_MAX, &len);
     sbx_err e = {0};
     json_t *parsed = md ? sbx_skillmd_parse(md, len, &e) : NULL;
@@ -189,7 +192,7 @@ static json_t *scan_version(int dirfd, const char *dir, const char *name, uint64
     else
         json_object_set_new(
             ver, "mdError",
-            json_string(md ? e.msg : "SKILL.md: missing, unreadable or over 1 MiB"));
+            sbx_json_text(md ? e.msg : missing, strlen(md ? e.msg : missing)));
     free(md);
     return ver;
 }

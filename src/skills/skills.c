@@ -355,8 +355,14 @@ json_t *sk_find(struct sbx_skills *sk, const struct sbx_clone *c, const char *na
 bool sk_enabled(const struct sk_resolved *r, const char **reason)
 {
     const char *blocked = json_string_value(json_object_get(r->ver, "blockedReason"));
+    const char *verdict = json_string_value(json_object_get(r->ver, "scanVerdict"));
     if (blocked && blocked[0]) {
         *reason = blocked;
+        return false;
+    }
+    /* never runnable without a verdict that allows it, whatever else is missing */
+    if (!verdict || (strcmp(verdict, "safe") != 0 && strcmp(verdict, "caution") != 0)) {
+        *reason = "dangerous (the scan gave no reason)";
         return false;
     }
     const char *md = json_string_value(json_object_get(r->ver, "mdError"));
@@ -748,7 +754,9 @@ int sbx_skills_task(struct sbx_skills *sk, const char *name, const char *action,
         json_t *hosts = json_object_get(sb, "network"), *lim = json_object_get(sb, "limits");
         req->strict = true;
         req->declared_only = true;
-        req->net = set && set->net == SBX_NET_NONE ? SBX_NET_NONE : SBX_NET_PROXY;
+        /* never more network than the daemon's or the request's: none stays none */
+        bool none = (set && set->net == SBX_NET_NONE) || req->net == SBX_NET_NONE;
+        req->net = none ? SBX_NET_NONE : SBX_NET_PROXY;
         req->net_default = SBX_DEFAULT_DENY;
         h->allow = calloc(json_array_size(hosts) + 1, sizeof(char *));
         if (!h->allow)
@@ -756,8 +764,7 @@ int sbx_skills_task(struct sbx_skills *sk, const char *name, const char *action,
         for (size_t i = 0; i < json_array_size(hosts); i++)
             if (!(h->allow[i] = strdup(json_string_value(json_array_get(hosts, i)))))
                 goto oom;
-        req->allow = (const char *const *)h->allow;
-        req->deny = NULL;
+        req->allow = (const char *const *)h->allow; /* the caller's deny rules stay */
         if (set) {
             uint64_t mem =
                 lower_u((uint64_t)json_integer_value(json_object_get(lim, "memoryBytes")),

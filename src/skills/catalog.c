@@ -190,9 +190,8 @@ static json_t *scan_version(int dirfd, const char *dir, const char *name, uint64
     if (parsed)
         json_object_set_new(ver, "md", parsed);
     else
-        json_object_set_new(
-            ver, "mdError",
-            sbx_json_text(md ? e.msg : missing, strlen(md ? e.msg : missing)));
+        json_object_set_new(ver, "mdError",
+                            sbx_json_text(md ? e.msg : missing, strlen(md ? e.msg : missing)));
     free(md);
     return ver;
 }

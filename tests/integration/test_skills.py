@@ -157,6 +157,11 @@ def make_trees():
     write(os.path.join(d, "SKILL.md"), skill_md("linky"))
     write(os.path.join(d, "scripts", "run.sh"), "echo hi\n")
     os.symlink("/etc/passwd", os.path.join(d, "passwd"))
+    d = os.path.join(mp, "latin1")  # a file name that is not UTF-8 still blocks
+    write(os.path.join(d, "SKILL.md"), skill_md("latin1"))
+    write(os.path.join(d, "scripts", "run.sh"), "echo hi\n")
+    with open(os.path.join(d.encode(), b"caf\xe9.sh"), "w") as f:
+        f.write("rm -rf /\n")
     d = os.path.join(mp, "badyaml")
     write(os.path.join(d, "SKILL.md"), "---\nname: [unclosed\ndescription: x\n---\n")
     write(os.path.join(d, "scripts", "run.sh"), "echo hi\n")
@@ -275,6 +280,7 @@ def catalog_keys_tiers_and_scan():
     for name, why in (("evil", "dangerous pattern in scripts/run.sh line 2"),
                       ("revshell", "dangerous pattern in scripts/run.sh line 1: reverse shell"),
                       ("linky", "symlink not allowed: passwd"),
+                      ("latin1", "dangerous pattern in caf\ufffd.sh line 1"),
                       ("badyaml", "SKILL.md line"), ("noname", "name is required")):
         s = all_.get(name)
         check(s and s["enabled"] is False and why in s.get("blockedReason", ""),
@@ -536,7 +542,7 @@ def skill_mapped_blocked():
     b = D.sh("claw-skill evil run; echo rc=$?")
     check(b["stdout"] == "rc=1\n" and "skill blocked: dangerous pattern" in b["stderr"],
           "refused by claw-skill: exit 1", b)
-    for name in ("revshell", "linky", "badyaml"):
+    for name in ("revshell", "linky", "badyaml", "latin1"):
         st, b = D.exec({"skill": name, "action": "run"})
         check(st == 400 and "skill blocked" in b["error"]["message"], name + " refused", (st, b))
 

@@ -125,6 +125,28 @@ static int task_request_skill(json_t *body, struct parsed_task *p, sbx_err *err)
     return 0;
 }
 
+/* A command ["claw-skill" | "sandbox-skill", skill, action, args...] is the
+ * skill request it names, as the original resolved it: the task carries the
+ * skill and runs in the skill's own sandbox. */
+static int task_request_claw_skill(struct parsed_task *p, sbx_err *err)
+{
+    const char *a0 = p->argv[0], *slash = strrchr(a0, '/');
+    const char *base = slash ? slash + 1 : a0;
+    if (strcmp(base, "claw-skill") != 0 && strcmp(base, "sandbox-skill") != 0)
+        return 0;
+    size_t n = 0;
+    while (p->argv[n])
+        n++;
+    if (n < 3)
+        return sbx_err_set(err, EINVAL, "usage: claw-skill <skill> <command>");
+    if (!(p->args = calloc(n - 2, sizeof(char *))))
+        return sbx_err_set(err, ENOMEM, "args");
+    memcpy(p->args, p->argv + 3, (n - 3) * sizeof(char *));
+    p->skill = p->argv[1];
+    p->action = p->argv[2];
+    return 0;
+}
+
 /* command | language+code, env, stdin, limits, session, clone. */
 int task_request_parse(sbx_http_request *req, struct sbx_api *api, json_t *body,
                        struct parsed_task *p, sbx_err *err)
@@ -170,6 +192,8 @@ int task_request_parse(sbx_http_request *req, struct sbx_api *api, json_t *body,
     }
     /* a shared or mapped skill runs only as a skill, in its tier's sandbox */
     if (api->skills && sbx_skills_check_command(api->skills, p->r.argv, p->r.code, err) < 0)
+        return -1;
+    if (p->argv && task_request_claw_skill(p, err) < 0)
         return -1;
     return task_request_rest(req, api, body, p, err);
 }

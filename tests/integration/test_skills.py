@@ -377,10 +377,20 @@ def skill_mapped():
     st, t, _ = D.req("POST", "/runtime/tasks", {"skill": "weather", "action": "today"})
     check(st == 202 and t["skill"] == "weather" and t["skillSource"] == "mapped" and
           t["skillTrustLevel"] == "community", "mapped task fields", (st, t))
+    # the original's form: a command naming claw-skill is that skill's task
+    st, t, _ = D.req("POST", "/runtime/tasks", {"command": ["claw-skill", "weather", "today", "5"]})
+    check(st == 202 and t["skill"] == "weather" and t["skillTrustLevel"] == "community",
+          "command claw-skill: a skill task", (st, t))
+    st, b = D.exec({"command": ["/opt/sandbox/bin/sandbox-skill", "weather", "today", "5"]})
+    check(st == 200 and b["stdout"] == "sunny 5\n" and b["exitCode"] == 5, "sandbox-skill too",
+          (st, b))
+    st, b = D.exec({"command": ["claw-skill", "weather"]})
+    check(st == 400 and b["error"]["message"] == "usage: claw-skill <skill> <command>",
+          "command claw-skill without an action: 400 usage", (st, b))
     # claw-skill inside a live session
     st, b, _ = D.req("POST", "/runtime/start", {"sessionID": "sk"})
     check(st == 200, "session started", (st, b))
-    st, b = D.exec({"sessionID": "sk", "command": ["claw-skill", "weather", "today"]})
+    st, b = D.exec({"sessionID": "sk", "command": ["/bin/sh", "-c", "claw-skill weather today"]})
     check(st == 200 and b["stdout"] == "sunny \n", "claw-skill in a session", (st, b))
     D.req("POST", "/runtime/stop", {"sessionID": "sk"})
 
@@ -539,6 +549,9 @@ def skill_mapped_blocked():
         st, b, _ = D.req("POST", path, {"skill": "evil", "action": "run"})
         check(st == 400 and b["error"]["message"].startswith("skill blocked: dangerous pattern"),
               "refused by %s" % path, (st, b))
+    st, b = D.exec({"command": ["claw-skill", "evil", "run"]})
+    check(st == 400 and b["error"]["message"].startswith("skill blocked: "),
+          "refused as a claw-skill command", (st, b))
     b = D.sh("claw-skill evil run; echo rc=$?")
     check(b["stdout"] == "rc=1\n" and "skill blocked: dangerous pattern" in b["stderr"],
           "refused by claw-skill: exit 1", b)

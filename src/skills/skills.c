@@ -441,6 +441,21 @@ void sbx_skills_extend(struct sbx_skills *sk, const struct sbx_clone *c, json_t 
     const char *caution = json_string_value(json_object_get(r.ver, "caution"));
     if (caution)
         json_object_set_new(info, "caution", json_string(caution));
+    /* the skills of that name this one hides (precedence) */
+    json_t *hidden = json_array();
+    size_t i;
+    json_t *s;
+    json_array_foreach(json_object_get(sk->cat, "skills"), i, s)
+    {
+        if (s != r.skill && strcmp(json_string_value(json_object_get(s, "name")), name) == 0)
+            json_array_append_new(hidden,
+                                  json_pack("{s:O, s:O}", "source", json_object_get(s, "source"),
+                                            "rootDir", json_object_get(s, "rootDir")));
+    }
+    if (json_array_size(hidden))
+        json_object_set_new(info, "shadows", hidden);
+    else
+        json_decref(hidden);
 }
 
 json_t *sbx_skills_list(struct sbx_skills *sk, const struct sbx_clone *c)

@@ -53,7 +53,8 @@ void sbx_skills_unwait(struct sbx_skills *sk, void *ud);
 json_t *sbx_skills_list(struct sbx_skills *sk, const struct sbx_clone *c);
 /* Add what SKILL.md says (description, homepage, userInvocable,
  * primaryEnv, requirements {bins, anyBins, env, config, os}, install,
- * sandbox {network, limits}), for a caller that asked for more than the
+ * sandbox {network, limits}, caution, shadows: [{source, rootDir}] of the
+ * skills of that name it hides), for a caller that asked for more than the
  * original's keys. */
 void sbx_skills_extend(struct sbx_skills *sk, const struct sbx_clone *c, json_t *info);
 /* One SkillInfo; NULL with ENOENT "skill not found: <n>", or EINVAL for a

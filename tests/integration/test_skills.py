@@ -311,6 +311,10 @@ def extended_view_has_skillmd_fields():
           b["sandbox"]["limits"]["memoryBytes"] == 64 << 20, "extended view on request", b)
     st, b, _ = D.req("GET", "/runtime/skills/weather")
     check("description" not in b, "not without the switch", b)
+    st, b, _ = D.req("GET", "/runtime/skills/hello?extended=1")
+    check(st == 200 and b["shadows"] == [{"source": "mapped",
+                                          "rootDir": os.path.join(ROOTS["mapped"], "hello")}],
+          "the shared hello reports the mapped one it shadows", b)
 
 
 @case

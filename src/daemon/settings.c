@@ -32,5 +32,7 @@ void sbx_settings_from_config(struct sbx_runtime_settings *s, const struct sbx_c
         .tenants = c->tenants,
         .n_tenants = c->n_tenants,
         .pool = c->pool,
+        .host_view_hidden = {c->skills.builtin_root, c->skills.common_root, c->skills.shared_root,
+                             c->skills.mapped_root, "/opt/skills", "/opt/skills-store", NULL},
     };
 }

@@ -329,6 +329,17 @@ static int bind_host_view(const struct sbx_rootfs_opts *o, sbx_err *err)
             return -1;
         }
     }
+    /* what must not be seen even there (the skill trees): an empty tmpfs on top */
+    for (size_t i = 0; o->host_view_hidden && o->host_view_hidden[i]; i++) {
+        const char *p = o->host_view_hidden[i];
+        struct stat st;
+        if (p[0] != '/' || snprintf(dst, sizeof(dst), NEWROOT "/host%s", p) >= (int)sizeof(dst) ||
+            lstat(dst, &st) < 0 || !S_ISDIR(st.st_mode))
+            continue;
+        if (mount_tmpfs(dst, "size=4k,mode=0555", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                        err) < 0)
+            return -1;
+    }
     return 0;
 }
 

@@ -214,6 +214,7 @@ static int build_root(const struct sbx_spec *spec, int ws, const int *mount_fds,
         .tmp_size_bytes = spec->tmp_size_bytes,
         .host_resolv = spec->host_net,
         .host_view = spec->host_view,
+        .host_view_hidden = spec->host_view_hidden,
         .runner_id = spec->uid,
     };
     return sbx_rootfs_setup(&ro, err);

@@ -99,6 +99,7 @@ struct sbx_spec {
      * is, in its namespaces and its cgroup join_cg (nothing is built). */
     bool session;
     bool host_view; /* no mount sandbox: the host's root, read-only, at /host */
+    const char *const *host_view_hidden; /* absolute host paths masked there (NULL-ended) */
     int join_pidfd;
     const struct sbx_cgroup *join_cg;
     const struct sbx_mount *mounts; /* n_mounts <= SBX_MOUNTS_MAX; none for a join */

@@ -289,6 +289,7 @@ static int session_spawn(struct rt_session *x, sbx_err *err)
                             .name = x->cgname,
                             .session = true,
                             .host_view = !set->mount_sandbox,
+                            .host_view_hidden = set->host_view_hidden,
                             .join_pidfd = -1};
     struct sbx_mount mounts[SBX_MOUNTS_MAX];
     if (rt->clone_mounts) {

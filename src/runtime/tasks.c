@@ -297,6 +297,7 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
                  .nofile = 1024,
                  .name = t->name,
                  .host_view = !set->mount_sandbox,
+                 .host_view_hidden = set->host_view_hidden,
                  .join_pidfd = -1},
         .fds = rt->o.fds[t->seccomp],
         .timeout_s = t->timeout_s,

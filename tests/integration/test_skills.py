@@ -200,8 +200,8 @@ with open(CFG, "w") as f:
 
 
 class Daemon(ServeDaemon):
-    def __init__(self, state_dir, extra=()):
-        super().__init__(state_dir, TOKEN, config=CFG, extra=list(extra), registry=_daemons)
+    def __init__(self, state_dir, extra=(), config=CFG):
+        super().__init__(state_dir, TOKEN, config=config, extra=list(extra), registry=_daemons)
 
     def req(self, method, path, body=None, token=TOKEN, headers=None, timeout=60):
         h = dict(headers or {})
@@ -581,6 +581,34 @@ def skill_direct_path_blocked():
     # inside, those trees are simply not there
     b = D.sh("ls -a /opt")
     check(b["stdout"].split() == [".", "..", "sandbox"], "only /opt/sandbox (claw-skill)", b)
+
+
+@case
+def skill_trees_masked_without_the_mount_sandbox():
+    # without the mount sandbox a task sees the host's /var, /opt... under /host:
+    # the skill roots stay masked there (an empty read-only tmpfs)
+    vt = tempfile.mkdtemp(prefix="sbx-skills-", dir="/var/tmp")
+    os.chmod(vt, 0o755)
+    try:
+        d = os.path.join(vt, "mapped", "w")
+        write(os.path.join(d, "SKILL.md"), skill_md("w"))
+        write(os.path.join(d, "scripts", "a.sh"), "echo from w\n")
+        cfg = os.path.join(TMP, "nomount.yaml")
+        with open(cfg, "w") as f:
+            f.write("sandbox:\n  mount_sandbox: false\nskills:\n  builtin_root: %s\n"
+                    "  mapped_root: %s\n" % (os.path.join(TMP, "none"), os.path.join(vt, "mapped")))
+        d2 = Daemon(os.path.join(TMP, "nomount-state"), config=cfg).start()
+        try:
+            host = "/host" + vt
+            st, b = d2.exec({"command": ["/bin/sh", "-c", "cd %s && ls -a . && ls -a mapped" % host]})
+            check(st == 200 and b["stdout"].split() == [".", "..", "mapped", ".", ".."],
+                  "the root's folder is seen, the root itself is empty", (st, b))
+            st, b = d2.exec({"skill": "w", "action": "a"})
+            check(st == 200 and b["stdout"] == "from w\n", "the skill still runs as a skill", (st, b))
+        finally:
+            d2.stop()
+    finally:
+        shutil.rmtree(vt, ignore_errors=True)
 
 
 @case

@@ -120,10 +120,14 @@ def check(cond, what, res=None):
         raise AssertionError(what + ("" if res is None else "\n  " + repr(res)))
 
 
+USE_OWN = object()  # ServeDaemon.req: the daemon's own token
+
+
 class ServeDaemon:
     """One `sandboxd serve` subprocess on a free loopback port, started with
-    the given token and --net none (more flags in extra). Subclasses provide
-    req(method, path, body=None, token=..., timeout=...) -> (status, body, headers)."""
+    the given token and --net none (more flags in extra). req(method, path,
+    body=None, token=..., headers=None, timeout=...) -> (status, body, headers)
+    is one JSON request with the daemon's token (subclasses may override it)."""
 
     def __init__(self, state_dir, token, config=None, extra=(), registry=None):
         self.state = state_dir
@@ -166,6 +170,31 @@ class ServeDaemon:
                 pass
             time.sleep(0.05)
         raise AssertionError("daemon not ready in %ss: %s" % (timeout, self.output()))
+
+    def req(self, method, path, body=None, token=USE_OWN, headers=None, timeout=20):
+        """One request (body: JSON-able, str or bytes); the answer parsed as
+        JSON when it is, else as text. token None sends none."""
+        import http.client
+        h = dict(headers or {})
+        token = self.token if token is USE_OWN else token
+        if token:
+            h["Authorization"] = "Bearer " + token
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+        if isinstance(body, str):
+            body = body.encode()
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            c.request(method, path, body=body, headers=h)
+            r = c.getresponse()
+            data = r.read()
+            try:
+                parsed = json.loads(data) if data else None
+            except ValueError:
+                parsed = data.decode(errors="replace")
+            return r.status, parsed, dict(r.getheaders())
+        finally:
+            c.close()
 
     def output(self, whole=False):
         """The daemon's log so far (its last 3000 characters unless whole).

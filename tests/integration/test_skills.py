@@ -203,28 +203,8 @@ class Daemon(ServeDaemon):
     def __init__(self, state_dir, extra=(), config=CFG):
         super().__init__(state_dir, TOKEN, config=config, extra=list(extra), registry=_daemons)
 
-    def req(self, method, path, body=None, token=TOKEN, headers=None, timeout=60):
-        h = dict(headers or {})
-        if token:
-            h["Authorization"] = "Bearer " + token
-        if body is not None and not isinstance(body, (bytes, str)):
-            body = json.dumps(body)
-        if isinstance(body, str):
-            body = body.encode()
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            c.request(method, path, body=body, headers=h)
-            r = c.getresponse()
-            data = r.read()
-            try:
-                parsed = json.loads(data) if data else None
-            except ValueError:
-                parsed = data.decode(errors="replace")
-            return r.status, parsed, dict(r.getheaders())
-        finally:
-            c.close()
-
     def exec(self, body, **kw):
+        kw.setdefault("timeout", 60)
         st, b, _ = self.req("POST", "/runtime/exec", body, **kw)
         return st, b
 

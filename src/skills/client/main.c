@@ -24,11 +24,12 @@
 
 #define SOCKET_PATH "/run/sandbox/skill.sock"
 
-static int write_all(int fd, const void *buf, size_t len)
+/* All of len bytes out (writing) or in; -1 on an error or an early end. */
+static int xfer(int fd, void *buf, size_t len, int writing)
 {
-    const char *p = buf;
+    char *p = buf;
     while (len) {
-        ssize_t n = write(fd, p, len);
+        ssize_t n = writing ? write(fd, p, len) : read(fd, p, len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -39,19 +40,14 @@ static int write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
+static int write_all(int fd, const void *buf, size_t len)
+{
+    return xfer(fd, (void *)buf, len, 1);
+}
+
 static int read_all(int fd, void *buf, size_t len)
 {
-    char *p = buf;
-    while (len) {
-        ssize_t n = read(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
+    return xfer(fd, buf, len, 0);
 }
 
 static int send_frame(int fd, char type, const void *data, size_t len)

@@ -580,7 +580,7 @@ static void on_act_scanned(void *ud, const sbx_err *scan_err)
             continue;
         const char *src = json_string_value(json_object_get(s, "source"));
         if (strcmp(src, "builtin") == 0) {
-            sbx_err_set(&e, EBUSY, "builtin skill cannot be activated: %s", a->name);
+            sbx_err_set(&e, ENOTSUP, "builtin skill cannot be activated: %s", a->name);
             return act_finish(a, NULL, &e);
         }
         if (!skill || strcmp(src, "shared") == 0)

@@ -65,8 +65,8 @@ json_t *sbx_skills_get(struct sbx_skills *sk, const struct sbx_clone *c, const c
 /* Activate a version of a shared or mapped skill for one clone: checked,
  * rescanned, the overlay written atomically, rolled back when the skill is
  * then not runnable. Activations are serialised. fn gets the SkillInfo
- * (borrowed) or err: EINVAL (400) with the original's messages, EBUSY (409)
- * for a builtin skill. Returns -1 only for a bad name or version (err). */
+ * (borrowed) or err: EINVAL (400) with the original's messages, ENOTSUP (409)
+ * for a builtin skill (ENOTSUP). Returns -1 only for a bad name or version (err). */
 typedef void (*sbx_skills_activated_fn)(void *ud, json_t *skill, const sbx_err *err);
 int sbx_skills_activate(struct sbx_skills *sk, const struct sbx_clone *c, const char *name,
                         size_t name_len, const char *version, size_t version_len,

@@ -203,6 +203,10 @@ int sbx_api_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err)
         {"POST", "/runtime/tasks/{id}/network", h_task_network, 0},
         {"POST", "/runtime/network", h_session_network, 0},
         {"GET", "/runtime/stream", h_stream, 0},
+        {"GET", "/runtime/skills", h_skills_list, 0},
+        {"GET", "/runtime/skills/{name}", h_skill_get, 0},
+        {"POST", "/runtime/skills/reload", h_skills_reload, 0},
+        {"POST", "/runtime/skills/{name}/activate", h_skill_activate, 0},
         {"POST", "/execute", h_execute, 0},
         {"GET", "/runtime/files", h_file_get, 0},
         /* Uploads stream: the body goes to the file as it arrives. */

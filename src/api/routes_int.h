@@ -35,6 +35,10 @@ struct parsed_task {
     const char **argv;
     const char **env;
     const char **rules[2]; /* allow, deny */
+    /* {"skill", "action", "args"}: filled into r by api_skill_task */
+    const char *skill, *action;
+    const char **args;
+    struct sbx_skill_task hold;
 };
 
 /* The fields a request shape names a task's limits by, for the messages. */
@@ -74,6 +78,15 @@ void h_stream(sbx_http_request *req, void *ud);
 /* routes_ops.c */
 void h_metrics(sbx_http_request *req, void *ud);
 void h_openapi(sbx_http_request *req, void *ud);
+/* routes_skills.c */
+void h_skills_list(sbx_http_request *req, void *ud);
+void h_skill_get(sbx_http_request *req, void *ud);
+void h_skills_reload(sbx_http_request *req, void *ud);
+void h_skill_activate(sbx_http_request *req, void *ud);
+/* A parsed request naming a skill: its task filled in (argv, binds, the
+ * tier's profile, UR_TOKEN); 0 when it names none. 1 when the catalog is
+ * not loaded yet: then fn(req, ud) is called once it is. */
+int api_skill_task(sbx_http_request *req, struct sbx_api *api, struct parsed_task *p, sbx_err *err);
 /* routes_files.c */
 void h_file_get(sbx_http_request *req, void *ud);
 void h_file_put(sbx_http_request *req, void *ud);

@@ -269,7 +269,7 @@ static void h_exec_or_task(sbx_http_request *req, void *ud, bool sync)
     struct parsed_task p;
     sbx_err e = {0};
     struct idem k = {0};
-    if (task_request_parse(req, api, body, &p, &e) < 0)
+    if (task_request_parse(req, api, body, &p, &e) < 0 || api_skill_task(req, api, &p, &e) < 0)
         sbx_http_respond_err(req, &e);
     else if (idem_check(req, api, p.r.clone.tenant, &k, sync) == 0)
         submit(req, api, &p, sync, false, &k);
@@ -343,6 +343,11 @@ void h_execute(sbx_http_request *req, void *ud)
     }
     p.r.language = env ? json_string_value(env) : "python";
     p.r.code = json_string_value(code);
+    if (api->skills && sbx_skills_check_command(api->skills, NULL, p.r.code, &e) < 0) {
+        json_decref(body);
+        sbx_http_respond_err(req, &e);
+        return;
+    }
     json_t *in = json_object_get(body, "stdin");
     if (json_is_string(in))
         p.r.stdin_data = json_string_value(in), p.r.stdin_len = json_string_length(in);

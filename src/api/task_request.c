@@ -16,7 +16,7 @@
 const char *const task_request_fields[] = {
     "command", "env",  "timeoutSeconds", "language",  "code",       "stdin",    "memoryMB",
     "pids",    "cpu",  "sessionID",      "sessionId", "tenantCode", "cloneKey", "cloneId",
-    "skill",   "args", "network",        NULL};
+    "skill",   "args", "network",        "action",    NULL};
 
 /* "network": {"policy", "default", "allow", "deny"}. An operator may choose
  * anything; a tenant-bound token may only narrow: no host policy, no allow
@@ -91,6 +91,62 @@ static int number_field(json_t *body, const char *name, double *out, sbx_err *er
     return 0;
 }
 
+static int task_request_rest(sbx_http_request *req, struct sbx_api *api, json_t *body,
+                             struct parsed_task *p, sbx_err *err);
+
+/* {"skill", "action", "args"}: checked here, resolved by api_skill_task. */
+static int task_request_skill(json_t *body, struct parsed_task *p, sbx_err *err)
+{
+    json_t *skill = json_object_get(body, "skill"), *action = json_object_get(body, "action");
+    json_t *args = json_object_get(body, "args");
+    if (json_object_get(body, "command") || json_object_get(body, "language") ||
+        json_object_get(body, "code"))
+        return sbx_err_set(err, EINVAL, "give either skill and action, or a command, not both");
+    if (!json_is_string(skill) || strlen(json_string_value(skill)) != json_string_length(skill))
+        return sbx_err_set(err, EINVAL, "skill must be a string without NUL");
+    if (!json_is_string(action) || strlen(json_string_value(action)) != json_string_length(action))
+        return sbx_err_set(err, EINVAL,
+                           "action must be a string without NUL (usage: claw-skill "
+                           "<skill> <command>)");
+    size_t n = args && !json_is_null(args) ? json_array_size(args) : 0;
+    if (args && !json_is_null(args) && (!json_is_array(args) || n > 4096))
+        return sbx_err_set(err, EINVAL, "args must be an array of strings");
+    p->args = calloc(n + 1, sizeof(char *));
+    if (!p->args)
+        return sbx_err_set(err, ENOMEM, "args");
+    for (size_t i = 0; i < n; i++) {
+        json_t *a = json_array_get(args, i);
+        if (!json_is_string(a) || strlen(json_string_value(a)) != json_string_length(a))
+            return sbx_err_set(err, EINVAL, "args[%zu] must be a string without NUL", i);
+        p->args[i] = json_string_value(a);
+    }
+    p->skill = json_string_value(skill);
+    p->action = json_string_value(action);
+    return 0;
+}
+
+/* A command ["claw-skill" | "sandbox-skill", skill, action, args...] is the
+ * skill request it names, as the original resolved it: the task carries the
+ * skill and runs in the skill's own sandbox. */
+static int task_request_claw_skill(struct parsed_task *p, sbx_err *err)
+{
+    const char *a0 = p->argv[0], *slash = strrchr(a0, '/');
+    const char *base = slash ? slash + 1 : a0;
+    if (strcmp(base, "claw-skill") != 0 && strcmp(base, "sandbox-skill") != 0)
+        return 0;
+    size_t n = 0;
+    while (p->argv[n])
+        n++;
+    if (n < 3)
+        return sbx_err_set(err, EINVAL, "usage: claw-skill <skill> <command>");
+    if (!(p->args = calloc(n - 2, sizeof(char *))))
+        return sbx_err_set(err, ENOMEM, "args");
+    memcpy(p->args, p->argv + 3, (n - 3) * sizeof(char *));
+    p->skill = p->argv[1];
+    p->action = p->argv[2];
+    return 0;
+}
+
 /* command | language+code, env, stdin, limits, session, clone. */
 int task_request_parse(sbx_http_request *req, struct sbx_api *api, json_t *body,
                        struct parsed_task *p, sbx_err *err)
@@ -103,8 +159,12 @@ int task_request_parse(sbx_http_request *req, struct sbx_api *api, json_t *body,
     json_t *cmd = json_object_get(body, "command");
     json_t *lang = json_object_get(body, "language");
     json_t *code = json_object_get(body, "code");
-    if (json_object_get(body, "skill"))
-        return sbx_err_set(err, EINVAL, "skill: skills are not available in this daemon yet");
+    json_t *skill = json_object_get(body, "skill");
+    if (skill && !json_is_null(skill))
+        return task_request_skill(body, p, err) < 0 ? -1
+                                                    : task_request_rest(req, api, body, p, err);
+    if (json_object_get(body, "action") || json_object_get(body, "args"))
+        return sbx_err_set(err, EINVAL, "action and args go with skill");
     if (cmd && (lang || code))
         return sbx_err_set(err, EINVAL, "give either command or language and code, not both");
     if (cmd) {
@@ -130,6 +190,18 @@ int task_request_parse(sbx_http_request *req, struct sbx_api *api, json_t *body,
     } else {
         return sbx_err_set(err, EINVAL, "command (or language and code) is required");
     }
+    /* a shared or mapped skill runs only as a skill, in its tier's sandbox */
+    if (api->skills && sbx_skills_check_command(api->skills, p->r.argv, p->r.code, err) < 0)
+        return -1;
+    if (p->argv && task_request_claw_skill(p, err) < 0)
+        return -1;
+    return task_request_rest(req, api, body, p, err);
+}
+
+/* env, stdin, limits, session: for commands and skills alike. */
+static int task_request_rest(sbx_http_request *req, struct sbx_api *api, json_t *body,
+                             struct parsed_task *p, sbx_err *err)
+{
     json_t *env = json_object_get(body, "env");
     if (env && !json_is_null(env)) {
         if (!json_is_object(env))
@@ -189,6 +261,8 @@ int task_request_parse(sbx_http_request *req, struct sbx_api *api, json_t *body,
 
 void task_request_free(struct parsed_task *p)
 {
+    sbx_skill_task_free(&p->hold);
+    free(p->args);
     for (size_t i = 0; p->env && p->env[i]; i++)
         free((char *)p->env[i]);
     free(p->argv);

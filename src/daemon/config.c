@@ -78,6 +78,10 @@ void cfg_drop_operator_tokens(struct sbx_config *c)
 
 /* --- defaults --------------------------------------------------------------------- */
 
+#ifndef SBX_BUILTIN_SKILLS_DIR
+#define SBX_BUILTIN_SKILLS_DIR "/usr/lib/sandbox/skills"
+#endif
+
 /* The defaults and maxima of a task's limits, from the key table. */
 static int builtin_limits(struct loader *L)
 {
@@ -131,6 +135,15 @@ static int set_defaults(struct loader *L)
     c->seccomp = SBX_SECCOMP_DEFAULT;
     c->runner_uid = c->runner_gid = SBX_RUNNER_ID;
     c->host_id_base = SBX_DEFAULT_HOST_ID_BASE;
+
+    if (!(c->skills.builtin_root = strdup(SBX_BUILTIN_SKILLS_DIR)) ||
+        !(c->skills.common_root = strdup("/opt/skills-store/common")) ||
+        !(c->skills.shared_root = strdup("/opt/skills/shared")) ||
+        !(c->skills.mapped_root = strdup("/opt/skills/mapped")) ||
+        !(c->skills.token_audience = strdup("ur-api")))
+        return cfg_oom(L);
+    c->skills.max_bytes = 16ull << 20;
+    c->skills.token_ttl_s = 3600;
 
     c->network.def = SBX_DEFAULT_ALLOW;
     c->network.limits.proxy_port = 1080;
@@ -379,6 +392,14 @@ void sbx_config_free(struct sbx_config *c)
     free(c->environments);
     cfg_strv_clear(&c->pool.environments, false);
     cfg_strv_clear(&c->ignored_env, false);
+    free(c->skills.builtin_root);
+    free(c->skills.common_root);
+    free(c->skills.shared_root);
+    free(c->skills.mapped_root);
+    free(c->skills.ur_base_url);
+    cfg_free_secret(c->skills.token_secret);
+    free(c->skills.token_secret_file);
+    free(c->skills.token_audience);
     memset(c, 0, sizeof(*c));
 }
 

@@ -252,6 +252,17 @@ struct sbx_config {
 
     struct sbx_pool_settings pool;
 
+    /* skills: the tiers' roots and the skill tasks' UR_TOKEN (src/skills) */
+    struct {
+        char *builtin_root, *common_root, *shared_root, *mapped_root;
+        uint64_t max_bytes;
+        char *ur_base_url;
+        char *token_secret;      /* NULL: token_secret_file */
+        char *token_secret_file; /* NULL: <state_dir>/skills-token-secret, made on first start */
+        char *token_audience;
+        double token_ttl_s;
+    } skills;
+
     /* The original's CLAW_* variables that were set but mean nothing here
      * (CLAW_AGENT_ID, CLAW_SKILL_STORE_*_ROOT, ...), for the daemon to log. */
     struct sbx_strv ignored_env;

@@ -35,6 +35,7 @@ enum kind {
     K_SEGMENT,     /* char *: a tenant/clone/runtime id */
     K_OPT_SEGMENT, /* char *: same, or unset (YAML null) */
     K_PATH,        /* char *: made absolute */
+    K_TEXT,        /* char *: any text without control characters */
     K_LISTEN,      /* struct sbx_listen */
     K_LOGLEVEL,    /* enum sbx_log_level */
     K_UINT,        /* uint64_t in [min, max] */

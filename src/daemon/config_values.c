@@ -344,6 +344,10 @@ static int parse_kind(struct loader *L, enum kind k, void *dst, uint64_t min, ui
         return cfg_set_str(dst, text) < 0 ? sbx_err_set(e, ENOMEM, "out of memory") : 0;
     case K_PATH:
         return cfg_make_path(L, text, dst, e);
+    case K_TEXT:
+        if (cfg_has_control(text))
+            return sbx_err_set(e, EINVAL, "holds a control character");
+        return cfg_set_str(dst, text) < 0 ? sbx_err_set(e, ENOMEM, "out of memory") : 0;
     case K_LISTEN: {
         struct sbx_listen l = {0};
         if (cfg_parse_listen(L, text, &l, e) < 0)

@@ -506,11 +506,11 @@ static int ypool_special(struct loader *L, const char *key, const yaml_node_t *k
 static int yroot(struct loader *L, const yaml_node_t *root)
 {
     static const char *const sections[] = {"server",    "sandbox",      "network", "tenants",
-                                           "retention", "environments", "pool"};
+                                           "retention", "environments", "pool",    "skills"};
     if (root->type != YAML_MAPPING_NODE)
         return cfg_yfail(L, root, "(top)",
                          "expects a mapping of sections (server, sandbox, "
-                         "network, tenants, retention, environments, pool)");
+                         "network, tenants, retention, environments, pool, skills)");
     if (cfg_ymapping(L, root, "") < 0)
         return -1;
     for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
@@ -522,7 +522,7 @@ static int yroot(struct loader *L, const yaml_node_t *root)
         if (j == SBX_ARRAY_LEN(sections))
             return cfg_yfail(L, k, cfg_yscalar_text(k),
                              "unknown section (server, sandbox, network, "
-                             "tenants, retention, environments, pool)");
+                             "tenants, retention, environments, pool, skills)");
     }
     /* in this order: environments are judged against the final maxima, the
      * pool against the final environments */
@@ -549,7 +549,7 @@ static int yroot(struct loader *L, const yaml_node_t *root)
             rc = ywalk(L, n, name, name, ynetwork_special);
         else if (strcmp(name, "tenants") == 0)
             rc = ytenants(L, n, name);
-        else if (strcmp(name, "retention") == 0)
+        else if (strcmp(name, "retention") == 0 || strcmp(name, "skills") == 0)
             rc = ywalk(L, n, name, name, NULL);
         else if (strcmp(name, "environments") == 0)
             rc = cfg_yenvironments(L, n, name);

@@ -34,6 +34,7 @@ struct serve {
     struct sbx_addr own[64];
     struct sbx_resolver *resolver;
     struct sbx_runtime *rt;
+    struct sbx_skills *skills;
     sbx_auth *auth;
     sbx_http_server *http;
     struct sbx_api api;
@@ -59,34 +60,87 @@ static int mkdir_p(const char *path, mode_t mode, sbx_err *err)
     return 0;
 }
 
-/* The token of a newcomer's daemon: made once, kept in the state dir (0600). */
-static int first_start_token(struct serve *s, sbx_err *err)
+/* A secret kept in the state dir: read from path when it holds at least min
+ * characters (its first line), else (when make) made from nbytes random
+ * bytes as hex and written there (0600). out holds 2 * nbytes + 1 at least. */
+static int state_secret(const char *path, char *out, size_t len, size_t nbytes, size_t min,
+                        bool make, sbx_err *err)
 {
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/api-token", s->cfg.state_dir);
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd >= 0) {
-        ssize_t n = read(fd, s->token, sizeof(s->token) - 1);
+        ssize_t n = read(fd, out, len - 1);
         close(fd);
-        if (n >= 32) {
-            s->token[n] = '\0';
-            s->token[strcspn(s->token, "\r\n")] = '\0';
-            return 0;
+        if (n >= 0) {
+            out[n] = '\0';
+            out[strcspn(out, "\r\n")] = '\0';
+            if (strlen(out) >= min)
+                return 0;
         }
     }
-    unsigned char rnd[24];
-    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+    if (!make)
+        return sbx_err_set(err, EINVAL, "%s: no secret of at least %zu characters", path, min);
+    unsigned char rnd[64];
+    if (nbytes > sizeof(rnd) || 2 * nbytes + 1 > len)
+        return sbx_err_set(err, EINVAL, "secret size");
+    if (getrandom(rnd, nbytes, 0) != (ssize_t)nbytes)
         return sbx_err_set(err, errno, "getrandom");
-    for (size_t i = 0; i < sizeof(rnd); i++)
-        snprintf(s->token + 2 * i, 3, "%02x", rnd[i]);
+    for (size_t i = 0; i < nbytes; i++)
+        snprintf(out + 2 * i, 3, "%02x", rnd[i]);
     fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0 || write(fd, s->token, strlen(s->token)) != (ssize_t)strlen(s->token)) {
+    if (fd < 0 || write(fd, out, strlen(out)) != (ssize_t)strlen(out)) {
         int saved = errno;
         if (fd >= 0)
             close(fd);
         return sbx_err_set(err, saved, "write %s", path);
     }
     close(fd);
+    return 0;
+}
+
+/* The token of a newcomer's daemon: made once, kept in the state dir (0600). */
+static int first_start_token(struct serve *s, sbx_err *err)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/api-token", s->cfg.state_dir);
+    return state_secret(path, s->token, sizeof(s->token), 24, 32, true, err);
+}
+
+/* The secret UR_TOKENs are signed with: the configured one, else the
+ * configured file, else <state>/skills-token-secret made on first start
+ * (0600, like the API token). */
+static int setup_skills(struct serve *s, sbx_err *err)
+{
+    char path[PATH_MAX], secret[129] = "";
+    const char *sec = s->cfg.skills.token_secret;
+    if (sec && strlen(sec) < 16)
+        return sbx_err_set(err, EINVAL, "skills.token_secret: at least 16 characters");
+    if (!sec) {
+        if (s->cfg.skills.token_secret_file)
+            snprintf(path, sizeof(path), "%s", s->cfg.skills.token_secret_file);
+        else
+            snprintf(path, sizeof(path), "%s/skills-token-secret", s->cfg.state_dir);
+        if (state_secret(path, secret, sizeof(secret), 32, 16, !s->cfg.skills.token_secret_file,
+                         err) < 0)
+            return -1;
+        sec = secret;
+    }
+    struct sbx_skills_settings ss = {.builtin_root = s->cfg.skills.builtin_root,
+                                     .common_root = s->cfg.skills.common_root,
+                                     .shared_root = s->cfg.skills.shared_root,
+                                     .mapped_root = s->cfg.skills.mapped_root,
+                                     .control_dir = s->cfg.control_dir,
+                                     .state_dir = s->cfg.state_dir,
+                                     .max_bytes = s->cfg.skills.max_bytes,
+                                     .ur_base_url = s->cfg.skills.ur_base_url,
+                                     .token_secret = sec,
+                                     .token_secret_len = strlen(sec),
+                                     .token_audience = s->cfg.skills.token_audience,
+                                     .token_ttl_s = s->cfg.skills.token_ttl_s};
+    s->skills = sbx_skills_new(s->base, s->rt, &ss, err);
+    memset(secret, 0, sizeof(secret));
+    if (!s->skills)
+        return -1;
+    sbx_runtime_set_clone_mounts(s->rt, sbx_skills_clone_mounts, s->skills);
     return 0;
 }
 
@@ -288,6 +342,7 @@ static void teardown(struct serve *s)
         sbx_runtime_cancel_all(s->rt, "the daemon stopped");
     sbx_http_server_free(s->http);
     sbx_runtime_free(s->rt);
+    sbx_skills_free(s->skills);
     sbx_auth_free(s->auth);
     sbx_resolver_free(s->resolver);
     sbx_policy_free(s->policy);
@@ -364,7 +419,7 @@ int sbx_cmd_serve(int argc, char **argv)
         .kind = SBX_METRIC_GAUGE,
         .labels = {"mode"}};
     sbx_metric_set(&cg_mode, 1, sbx_cg_mode_name(s.cg_host.mode));
-    if (!(s.rt = sbx_runtime_new(&ro, &e)))
+    if (!(s.rt = sbx_runtime_new(&ro, &e)) || setup_skills(&s, &e) < 0)
         goto fail;
     sbx_http_config hc = {
         .listen = s.cfg.listen.text,
@@ -384,6 +439,7 @@ int sbx_cmd_serve(int argc, char **argv)
         .no_keep_alive = !s.cfg.keep_alive,
         .sigpipe_ignored = true};
     s.api = (struct sbx_api){.rt = s.rt,
+                             .skills = s.skills,
                              .store = s.store,
                              .ready = true,
                              .started_at = (int64_t)time(NULL) * 1000,

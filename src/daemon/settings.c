@@ -38,6 +38,8 @@ void sbx_settings_from_config(struct sbx_runtime_settings *s, const struct sbx_c
                       .keep = c->retention.snapshots,
                       .max_age_s = c->retention.snapshot_max_age_s,
                       .max_bytes = c->retention.snapshot_max_bytes},
+        .host_view_hidden = {c->skills.builtin_root, c->skills.common_root, c->skills.shared_root,
+                             c->skills.mapped_root, "/opt/skills", "/opt/skills-store", NULL},
     };
     /* No sandbox asks for more cpu than all of them together may have (v1
      * refuses a cgroup's quota above its parent's). */

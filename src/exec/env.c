@@ -6,7 +6,7 @@
 #include "base/parse.h"
 
 const char *const sbx_env_base[] = {
-    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/opt/sandbox/bin",
     "HOME=/home/runner",
     "TMPDIR=/tmp",
     "USER=runner",

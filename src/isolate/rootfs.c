@@ -108,6 +108,18 @@ static int copy_file(const char *host, const char *dst, off_t size, sbx_err *err
     return 0;
 }
 
+/* What a bind goes onto: a directory, or an empty file. */
+static int mount_point(const char *dst, bool dir, sbx_err *err)
+{
+    if (dir)
+        return make_dir(dst, 0755, err);
+    int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+    if (fd < 0)
+        return sbx_err_at(err, SBX_STAGE_CREATE_MOUNT_POINT, errno, "%s", dst);
+    close(fd);
+    return 0;
+}
+
 /* Bring a host entry into the new root: a symlink stays a symlink, a directory
  * is bound read-only (extra flags added), a regular file is copied when
  * copy_files is set and bound otherwise; a missing one is skipped. */
@@ -129,15 +141,8 @@ static int mirror_entry(const char *host, const char *dst, unsigned long extra, 
     }
     if (S_ISREG(st.st_mode) && copy_files)
         return copy_file(host, dst, st.st_size, err);
-    if (S_ISDIR(st.st_mode)) {
-        if (make_dir(dst, 0755, err) < 0)
-            return -1;
-    } else {
-        int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
-        if (fd < 0)
-            return sbx_err_at(err, SBX_STAGE_CREATE_MOUNT_POINT, errno, "%s", dst);
-        close(fd);
-    }
+    if (mount_point(dst, S_ISDIR(st.st_mode), err) < 0)
+        return -1;
     return bind_mount(host, dst, MS_RDONLY | extra, err);
 }
 
@@ -324,6 +329,17 @@ static int bind_host_view(const struct sbx_rootfs_opts *o, sbx_err *err)
             return -1;
         }
     }
+    /* what must not be seen even there (the skill trees): an empty tmpfs on top */
+    for (size_t i = 0; o->host_view_hidden && o->host_view_hidden[i]; i++) {
+        const char *p = o->host_view_hidden[i];
+        struct stat st;
+        if (p[0] != '/' || snprintf(dst, sizeof(dst), NEWROOT "/host%s", p) >= (int)sizeof(dst) ||
+            lstat(dst, &st) < 0 || !S_ISDIR(st.st_mode))
+            continue;
+        if (mount_tmpfs(dst, "size=4k,mode=0555", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                        err) < 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -335,6 +351,34 @@ static int bind_workspace(const struct sbx_rootfs_opts *o, sbx_err *err)
     if (make_dir(NEWROOT "/workspace", 0755, err) < 0 ||
         bind_mount(host, NEWROOT "/workspace", 0, err) < 0)
         return -1;
+    return 0;
+}
+
+/* The extra read-only binds (a skill, the claw-skill program and socket):
+ * their parents made in the new root, a file or directory made to bind on. */
+static int bind_extra(const struct sbx_rootfs_opts *o, sbx_err *err)
+{
+    char dst[PATH_MAX], src[64];
+    for (size_t i = 0; i < o->n_mounts; i++) {
+        const char *in = o->mount_targets[i];
+        if (in[0] != '/' || snprintf(dst, sizeof(dst), NEWROOT "%s", in) >= (int)sizeof(dst))
+            return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, EINVAL, "%s", in);
+        for (char *p = dst + strlen(NEWROOT) + 1; *p; p++)
+            if (*p == '/') {
+                *p = '\0';
+                int rc = make_dir(dst, 0755, err);
+                *p = '/';
+                if (rc < 0)
+                    return -1;
+            }
+        struct stat st;
+        snprintf(src, sizeof(src), "/proc/self/fd/%d", o->mount_fds[i]);
+        if (fstat(o->mount_fds[i], &st) < 0)
+            return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, errno, "%s", in);
+        if (mount_point(dst, S_ISDIR(st.st_mode), err) < 0 ||
+            bind_mount(src, dst, MS_RDONLY, err) < 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -369,6 +413,7 @@ static int (*const steps[])(const struct sbx_rootfs_opts *o, sbx_err *err) = {
     mount_tmp_and_home, /* size-capped tmpfs /tmp and /home/runner */
     bind_host_view,     /* /host, only without the mount sandbox */
     bind_workspace,     /* /workspace read-write */
+    bind_extra,         /* a skill, claw-skill and its socket, read-only */
     pivot,              /* into it; / read-only; cwd /workspace */
 };
 

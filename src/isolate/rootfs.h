@@ -7,11 +7,16 @@
 #include "base/err.h"
 
 struct sbx_rootfs_opts {
-    int workspace_fd;        /* O_PATH fd of the host workspace directory */
-    uint64_t tmp_size_bytes; /* /tmp, /home/runner and /dev/shm tmpfs size */
-    bool host_resolv;        /* bind the host's resolv.conf (net host) */
-    bool host_view;          /* the host's root filesystem, read-only, at /host */
+    int workspace_fd;                    /* O_PATH fd of the host workspace directory */
+    uint64_t tmp_size_bytes;             /* /tmp, /home/runner and /dev/shm tmpfs size */
+    bool host_resolv;                    /* bind the host's resolv.conf (net host) */
+    bool host_view;                      /* the host's root filesystem, read-only, at /host */
+    const char *const *host_view_hidden; /* host paths masked in it, NULL-terminated */
     unsigned runner_id;
+    /* Read-only binds: O_PATH fds of their host sources and where they go. */
+    const int *mount_fds;
+    const char *const *mount_targets;
+    size_t n_mounts;
 };
 
 /* In the calling process's own (fresh) mount namespace: make / private, build a

@@ -116,6 +116,17 @@ static int open_workspace(const struct sbx_spec *spec, int *ws, sbx_err *err)
     return 0;
 }
 
+/* The sources of the extra read-only binds, for the same reasons. */
+static int open_mounts(const struct sbx_spec *spec, int *fds, sbx_err *err)
+{
+    if (spec->n_mounts > SBX_MOUNTS_MAX)
+        return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, E2BIG, "%zu mounts", spec->n_mounts);
+    for (size_t i = 0; i < spec->n_mounts; i++)
+        if ((fds[i] = open(spec->mounts[i].host, O_PATH | O_CLOEXEC)) < 0)
+            return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, errno, "open %s", spec->mounts[i].inside);
+    return 0;
+}
+
 /* Until the parent has written our id maps, nothing can be created. */
 static void wait_for_id_maps(const struct child_ctx *c)
 {
@@ -234,13 +245,20 @@ static int net_rules(const struct sbx_spec *spec, sbx_err *err)
     return 0;
 }
 
-static int build_root(const struct sbx_spec *spec, int ws, sbx_err *err)
+static int build_root(const struct sbx_spec *spec, int ws, const int *mount_fds, sbx_err *err)
 {
+    const char *targets[SBX_MOUNTS_MAX];
+    for (size_t i = 0; i < spec->n_mounts && i < SBX_MOUNTS_MAX; i++)
+        targets[i] = spec->mounts[i].inside;
     struct sbx_rootfs_opts ro = {
+        .mount_fds = mount_fds,
+        .mount_targets = targets,
+        .n_mounts = spec->n_mounts,
         .workspace_fd = ws,
         .tmp_size_bytes = spec->tmp_size_bytes,
         .host_resolv = spec->host_net,
         .host_view = spec->host_view,
+        .host_view_hidden = spec->host_view_hidden,
         .runner_id = spec->uid,
     };
     return sbx_rootfs_setup(&ro, err);
@@ -316,11 +334,12 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
 {
     const struct sbx_spec *spec = c->spec;
     sbx_err e = {0};
-    int ws = -1, got[2];
+    int ws = -1, got[2], mount_fds[SBX_MOUNTS_MAX];
 
     STEP(tie_to_creator(c, &e));
     STEP(join_cgroup(c, "join", &e));
     STEP(open_workspace(spec, &ws, &e));
+    STEP(open_mounts(spec, mount_fds, &e));
     wait_for_id_maps(c);
     STEP(become_root(&e));
     STEP(set_pdeathsig(&e));
@@ -330,7 +349,7 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
         STEP(loopback_up(&e));
     if (!spec->host_net && spec->net_rules)
         STEP(net_rules(spec, &e));
-    STEP(build_root(spec, ws, &e));
+    STEP(build_root(spec, ws, mount_fds, &e));
     STEP(unshare_cgroup_ns(&e));
     STEP(recv_fds(c->sync_fd, got, &e));
     exec_init(c, got);

@@ -31,6 +31,7 @@
  *   pdeathsig         die with the parent; close the parent's socket end
  *   cgroup            join the sandbox's cgroup (v1), before any allocation
  *   workspace         open it with the parent's ids, for the bind
+ *   bind mount        open the extra binds' sources (spec.mounts) the same way
  *                     (wait for the id maps)
  *   user namespace    become root inside
  *   pdeathsig         again: the id change cleared it
@@ -43,7 +44,8 @@
  *                     tmpfs (the new root), bind mount the system dirs, write
  *                     /etc, /dev, mount /proc and mask the host's kernel
  *                     details in it, /tmp and home, /host (without the mount
- *                     sandbox), /workspace, pivot_root, detach old root,
+ *                     sandbox), /workspace, the extra read-only binds (a
+ *                     skill at /skill, claw-skill), pivot_root, detach old root,
  *                     remount / read-only, chdir /workspace
  *   cgroup namespace  unshare, rooted at the sandbox's cgroup
  *   fds               receive init and seccomp fds; stdio, sync, seccomp at 0-4
@@ -70,6 +72,16 @@
 /* Each sandbox's user namespace maps this many ids, from 0 inside. */
 #define SBX_ID_RANGE 65536u
 
+/* A host file or directory bound read-only into the sandbox (a skill's
+ * active version, the claw-skill program and its socket directory). The
+ * host path is opened by the child while its ids are still the creator's;
+ * inside is an absolute path its parents are made for. */
+struct sbx_mount {
+    const char *host;
+    const char *inside;
+};
+#define SBX_MOUNTS_MAX 8
+
 struct sbx_spec {
     char *const *argv;     /* the command, argv[0] looked up in the task's PATH */
     char *const *envp;     /* the task's whole environment */
@@ -95,8 +107,11 @@ struct sbx_spec {
      * is, in its namespaces and its cgroup join_cg (nothing is built). */
     bool session;
     bool host_view; /* no mount sandbox: the host's root, read-only, at /host */
+    const char *const *host_view_hidden; /* absolute host paths masked there (NULL-ended) */
     int join_pidfd;
     const struct sbx_cgroup *join_cg;
+    const struct sbx_mount *mounts; /* n_mounts <= SBX_MOUNTS_MAX; none for a join */
+    size_t n_mounts;
 };
 
 /* What init is exec'd from and the task's seccomp programs. They reach the

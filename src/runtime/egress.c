@@ -110,10 +110,46 @@ void rt_session_flow(void *ud, const struct sbx_flow *f)
 }
 
 /* The operator's rules plus the request's, as one policy of the task. */
+/* Of a comma-separated list of internal targets, those named exactly by one
+ * of the allow rules (a new string, "" when none). */
+static char *declared_targets(const char *list, const char *const *allow)
+{
+    char *out = calloc(1, list ? strlen(list) + 1 : 1), *copy = list ? strdup(list) : NULL;
+    char *save = NULL;
+    for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; out && t;
+         t = strtok_r(NULL, ",", &save)) {
+        while (*t == ' ' || *t == '\t')
+            t++;
+        size_t n = strlen(t);
+        while (n && (t[n - 1] == ' ' || t[n - 1] == '\t'))
+            t[--n] = '\0';
+        for (size_t i = 0; allow && allow[i]; i++)
+            if (strcmp(allow[i], t) == 0) {
+                if (*out)
+                    strcat(out, ",");
+                strcat(out, t);
+                break;
+            }
+    }
+    free(copy);
+    return out;
+}
+
 struct sbx_policy *rt_task_policy(struct sbx_runtime *rt, const struct sbx_task_request *req,
                                   sbx_err *err)
 {
     struct sbx_policy_opts po = *rt->o.policy_opts;
+    char *targets = NULL;
+    if (req->declared_only) {
+        static const char *const none[] = {NULL};
+        po.allow = none;
+        po.allowed_cidrs = NULL;
+        if (!(targets = declared_targets(po.allowed_internal_targets, req->allow))) {
+            sbx_err_set(err, ENOMEM, "policy");
+            return NULL;
+        }
+        po.allowed_internal_targets = targets;
+    }
     const char *const *lists[2][2] = {{po.allow, req->allow}, {po.deny, req->deny}};
     const char **merged[2] = {NULL, NULL};
     struct sbx_policy *p = NULL;
@@ -136,6 +172,7 @@ struct sbx_policy *rt_task_policy(struct sbx_runtime *rt, const struct sbx_task_
 out:
     free(merged[0]);
     free(merged[1]);
+    free(targets);
     return p;
 }
 int sbx_runtime_set_network(struct sbx_runtime *rt, const char *id, int net_default,

@@ -137,3 +137,9 @@ void rt_waiters_drop(struct rt_waiter **list, void *ud)
             list = &(*list)->next;
         }
 }
+
+void sbx_runtime_set_clone_mounts(struct sbx_runtime *rt, sbx_clone_mounts_fn fn, void *ud)
+{
+    rt->clone_mounts = fn;
+    rt->clone_mounts_ud = ud;
+}

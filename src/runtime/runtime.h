@@ -72,6 +72,23 @@ struct sbx_task_request {
     uint64_t memory_bytes;
     uint64_t pids;
     double cpu_cores;
+    /* A skill's task (skills/ fills these): its names for the record and
+     * the events, the read-only binds of its sandbox, the strict seccomp
+     * profile when strict; it never joins a live session (its events still
+     * go to that session's stream). on_output, when set, also gets each
+     * piece of its output as it comes (claw-skill relays it). */
+    const char *skill, *skill_source, *skill_trust, *skill_version;
+    const struct sbx_mount *mounts;
+    size_t n_mounts;
+    bool strict;
+    /* Egress opened only by the request's own allow rules: the operator's
+     * allow rules and allowed CIDRs are left out, and of its allowed
+     * internal targets only those the request's allow rules name exactly
+     * (a community skill reaches what it declares, and an internal target
+     * only when the operator allows it too). */
+    bool declared_only;
+    void (*on_output)(void *ud, int stream, const char *buf, size_t n); /* 1 stdout, 2 stderr */
+    void *output_ud;
 };
 
 /* The names a request shape gives the limits, for messages. */
@@ -218,6 +235,11 @@ int sbx_runtime_clone_start(struct sbx_runtime *rt, const struct sbx_clone *c, s
 void sbx_runtime_clone_stop(struct sbx_runtime *rt, const struct sbx_clone *c);
 void sbx_runtime_clone_status(struct sbx_runtime *rt, const struct sbx_clone *c,
                               struct sbx_clone_status *out);
+/* Binds every sandbox of a clone gets (the claw-skill program and the
+ * clone's skill socket): fn fills m[0..max) and returns how many. */
+typedef size_t (*sbx_clone_mounts_fn)(void *ud, const struct sbx_clone *c, struct sbx_mount *m,
+                                      size_t max);
+void sbx_runtime_set_clone_mounts(struct sbx_runtime *rt, sbx_clone_mounts_fn fn, void *ud);
 
 /* Counts for status and readiness. */
 void sbx_runtime_counts(const struct sbx_runtime *rt, unsigned *running, unsigned *queued);

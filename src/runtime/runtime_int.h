@@ -52,6 +52,14 @@ struct rt_task {
     const char *outcome;
     struct evbuffer *pending[2];
     struct event *flush;
+    /* A skill's task: its names (NULL otherwise), its own binds (the
+     * clone's are added at start), its output tap. */
+    char *skill[4]; /* name, source, trust level, version */
+    struct sbx_mount mounts[SBX_MOUNTS_MAX];
+    size_t n_mounts;
+    char *mount_strs[2 * SBX_MOUNTS_MAX];
+    void (*tap)(void *ud, int stream, const char *buf, size_t n);
+    void *tap_ud;
     struct rt_task *next;     /* in its tenant's queue */
     struct rt_task *all_next; /* in the list of active tasks */
     bool stopping;            /* canceled by its runtime's stop */
@@ -152,6 +160,8 @@ struct sbx_runtime {
     struct sbx_subscriber *subs;
     struct rt_snapjob *snapjobs; /* snapshot operations (snapshots.c) */
     struct rt_clone_rt *clones; /* the clones' runtimes (lifecycle.c) */
+    sbx_clone_mounts_fn clone_mounts;
+    void *clone_mounts_ud;
 };
 
 /* events.c */

@@ -290,12 +290,18 @@ static int session_spawn(struct rt_session *x, sbx_err *err)
                             .name = x->cgname,
                             .session = true,
                             .host_view = !set->mount_sandbox,
+                            .host_view_hidden = set->host_view_hidden,
                             .join_pidfd = -1};
     cleanup_free char *rules = NULL;
     if (spec.net_rules && (sbx_egress_rules_load(err) < 0 ||
                            !(rules = sbx_egress_rules_text(rt->o.policy, err))))
         return -1;
     spec.net_rules_arg = rules;
+    struct sbx_mount mounts[SBX_MOUNTS_MAX];
+    if (rt->clone_mounts) {
+        spec.n_mounts = rt->clone_mounts(rt->clone_mounts_ud, &c, mounts, SBX_MOUNTS_MAX);
+        spec.mounts = mounts;
+    }
     if (sbx_sandbox_spawn(&spec, &x->sb, err) < 0)
         return -1;
     if (set->net == SBX_NET_PROXY) {

@@ -106,6 +106,9 @@ struct sbx_runtime_settings {
     double idle_timeout_s; /* of a session; 0: none */
     enum sbx_net_policy net;
     bool mount_sandbox;
+    /* Without the mount sandbox: host directories masked in its /host view
+     * (the skill trees: a skill runs only as a skill), NULL-terminated. */
+    const char *host_view_hidden[8];
     enum sbx_seccomp_profile seccomp;
     uint32_t runner_uid, runner_gid; /* the task's ids inside the sandbox */
     uint32_t host_id_base;           /* host id of the first clone's range */

@@ -20,9 +20,14 @@ static json_t *task_event_data(const struct rt_task *rt_t, const char *status)
     json_t *cmd = json_array();
     for (size_t i = 0; rt_t->argv && rt_t->argv[i]; i++)
         json_array_append_new(cmd, sbx_json_text(rt_t->argv[i], strlen(rt_t->argv[i])));
-    return json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:s}", "taskId", rt_t->id, "command", cmd,
-                     "status", status, "backend", "sandbox", "skill", "", "skillSource", "",
-                     "skillTrustLevel", "");
+    json_t *d = json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:s}", "taskId", rt_t->id, "command", cmd,
+                          "status", status, "backend", "sandbox", "skill",
+                          rt_t->skill[0] ? rt_t->skill[0] : "", "skillSource",
+                          rt_t->skill[1] ? rt_t->skill[1] : "", "skillTrustLevel",
+                          rt_t->skill[2] ? rt_t->skill[2] : "");
+    if (rt_t->skill[0])
+        json_object_set_new(d, "skillVersion", json_string(rt_t->skill[3] ? rt_t->skill[3] : ""));
+    return d;
 }
 
 static void flush_output(struct rt_task *t, int idx)
@@ -58,6 +63,8 @@ static void on_output(void *ud, enum sbx_stream s, const char *buf, size_t n)
 {
     struct rt_task *t = ud;
     int idx = s == SBX_STDOUT ? 0 : 1;
+    if (t->tap)
+        t->tap(t->tap_ud, idx + 1, buf, n);
     evbuffer_add(t->pending[idx], buf, n);
     if (evbuffer_get_length(t->pending[idx]) >= COALESCE_BYTES)
         flush_output(t, idx);
@@ -80,6 +87,10 @@ static void task_free(struct rt_task *t)
         if (t->pending[i])
             evbuffer_free(t->pending[i]);
     rt_policies_free(t->own_policy, t->retired);
+    for (size_t i = 0; i < SBX_ARRAY_LEN(t->skill); i++)
+        free(t->skill[i]);
+    for (size_t i = 0; i < SBX_ARRAY_LEN(t->mount_strs); i++)
+        free(t->mount_strs[i]);
     sbx_strv_free(t->argv);
     sbx_env_free(t->env);
     free(t->stdin_data);
@@ -290,6 +301,7 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
                  .nofile = 1024,
                  .name = t->name,
                  .host_view = !set->mount_sandbox,
+                 .host_view_hidden = set->host_view_hidden,
                  .join_pidfd = -1},
         .fds = rt->o.fds[t->seccomp],
         .timeout_s = t->timeout_s,
@@ -302,8 +314,17 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
         .on_done = on_task_done,
         .ud = t,
     };
-    /* Inside the live session of that name, if there is one. */
-    struct rt_session *x = rt_find_session(rt, &t->clone, t->session);
+    /* Its own binds, then the clone's (claw-skill and its socket). */
+    struct sbx_mount mounts[SBX_MOUNTS_MAX];
+    size_t nm = t->n_mounts;
+    memcpy(mounts, t->mounts, nm * sizeof(mounts[0]));
+    if (rt->clone_mounts)
+        nm += rt->clone_mounts(rt->clone_mounts_ud, &t->clone, mounts + nm, SBX_MOUNTS_MAX - nm);
+    to.spec.mounts = mounts;
+    to.spec.n_mounts = nm;
+    /* Inside the live session of that name, if there is one; a skill's
+     * task always has a sandbox of its own. */
+    struct rt_session *x = t->skill[0] ? NULL : rt_find_session(rt, &t->clone, t->session);
     if (x && session_network_differs(t, x, err) < 0)
         return -1;
     if (x) {
@@ -343,6 +364,28 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
     }
     rt_emit(rt, t->clone.tenant, t->session, "task_running", task_event_data(t, "running"));
     rt_clone_activity(rt, &t->clone);
+    return 0;
+}
+
+/* A skill task's names, binds and output tap, copied from the request. */
+static int rt_task_skill(struct rt_task *t, const struct sbx_task_request *req, sbx_err *err)
+{
+    const char *names[4] = {req->skill, req->skill_source, req->skill_trust, req->skill_version};
+    for (size_t i = 0; req->skill && i < 4; i++)
+        if (!(t->skill[i] = strdup(names[i] ? names[i] : "")))
+            return sbx_err_set(err, ENOMEM, "skill");
+    /* room for the clone's three binds */
+    if (req->n_mounts > SBX_MOUNTS_MAX - 3)
+        return sbx_err_set(err, E2BIG, "%zu binds", req->n_mounts);
+    for (size_t i = 0; i < req->n_mounts; i++) {
+        if (!(t->mount_strs[2 * i] = strdup(req->mounts[i].host)) ||
+            !(t->mount_strs[2 * i + 1] = strdup(req->mounts[i].inside)))
+            return sbx_err_set(err, ENOMEM, "binds");
+        t->mounts[i] = (struct sbx_mount){t->mount_strs[2 * i], t->mount_strs[2 * i + 1]};
+    }
+    t->n_mounts = req->n_mounts;
+    t->tap = req->on_output;
+    t->tap_ud = req->output_ud;
     return 0;
 }
 
@@ -473,7 +516,11 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     t->output_limit = dl->output_bytes;
     t->file_size = dl->file_size_bytes;
     t->tmp_size = dl->tmp_bytes;
-    t->seccomp = envc ? envc->seccomp : set->seccomp;
+    t->seccomp = req->strict ? SBX_SECCOMP_STRICT : envc ? envc->seccomp : set->seccomp;
+    if (rt_task_skill(t, req, err) < 0) {
+        task_free(t);
+        return -1;
+    }
     if ((req->net_default >= 0 || req->allow || req->deny) &&
         !(t->own_policy = rt_task_policy(rt, req, err))) {
         task_free(t);
@@ -495,6 +542,9 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
                                  .clone_id = t->clone.id,
                                  .session_id = t->session,
                                  .command = cmd_text,
+                                 .skill = t->skill[0],
+                                 .skill_source = t->skill[1],
+                                 .skill_trust_level = t->skill[2],
                                  .language = req->argv ? NULL : req->language,
                                  .code = req->argv ? NULL : req->code,
                                  .limits = limits};

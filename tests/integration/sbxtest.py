@@ -133,6 +133,8 @@ def check(cond, what, res=None):
         raise AssertionError(what + ("" if res is None else "\n  " + repr(res)))
 
 
+
+
 class ServeDaemon:
     """One `sandboxd serve` subprocess on a free loopback port, started with
     the given token and --net none (more flags in extra). req() sends one JSON

@@ -901,6 +901,52 @@ static void injected_task_variables(void **state)
     assert_at(yaml_err("tenants:\n  \"a/b\": {}\n", NULL), "2:3: tenants.a/b: is not a tenant");
 }
 
+/* The skills section: the tiers' roots, the original's store variables, UR_BASE_URL,
+ * the token's settings and their bounds. */
+static void skills_settings(void **state)
+{
+    (void)state;
+    struct sbx_config c;
+    sbx_err e;
+    assert_int_equal(load(&c, NULL, NULL, &e), 0);
+    assert_string_equal(c.skills.shared_root, "/opt/skills/shared");
+    assert_string_equal(c.skills.mapped_root, "/opt/skills/mapped");
+    assert_string_equal(c.skills.common_root, "/opt/skills-store/common");
+    assert_string_equal(c.skills.token_audience, "ur-api");
+    assert_true(c.skills.token_ttl_s == 3600);
+    assert_null(c.skills.ur_base_url);
+    sbx_config_free(&c);
+    write_yaml("skills:\n"
+               "  builtin_root: builtin\n"
+               "  shared_root: /srv/shared\n"
+               "  mapped_root: /srv/mapped\n"
+               "  max_size: 4m\n"
+               "  ur_base_url: https://ur.example\n"
+               "  token_secret: 0123456789abcdef\n"
+               "  token_audience: platform\n"
+               "  token_ttl: 10m\n");
+    char *argv[] = {"serve", "--config", file, NULL};
+    char *envp[] = {"CLAW_SKILL_STORE_MAPPED_ROOT=/data/mapped", "UR_BASE_URL=http://10.0.0.9:80",
+                    NULL};
+    if (load(&c, argv, envp, &e) < 0)
+        fail_msg("%s", e.msg);
+    char want[600];
+    snprintf(want, sizeof(want), "%s/builtin", dir);
+    assert_string_equal(c.skills.builtin_root, want); /* relative to the file */
+    assert_string_equal(c.skills.shared_root, "/srv/shared");
+    assert_string_equal(c.skills.mapped_root, "/data/mapped"); /* the variable wins */
+    assert_string_equal(c.skills.ur_base_url, "http://10.0.0.9:80");
+    assert_string_equal(c.skills.token_secret, "0123456789abcdef");
+    assert_string_equal(c.skills.token_audience, "platform");
+    assert_true(c.skills.token_ttl_s == 600);
+    assert_int_equal(c.skills.max_bytes, 4 << 20);
+    assert_int_equal(c.ignored_env.n, 0);
+    sbx_config_free(&c);
+    assert_contains(yaml_err("skills:\n  token_ttl: 2h\n", NULL), "skills.token_ttl");
+    assert_contains(yaml_err("skills:\n  roots: x\n", NULL), "skills.roots");
+    assert_contains(yaml_err("skills:\n  ur_base_url: \"a\\x01b\"\n", NULL), "control character");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -920,6 +966,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(environments_and_aliases, setup, teardown),
         cmocka_unit_test_setup_teardown(seed_004_config, setup, teardown),
         cmocka_unit_test_setup_teardown(injected_task_variables, setup, teardown),
+        cmocka_unit_test_setup_teardown(skills_settings, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,57 @@
+#include "skills/jwt.h"
+
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* base64url without padding (RFC 7515), appended at out; returns its end. */
+static char *b64url(const unsigned char *in, size_t n, char *out)
+{
+    int len = EVP_EncodeBlock((unsigned char *)out, in, (int)n);
+    for (int i = 0; i < len; i++)
+        out[i] = out[i] == '+' ? '-' : out[i] == '/' ? '_' : out[i];
+    while (len > 0 && out[len - 1] == '=')
+        len--;
+    out[len] = '\0';
+    return out + len;
+}
+
+char *sbx_jwt_hs256(const struct sbx_jwt_claims *c, const void *secret, size_t secret_len,
+                    sbx_err *err)
+{
+    static const char header[] = "{\"alg\":\"HS256\",\"typ\":\"JWT\"}";
+    json_t *p = json_pack("{s:s, s:s, s:s, s:I, s:I}", "sub", c->sub ? c->sub : "", "tenant",
+                          c->tenant ? c->tenant : "", "aud", c->aud ? c->aud : "", "iat",
+                          (json_int_t)c->iat, "exp", (json_int_t)c->exp);
+    char *payload = p ? json_dumps(p, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(p);
+    if (!payload) {
+        sbx_err_set(err, ENOMEM, "token");
+        return NULL;
+    }
+    size_t plen = strlen(payload);
+    size_t cap = 4 * (sizeof(header) + plen + 32) / 3 + 128;
+    char *tok = malloc(cap);
+    if (!tok) {
+        free(payload);
+        sbx_err_set(err, ENOMEM, "token");
+        return NULL;
+    }
+    char *end = b64url((const unsigned char *)header, sizeof(header) - 1, tok);
+    *end++ = '.';
+    end = b64url((const unsigned char *)payload, plen, end);
+    free(payload);
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int mac_len = 0;
+    if (!HMAC(EVP_sha256(), secret, (int)secret_len, (const unsigned char *)tok,
+              (size_t)(end - tok), mac, &mac_len)) {
+        free(tok);
+        sbx_err_set(err, EIO, "token: HMAC-SHA256 failed");
+        return NULL;
+    }
+    *end++ = '.';
+    b64url(mac, mac_len, end);
+    return tok;
+}

@@ -109,12 +109,19 @@ void sbx_http__resume(sbx_http_request *req);
  * wake the connection so MHD closes it. */
 void sbx_http__client_gone(sbx_http_request *req);
 struct conn_ctx *sbx_http__conn_of(struct MHD_Connection *conn);
+/* %HH decoding of a URL's path or query part in place (what MHD would do);
+ * returns the decoded length, *nul set when a %00 was decoded. Pure: the
+ * fuzz target tests/fuzz/fuzz_http_request.c drives it. */
+size_t sbx_http__unescape(char *s, bool *nul);
 
 /* ---- http_request.c: headers, auth, routing, bodies ---- */
 /* MHD's access handler. */
 enum MHD_Result sbx_http__on_access(void *cls, struct MHD_Connection *conn, const char *url,
                                     const char *method, const char *version, const char *upload,
                                     size_t *upload_size, void **con_cls);
+/* A Content-Length header's value: false when it is not a plain decimal
+ * count (MHD itself refuses such a request). Pure, fuzzed. */
+bool sbx_http__content_length(const char *text, unsigned long long *n);
 
 /* ---- http_answer.c: answers ---- */
 /* Give req its answer (takes resp). */

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "api/sse.h"
-#include "base/parse.h"
 #include "workspace/path.h"
 
 /* ---- the event stream: /runtime/stream ---- */
@@ -63,8 +62,7 @@ void h_stream(sbx_http_request *req, void *ud)
     if (sbx_ws_segment_check("sessionID", session, strlen(session), &e) < 0)
         return (void)sbx_http_respond_err(req, &e);
     uint64_t after = 0;
-    const char *last = sbx_http_req_header(req, "Last-Event-ID");
-    if (last && *last && sbx_parse_uint(last, 0, UINT64_MAX, &after, &e) < 0)
+    if (sbx_sse_last_event_id(sbx_http_req_header(req, "Last-Event-ID"), &after, &e) < 0)
         return (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "Last-Event-ID: %s", e.msg);
     struct stream *s = calloc(1, sizeof(*s));
     if (!s)

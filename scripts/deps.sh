@@ -4,7 +4,10 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config clang-format libevent-dev libseccomp-dev libjansson-dev
       libcmocka-dev libcurl4-openssl-dev musl-tools libnftables-dev libmnl-dev
       libhttp-parser-dev libmicrohttpd-dev libssl-dev openssl nftables curl libsqlite3-dev
-      libyaml-dev python3 nodejs bubblewrap hyperfine iproute2 e2fsprogs)
+      libyaml-dev python3 nodejs bubblewrap hyperfine iproute2 e2fsprogs
+      clang libclang-rt-dev)
+# clang and its runtime libraries (libFuzzer, ASan, UBSan) for the fuzz
+# targets of tests/fuzz, run by scripts/fuzz.sh.
 # npm for the test clients (scripts/npm-deps.sh); a Node.js that ships its own
 # npm (as NodeSource's does) needs no package of it.
 command -v npm >/dev/null || pkgs+=(npm)

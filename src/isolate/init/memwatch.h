@@ -1,0 +1,28 @@
+/* The memory watch of a sandbox without cgroups (rlimit mode), run by its
+ * init: RLIMIT_DATA holds each process's private heap only, so init adds up
+ * what the whole pid namespace holds, from /proc, every SBX_MEMWATCH_MS, and
+ * kills every process in it when the sum is over the limit.
+ *
+ * What is counted, per sample:
+ * - each process's proportional share of the anonymous and shared memory
+ *   it maps (Pss_Anon + Pss_Shmem of /proc/PID/smaps_rollup): its private
+ *   pages, its share of pages mapped by several processes (shared anonymous
+ *   memory, mapped memfds and tmpfs files, attached SysV segments); not the
+ *   files it maps (the host's page cache of /usr, as a cgroup would not
+ *   charge it either);
+ * - shared memory held without being mapped: the space used on the
+ *   sandbox's tmpfs mounts (/tmp, /home/runner, /dev/shm), memfds held by
+ *   a file descriptor (each once), and SysV segments (/proc/sysvipc/shm).
+ * Shared memory both mapped and held is counted twice: the sum errs towards
+ * the limit, never past it. What it cannot see: memory allocated and freed
+ * between two samples (a burst shorter than the interval), memfds in flight
+ * in a unix socket (SCM_RIGHTS, held by no process), and kernel memory
+ * (page tables, socket buffers, pipes). */
+#pragma once
+
+#include <stdint.h>
+
+#define SBX_MEMWATCH_MS 50
+
+/* Bytes held by the pid namespace of the caller, as above. */
+uint64_t sbx_memwatch_sample(void);

@@ -390,6 +390,8 @@ static char **build_init_argv(const struct sbx_spec *spec, const struct sbx_cgro
     v[i++] = fmt("--nproc=%llu", rl ? (unsigned long long)spec->cg_limits.pids : 0ULL);
     v[i++] = fmt("--as=%llu", mem ? mem + SBX_RLIMIT_AS_HEADROOM : 0ULL);
     v[i++] = fmt("--mem-watch=%llu", mem);
+    if (mem && !spec->host_net)
+        v[i++] = strdup("--tcp-watch");
     if (spec->session) {
         v[i++] = strdup("--session");
     } else {

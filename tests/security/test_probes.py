@@ -627,6 +627,26 @@ def p27_tcp_buffers_count_against_the_memory_limit():
         assert_no_leftovers()
 
 
+@suite.case
+def p27_tcp_buffers_count_against_the_memory_limit_rlimit_mode():
+    """No cgroup charges socket buffers here: init's memory watch adds up the
+    TCP queues of the sandbox's network namespace and kills the filler before
+    it reaches its own 160 MiB stop."""
+    with script_workspace(**{"tcpfill.py": TCP_FILL}) as ws:
+        res = run(["python3", "/workspace/tcpfill.py"], "--host-id-base", str(BASE),
+                  "--net", "none", "--memory", "32M", "--timeout", "60", *RLIMIT,
+                  workspace=ws, stdin=b"", timeout=90)
+        expect_mode(res, "rlimit")
+        rep = res.report
+        check(b"queued" not in res.stdout and rep["outcome"] == "oom" and
+              "memory watch" in rep["message"],
+              "the filler queued its 160 MiB of TCP buffers under a 32 MiB limit (%s)" %
+              text(res.stdout).strip(), res)
+        check(rep["peakMemoryBytes"] >= 32 * MIB * 9 // 10, "peak %d bytes reported" %
+              rep["peakMemoryBytes"], res)
+        assert_no_leftovers()
+
+
 # inotify instances are counted up to the host, against root's (128 by
 # default): a sandbox has a bound of its own below that, and the host can
 # still make one while a sandbox holds its maximum. No new namespace can be

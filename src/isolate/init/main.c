@@ -39,6 +39,7 @@ struct init_opts {
     bool sub;     /* a task of a session, started inside its namespaces */
     uint64_t fsize, nofile, data, nproc, as;
     uint64_t mem_watch; /* rlimit mode: the namespace's memory limit, watched */
+    bool tcp_watch;     /* ... with the TCP queues of its own network namespace */
     char **argv;
 };
 
@@ -77,6 +78,10 @@ static int parse_opts(int argc, char **argv, struct init_opts *o, sbx_err *err)
         }
         if (strcmp(a, "--sub") == 0) {
             o->sub = true;
+            continue;
+        }
+        if (strcmp(a, "--tcp-watch") == 0) {
+            o->tcp_watch = true;
             continue;
         }
         if (!eq)
@@ -215,6 +220,7 @@ static __attribute__((noreturn)) void run_task(const struct init_opts *o)
  * us is killed (and the task's end then reports it). */
 struct watch {
     uint64_t limit; /* 0: no watch */
+    bool tcp;
     uint64_t peak;
     int32_t killed;
     int64_t next_ms; /* CLOCK_MONOTONIC of the next sample */
@@ -235,7 +241,7 @@ static int next_signal(const sigset_t *set, siginfo_t *si, struct watch *w)
         return sigwaitinfo(set, si);
     int64_t now = mono_ms();
     if (now >= w->next_ms && !w->killed) {
-        uint64_t held = sbx_memwatch_sample();
+        uint64_t held = sbx_memwatch_sample(w->tcp);
         if (held > w->peak)
             w->peak = held;
         if (held > w->limit) {
@@ -291,7 +297,7 @@ int main(int argc, char **argv)
         run_task(&o);
     send_msg(&(struct sbx_init_msg){.kind = SBX_MSG_STARTED, .pid = task});
 
-    struct watch w = {.limit = o.mem_watch};
+    struct watch w = {.limit = o.mem_watch, .tcp = o.tcp_watch};
     for (;;) {
         siginfo_t si;
         int sig = next_signal(&all, &si, &w);

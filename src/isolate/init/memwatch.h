@@ -12,17 +12,24 @@
  *   charge it either);
  * - shared memory held without being mapped: the space used on the
  *   sandbox's tmpfs mounts (/tmp, /home/runner, /dev/shm), memfds held by
- *   a file descriptor (each once), and SysV segments (/proc/sysvipc/shm).
+ *   a file descriptor (each once), and SysV segments (/proc/sysvipc/shm);
+ * - the payload queued on the TCP sockets of the sandbox's own network
+ *   namespace (send and receive queues of /proc/net/tcp and tcp6): socket
+ *   buffers are kernel memory that no rlimit bounds.
  * Shared memory both mapped and held is counted twice: the sum errs towards
  * the limit, never past it. What it cannot see: memory allocated and freed
  * between two samples (a burst shorter than the interval), memfds in flight
- * in a unix socket (SCM_RIGHTS, held by no process), and kernel memory
- * (page tables, socket buffers, pipes). */
+ * in a unix socket (SCM_RIGHTS, held by no process), and other kernel
+ * memory: page tables, pipe and unix socket buffers, and the overhead of
+ * each TCP packet beyond its payload. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define SBX_MEMWATCH_MS 50
 
-/* Bytes held by the pid namespace of the caller, as above. */
-uint64_t sbx_memwatch_sample(void);
+/* Bytes held by the pid namespace of the caller, as above; with tcp, plus
+ * the bytes queued on the TCP sockets of its network namespace (only when
+ * the sandbox has a network namespace of its own, not with --net host). */
+uint64_t sbx_memwatch_sample(bool tcp);

@@ -14,7 +14,8 @@
  *   sandbox's tmpfs mounts (/tmp, /home/runner, /dev/shm), memfds held by
  *   a file descriptor (each once), and SysV segments (/proc/sysvipc/shm);
  * - the payload queued on the TCP sockets of the sandbox's own network
- *   namespace (send and receive queues of /proc/net/tcp and tcp6): socket
+ *   namespace (send and receive queues of /proc/net/tcp and tcp6), while
+ *   it has sockets beyond those it started with, every other sample: socket
  *   buffers are kernel memory that no rlimit bounds.
  * Shared memory both mapped and held is counted twice: the sum errs towards
  * the limit, never past it. What it cannot see: memory allocated and freed

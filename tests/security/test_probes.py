@@ -838,14 +838,24 @@ def p31_no_setuid_or_setgid_file_reaches_the_host():
     assert_no_leftovers()
 
 
-# Memory that RLIMIT_DATA never sees: shared anonymous mappings, memfds,
-# tmpfs files, SysV segments. Each attack tries to hold 1 GiB under a 32 MiB
-# limit, saying how far it got every 16 MiB. With cgroups the memory
-# controller charges it all; without (rlimit mode) init's memory watch sums
-# the sandbox's memory from /proc and kills the tree (isolate/init/memwatch.h).
+# Memory that RLIMIT_DATA never sees: shared anonymous mappings, memfds
+# (held, mapped, or sent over a unix socket and closed: in flight, held by
+# no process), tmpfs files, SysV segments. Each attack tries to hold 1 GiB
+# under a 32 MiB limit, saying how far it got every 16 MiB. With cgroups the
+# memory controller charges it all; without (rlimit mode) init's memory
+# watch sums the sandbox's memory from /proc and kills the tree
+# (isolate/init/memwatch.h), and memfd_create answers ENOSYS, since a memfd
+# in flight is out of the watch's sight.
 MEM_ATTACK = r"""
-import ctypes, mmap, os, sys
+import array, ctypes, errno, mmap, os, socket, sys
 kind, goal, step = sys.argv[1], 1 << 30, 16 << 20
+if kind.startswith("memfd"):
+    try:
+        os.close(os.memfd_create("probe"))
+    except OSError as e:
+        print("blocked: memfd_create", errno.errorcode[e.errno], flush=True)
+        sys.exit(0)
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
 libc = ctypes.CDLL(None, use_errno=True)
 libc.shmat.restype = ctypes.c_void_p
 held, keep = 0, []
@@ -862,6 +872,11 @@ while held < goal:
     elif kind == "memfd":
         fd = os.memfd_create("m")
         os.write(fd, b"x" * step); keep.append(fd)
+    elif kind == "memfd-in-flight":
+        fd = os.memfd_create("m")
+        os.write(fd, b"x" * step)
+        a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))])
+        os.close(fd)
     elif kind == "memfd-mapped":
         fd = os.memfd_create("m"); os.ftruncate(fd, step)
         m = mmap.mmap(fd, step); os.close(fd); m.write(b"x" * step); keep.append(m)
@@ -885,7 +900,7 @@ while held < goal:
     progress()
 print("ESCAPED: held %d MiB" % (held >> 20), flush=True)
 """
-MEM_KINDS = ["shared-anon", "memfd", "memfd-mapped", "sysv", "tmpfs"]
+MEM_KINDS = ["shared-anon", "memfd", "memfd-mapped", "memfd-in-flight", "sysv", "tmpfs"]
 
 
 def held_memory(opts, mode):
@@ -910,6 +925,12 @@ def held_memory(opts, mode):
                 sizes = [int(l.split()[2]) for l in out.splitlines() if l.startswith("size ")]
                 check(sizes and max(sizes) <= 32, "tmpfs sizes %r MiB over the 32 MiB memory "
                       "limit in rlimit mode" % sizes, res)
+            if mode == "rlimit" and kind.startswith("memfd"):
+                check(rep["outcome"] == "exited" and rep["exitCode"] == 0 and
+                      "blocked: memfd_create ENOSYS" in out and not held,
+                      "%s (rlimit): memfd_create not refused" % kind, res)
+                assert_no_leftovers()
+                continue
             check(rep["outcome"] == "oom" and rep["oomKilled"] is True and rep["exitCode"] == 137,
                   "%s (%s): outcome %r oomKilled %r (want oom)" %
                   (kind, mode, rep["outcome"], rep["oomKilled"]), res)

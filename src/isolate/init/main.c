@@ -209,6 +209,8 @@ static __attribute__((noreturn)) void run_task(const struct init_opts *o)
     STEP(die_with_sub_init(o, &e));
     STEP(close_fds(&e));
     STEP(sbx_seccomp_progs_load(&o->seccomp, &e));
+    if (o->mem_watch)
+        STEP(sbx_seccomp_deny_memfd(&e));
     execvp(o->argv[0], o->argv);
     int saved = errno;
     sbx_err_at(&e, SBX_STAGE_EXEC, saved, "%s", o->argv[0]);

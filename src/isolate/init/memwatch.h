@@ -20,7 +20,9 @@
  * Shared memory both mapped and held is counted twice: the sum errs towards
  * the limit, never past it. What it cannot see: memory allocated and freed
  * between two samples (a burst shorter than the interval), memfds in flight
- * in a unix socket (SCM_RIGHTS, held by no process), and other kernel
+ * in a unix socket (SCM_RIGHTS, held by no process: which is why
+ * memfd_create is refused in rlimit mode, see sbx_seccomp_deny_memfd), and
+ * other kernel
  * memory: page tables, pipe and unix socket buffers, and the overhead of
  * each TCP packet beyond its payload. */
 #pragma once

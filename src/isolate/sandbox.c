@@ -373,7 +373,7 @@ static char **build_init_argv(const struct sbx_spec *spec, const struct sbx_cgro
     size_t argc = 0;
     while (spec->argv && spec->argv[argc])
         argc++;
-    char **v = calloc(argc + 14, sizeof(*v));
+    char **v = calloc(argc + 16, sizeof(*v));
     if (!v)
         return NULL;
     size_t i = 0;

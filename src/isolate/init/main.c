@@ -223,6 +223,10 @@ static __attribute__((noreturn)) void run_task(const struct init_opts *o)
 struct watch {
     uint64_t limit; /* 0: no watch */
     bool tcp;
+    /* A session's pid 1: watches between its tasks only (while one runs,
+     * that task's sub-init watches and reports), and goes on watching after
+     * a kill, as the session lives on. */
+    bool session;
     uint64_t peak;
     int32_t killed;
     int64_t next_ms; /* CLOCK_MONOTONIC of the next sample */
@@ -242,12 +246,12 @@ static int next_signal(const sigset_t *set, siginfo_t *si, struct watch *w)
     if (!w->limit)
         return sigwaitinfo(set, si);
     int64_t now = mono_ms();
-    if (now >= w->next_ms && !w->killed) {
+    if (now >= w->next_ms && !w->killed && !(w->session && sbx_memwatch_task_running())) {
         uint64_t held = sbx_memwatch_sample(w->tcp);
         if (held > w->peak)
             w->peak = held;
         if (held > w->limit) {
-            w->killed = 1;
+            w->killed = !w->session;
             kill(-1, SIGKILL);
         }
         now = mono_ms();
@@ -260,14 +264,15 @@ static int next_signal(const sigset_t *set, siginfo_t *si, struct watch *w)
 
 /* pid 1 of a session: keeps its namespaces alive and reaps what its tasks
  * leave behind, until our creator kills us (and so everything in it). */
-static __attribute__((noreturn)) void hold_session(void)
+static __attribute__((noreturn)) void hold_session(const struct init_opts *o)
 {
     sigset_t all;
     sigfillset(&all);
     send_msg(&(struct sbx_init_msg){.kind = SBX_MSG_STARTED, .pid = 0});
+    struct watch w = {.limit = o->mem_watch, .tcp = o->tcp_watch, .session = true};
     for (;;) {
         siginfo_t si;
-        if (sigwaitinfo(&all, &si) == SIGCHLD)
+        if (next_signal(&all, &si, &w) == SIGCHLD)
             while (waitpid(-1, NULL, WNOHANG) > 0)
                 ;
     }
@@ -288,7 +293,7 @@ int main(int argc, char **argv)
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, NULL);
     if (o.session)
-        hold_session();
+        hold_session(&o);
 
     pid_t task = fork();
     if (task < 0) {

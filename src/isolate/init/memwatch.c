@@ -200,6 +200,36 @@ static uint64_t tcp_sample(void)
     return last;
 }
 
+bool sbx_memwatch_task_running(void)
+{
+    DIR *proc = opendir("/proc");
+    if (!proc)
+        return false;
+    bool found = false;
+    struct dirent *de;
+    while (!found && (de = readdir(proc))) {
+        if (de->d_name[0] < '2' || de->d_name[0] > '9') {
+            if (de->d_name[0] != '1' || !de->d_name[1])
+                continue; /* not a pid, or pid 1 (us) */
+        }
+        char path[sizeof(de->d_name) + 8], buf[512];
+        snprintf(path, sizeof(path), "%s/stat", de->d_name);
+        int fd = openat(dirfd(proc), path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+            continue;
+        buf[n] = '\0';
+        const char *end = strrchr(buf, ')');
+        long ppid = -1;
+        found = end && sscanf(end + 1, " %*c %ld", &ppid) == 1 && ppid == 0;
+    }
+    closedir(proc);
+    return found;
+}
+
 uint64_t sbx_memwatch_sample(bool tcp)
 {
     static struct sample s; /* init is single-threaded; no stack for 2 KiB */

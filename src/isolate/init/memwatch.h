@@ -1,7 +1,9 @@
 /* The memory watch of a sandbox without cgroups (rlimit mode), run by its
  * init: RLIMIT_DATA holds each process's private heap only, so init adds up
  * what the whole pid namespace holds, from /proc, every SBX_MEMWATCH_MS, and
- * kills every process in it when the sum is over the limit.
+ * kills every process in it when the sum is over the limit. In a session,
+ * each task's sub-init watches while its task runs, and the session's pid 1
+ * between tasks.
  *
  * What is counted, per sample:
  * - each process's proportional share of the anonymous and shared memory
@@ -36,3 +38,8 @@
  * the bytes queued on the TCP sockets of its network namespace (only when
  * the sandbox has a network namespace of its own, not with --net host). */
 uint64_t sbx_memwatch_sample(bool tcp);
+
+/* Whether a task of the session runs: a process of the namespace other
+ * than pid 1 whose parent is outside it (a task's sub-init, started by the
+ * daemon's join helper). */
+bool sbx_memwatch_task_running(void);

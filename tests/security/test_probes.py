@@ -596,7 +596,7 @@ def p26_vsock_and_unneeded_socket_families_and_modify_ldt_refused_everywhere():
 # itself at 160 MiB and 400 connections, far below the host's tcp_mem, and
 # frees everything when it exits.
 TCP_FILL = r"""
-import socket, sys
+import socket, sys, time
 CAP = 160 << 20
 srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(512)
 port = srv.getsockname()[1]
@@ -609,6 +609,8 @@ while total < CAP and len(conns) < 400:
             total += c.send(chunk)
         except BlockingIOError:
             break
+if "hold" in sys.argv:  # keep them a while, as an attack on the host would
+    time.sleep(1)
 print("queued", total, "conns", len(conns))
 """
 
@@ -633,10 +635,12 @@ def p27_tcp_buffers_count_against_the_memory_limit():
 @suite.case
 def p27_tcp_buffers_count_against_the_memory_limit_rlimit_mode():
     """No cgroup charges socket buffers here: init's memory watch adds up the
-    TCP queues of the sandbox's network namespace and kills the filler before
-    it reaches its own 160 MiB stop."""
+    TCP queues of the sandbox's network namespace and kills the filler while
+    it holds them (the watch samples every 50 ms: a filler that frees its
+    buffers within that can come and go unseen, and is no attack on the
+    host's tcp_mem)."""
     with script_workspace(**{"tcpfill.py": TCP_FILL}) as ws:
-        res = run(["python3", "/workspace/tcpfill.py"], "--host-id-base", str(BASE),
+        res = run(["python3", "/workspace/tcpfill.py", "hold"], "--host-id-base", str(BASE),
                   "--net", "none", "--memory", "32M", "--timeout", "60", *RLIMIT,
                   workspace=ws, stdin=b"", timeout=90)
         expect_mode(res, "rlimit")
@@ -847,7 +851,7 @@ def p31_no_setuid_or_setgid_file_reaches_the_host():
 # (isolate/init/memwatch.h), and memfd_create answers ENOSYS, since a memfd
 # in flight is out of the watch's sight.
 MEM_ATTACK = r"""
-import array, ctypes, errno, mmap, os, socket, sys
+import array, ctypes, errno, mmap, os, socket, sys, time
 kind, goal, step = sys.argv[1], 1 << 30, 16 << 20
 if kind.startswith("memfd"):
     try:
@@ -894,10 +898,14 @@ while held < goal:
             except OSError:
                 pass
         else:
-            print("blocked: every tmpfs is full at", held >> 20, "MiB", flush=True)
+            # Hold it a while, as an attack would: the watch samples every
+            # 50 ms, and a task that ends first takes its tmpfs with it.
+            time.sleep(1)
+            print("tmpfs full at", held >> 20, "MiB", flush=True)
             sys.exit(0)
     held += step
     progress()
+time.sleep(1)
 print("ESCAPED: held %d MiB" % (held >> 20), flush=True)
 """
 MEM_KINDS = ["shared-anon", "memfd", "memfd-mapped", "memfd-in-flight", "sysv", "tmpfs"]

@@ -15,4 +15,6 @@ for dir in build build-asan; do
   echo "== ctest in $dir"
   ctest --test-dir "$dir" --output-on-failure --timeout 600 || status=1
 done
+echo "== fuzz targets, 25 s each"
+./scripts/fuzz.sh 25 || status=1
 exit $status

@@ -229,17 +229,15 @@ struct conn_ctx *sbx_http__conn_of(struct MHD_Connection *conn)
     return ci ? ci->socket_context : NULL;
 }
 
-/* MHD's own %HH decoding, plus a note when it yields a NUL: C strings would
- * silently cut such a name short ("a%00/../b"), so the request is refused. */
-static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
+size_t sbx_http__unescape(char *s, bool *nul)
 {
     char *out = s;
-    bool nul = false;
+    *nul = false;
     for (const char *in = s; *in;) {
         int hi, lo;
         if (in[0] == '%' && (hi = sbx_hex_digit(in[1])) >= 0 && (lo = sbx_hex_digit(in[2])) >= 0) {
             char c = (char)(hi << 4 | lo);
-            nul = nul || c == '\0';
+            *nul = *nul || c == '\0';
             *out++ = c;
             in += 3;
         } else {
@@ -247,12 +245,21 @@ static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
         }
     }
     *out = '\0';
+    return (size_t)(out - s);
+}
+
+/* MHD's own %HH decoding, plus a note when it yields a NUL: C strings would
+ * silently cut such a name short ("a%00/../b"), so the request is refused. */
+static size_t unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+    bool nul;
+    size_t len = sbx_http__unescape(s, &nul);
     if (nul) {
         struct conn_ctx *cc = sbx_http__conn_of(conn);
         if (cc)
             cc->bad_nul = true;
     }
-    return (size_t)(out - s);
+    return len;
 }
 
 /* ---------------------------------------------------------------------- */

@@ -206,12 +206,19 @@ void sbx_http__idle(struct conn_ctx *cc, bool idle);
 void sbx_http__conn_closed(struct conn_ctx *cc);
 /* No head in time at the gate: 408. */
 void sbx_http__gate_timeout(struct conn_ctx *cc);
+/* %HH decoding of a URL's path or query part in place (what MHD would do);
+ * returns the decoded length, *nul set when a %00 was decoded. Pure: the
+ * fuzz target tests/fuzz/fuzz_http_request.c drives it. */
+size_t sbx_http__unescape(char *s, bool *nul);
 
 /* ---- http_request.c: headers, auth, routing, bodies ---- */
 /* MHD's access handler. */
 enum MHD_Result sbx_http__on_access(void *cls, struct MHD_Connection *conn, const char *url,
                                     const char *method, const char *version, const char *upload,
                                     size_t *upload_size, void **con_cls);
+/* A Content-Length header's value: false when it is not a plain decimal
+ * count (MHD itself refuses such a request). Pure, fuzzed. */
+bool sbx_http__content_length(const char *text, unsigned long long *n);
 
 /* An event stream takes a place in its token's and tenant's stream counts
  * (freed with the request); -1 and a 429 answer when one is full. */

@@ -152,6 +152,14 @@ static bool route(sbx_http_request *req)
     }
 }
 
+bool sbx_http__content_length(const char *text, unsigned long long *n)
+{
+    char *end;
+    errno = 0;
+    *n = strtoull(text, &end, 10);
+    return !errno && end != text && !*end;
+}
+
 /* The body will be read into memory: refuse it now when Content-Length
  * already says it is too large, and size the buffer once otherwise. */
 static void prepare_body(sbx_http_request *req)
@@ -159,10 +167,8 @@ static void prepare_body(sbx_http_request *req)
     const char *cl = sbx_http_req_header(req, "Content-Length");
     if (!cl)
         return;
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(cl, &end, 10);
-    if (errno || end == cl || *end)
+    unsigned long long n;
+    if (!sbx_http__content_length(cl, &n))
         return; /* MHD itself refuses a malformed length */
     size_t max = req->srv->cfg.max_body;
     if (n > max) {

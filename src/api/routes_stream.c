@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "api/sse.h"
-#include "base/parse.h"
 #include "workspace/path.h"
 
 /* ---- the event stream: /runtime/stream ---- */
@@ -85,7 +84,7 @@ void h_stream(sbx_http_request *req, void *ud)
     /* Without Last-Event-ID, live events only (as the original); with it,
      * the replay of what is stored after it (0: everything kept). */
     const char *last = sbx_http_req_header(req, "Last-Event-ID");
-    if (last && *last && sbx_parse_uint(last, 0, UINT64_MAX, &after, &e) < 0)
+    if (sbx_sse_last_event_id(last, &after, &e) < 0)
         return (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "Last-Event-ID: %s", e.msg);
     struct stream *s = calloc(1, sizeof(*s));
     if (!s)

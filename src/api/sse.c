@@ -6,6 +6,7 @@
 #include <event2/buffer.h>
 
 #include "api/http_internal.h"
+#include "base/parse.h"
 
 #define SSE_BLOCK (16u << 10)
 
@@ -274,4 +275,12 @@ sbx_sse *sbx_http_respond_sse(sbx_http_request *req, const sbx_sse_opts *opts)
         event_add(sse->heartbeat, &tv);
     }
     return sse;
+}
+
+int sbx_sse_last_event_id(const char *header, uint64_t *after, sbx_err *err)
+{
+    *after = 0;
+    if (!header || !*header)
+        return 0;
+    return sbx_parse_uint(header, 0, UINT64_MAX, after, err);
 }

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -53,6 +54,11 @@ size_t sbx_sse_capacity(const sbx_sse *sse);
 /* The request the stream answers (for its headers: Last-Event-ID, …);
  * NULL once the client is gone. */
 sbx_http_request *sbx_sse_request(const sbx_sse *sse);
+
+/* A request's Last-Event-ID: *after is the id to replay from (0 when the
+ * header is absent or empty); -1 with err saying why for anything but a
+ * decimal event id. Pure, fuzzed (tests/fuzz/fuzz_http_request.c). */
+int sbx_sse_last_event_id(const char *header, uint64_t *after, sbx_err *err);
 
 /* End the stream once what is buffered has been sent. The caller gives up
  * the handle: on_close will not be called. */

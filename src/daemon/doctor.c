@@ -167,7 +167,9 @@ static void text_plan(const struct sbx_isolation_plan *plan)
     line("limits", "%s", sbx_plan_limits_name(plan->limits));
     line("memory", "%s%s", plan->memory_by,
          plan->limits == SBX_CG_RLIMIT
-             ? " (partial: shared memory, memfds and tmpfs files are not counted)"
+             ? " (partial: the sandbox's sum is sampled every 50 ms, so a burst can run past "
+               "the limit until the next sample; socket buffers and other kernel memory are "
+               "not counted)"
              : "");
     line("processes", "%s", plan->pids_by);
     line("cpu share", "%s", plan->cpu_by ? plan->cpu_by : "NOT enforced");

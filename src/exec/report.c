@@ -25,9 +25,10 @@ void *sbx_report_json(const struct sbx_report *r)
 {
     const struct sbx_applied_limits *l = &r->limits;
     bool rlimit = r->cgroup_mode == SBX_CG_RLIMIT;
-    /* RLIMIT_DATA leaves out shared anonymous memory, memfds and tmpfs
-     * files: without cgroups the memory limit holds only in part, and the
-     * peak is the largest RSS, not the sandbox's memory. */
+    /* Without cgroups the memory limit holds only in part: init's memory
+     * watch samples the sandbox's sum (isolate/init/memwatch.h), so a burst
+     * between samples passes and kernel memory is not counted; the peak is
+     * the largest sum it saw (or the largest process, if more). */
     json_t *limits = json_pack(
         "{s:I, s:s, s:I, s:f, s:b, s:f, s:I, s:I, s:s}", "memoryBytes", (json_int_t)l->memory_bytes,
         "memoryEnforced", rlimit ? "partial" : "full", "pids", (json_int_t)l->pids, "cpu",

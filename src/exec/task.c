@@ -89,8 +89,12 @@ static void build_report(struct sbx_task *t)
     r->limits.cpu_enforced = t->sb.cg.cpu_enforced;
     r->cpu_s = st.have_cpu ? (double)st.cpu_usec / 1e6
                            : (double)(t->exited.utime_us + t->exited.stime_us) / 1e6;
-    r->peak_memory_bytes = st.have_mem ? st.peak_mem_bytes : (uint64_t)t->exited.maxrss_kb * 1024;
-    r->oom_killed = st.oom_kills > 0;
+    /* Without cgroups: the largest sum init's memory watch saw, or the
+     * largest process when that is more (it ran between two samples). */
+    uint64_t maxrss = (uint64_t)t->exited.maxrss_kb * 1024,
+             watched = (uint64_t)t->exited.mem_peak_bytes;
+    r->peak_memory_bytes = st.have_mem ? st.peak_mem_bytes : maxrss > watched ? maxrss : watched;
+    r->oom_killed = st.oom_kills > 0 || t->exited.mem_killed;
     r->stdout_bytes = t->out[0].total, r->stdout_truncated = t->out[0].truncated;
     r->stderr_bytes = t->out[1].total, r->stderr_truncated = t->out[1].truncated;
 
@@ -108,7 +112,13 @@ static void build_report(struct sbx_task *t)
     } else if (t->have_exited && WIFSIGNALED(ws)) {
         r->signal = WTERMSIG(ws), r->exit_code = 128 + r->signal;
         r->outcome = r->signal == SIGKILL && r->oom_killed ? SBX_OUTCOME_OOM : SBX_OUTCOME_SIGNALED;
-        if (r->outcome == SBX_OUTCOME_OOM)
+        if (r->outcome == SBX_OUTCOME_OOM && t->exited.mem_killed)
+            snprintf(r->message, sizeof(r->message),
+                     "killed by the memory watch: the sandbox held %llu bytes, over the "
+                     "%llu-byte memory limit",
+                     (unsigned long long)t->exited.mem_peak_bytes,
+                     (unsigned long long)r->limits.memory_bytes);
+        else if (r->outcome == SBX_OUTCOME_OOM)
             snprintf(r->message, sizeof(r->message),
                      "killed by the OOM killer at the %llu-byte "
                      "memory limit",

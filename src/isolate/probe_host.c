@@ -199,13 +199,14 @@ static void plan_limits(const struct sbx_cg_host *cg, struct sbx_isolation_plan 
         break;
     }
     case SBX_CG_RLIMIT:
-        plan->memory_by = "RLIMIT_DATA";
+        plan->memory_by = "RLIMIT_DATA + RLIMIT_AS + memory watch";
         plan->pids_by = "RLIMIT_NPROC";
         plan->cpu_by = NULL;
         plan->kill_by = "SIGKILL of the sandbox's init (no freezer)";
         warn(plan, false,
-             "no writable cgroup (%s): memory is held by RLIMIT_DATA per process, processes "
-             "by RLIMIT_NPROC, and the CPU share is NOT enforced",
+             "no writable cgroup (%s): memory is held by RLIMIT_DATA and RLIMIT_AS per process "
+             "and by a watch over the sandbox's sum every 50 ms, processes by RLIMIT_NPROC, "
+             "and the CPU share is NOT enforced",
              cg->why[0] ? cg->why : "no reason given");
         break;
     }

@@ -51,6 +51,7 @@ struct child_ctx {
     int stdio[3];
     char **init_argv;
     const int *cg_join; /* v1 `tasks` fds, see sbx_cgroup_open_join() */
+    uint64_t tmp_size;  /* each tmpfs of the sandbox (see sbx_sandbox_tmp_size) */
 };
 
 static __attribute__((noreturn)) void child_fail(int sync_fd, const sbx_err *e)
@@ -245,8 +246,9 @@ static int net_rules(const struct sbx_spec *spec, sbx_err *err)
     return 0;
 }
 
-static int build_root(const struct sbx_spec *spec, int ws, const int *mount_fds, sbx_err *err)
+static int build_root(const struct child_ctx *c, int ws, const int *mount_fds, sbx_err *err)
 {
+    const struct sbx_spec *spec = c->spec;
     const char *targets[SBX_MOUNTS_MAX];
     for (size_t i = 0; i < spec->n_mounts && i < SBX_MOUNTS_MAX; i++)
         targets[i] = spec->mounts[i].inside;
@@ -255,7 +257,7 @@ static int build_root(const struct sbx_spec *spec, int ws, const int *mount_fds,
         .mount_targets = targets,
         .n_mounts = spec->n_mounts,
         .workspace_fd = ws,
-        .tmp_size_bytes = spec->tmp_size_bytes,
+        .tmp_size_bytes = c->tmp_size,
         .host_resolv = spec->host_net,
         .host_view = spec->host_view,
         .host_view_hidden = spec->host_view_hidden,
@@ -349,7 +351,7 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
         STEP(loopback_up(&e));
     if (!spec->host_net && spec->net_rules)
         STEP(net_rules(spec, &e));
-    STEP(build_root(spec, ws, mount_fds, &e));
+    STEP(build_root(c, ws, mount_fds, &e));
     STEP(unshare_cgroup_ns(&e));
     STEP(recv_fds(c->sync_fd, got, &e));
     exec_init(c, got);
@@ -412,6 +414,14 @@ static int write_map(pid_t pid, const char *file, uint32_t base, sbx_err *err)
     return 0;
 }
 
+uint64_t sbx_sandbox_tmp_size(const struct sbx_spec *spec, enum sbx_cg_mode mode)
+{
+    uint64_t mem = spec->cg_limits.memory_bytes;
+    if (mode == SBX_CG_RLIMIT && mem && mem < spec->tmp_size_bytes)
+        return mem;
+    return spec->tmp_size_bytes;
+}
+
 /* init's argv: our settings, then "--", then the command. envp is the task's. */
 static __attribute__((format(printf, 1, 2))) char *fmt(const char *f, ...)
 {
@@ -428,7 +438,7 @@ static char **build_init_argv(const struct sbx_spec *spec, const struct sbx_cgro
     size_t argc = 0;
     while (spec->argv && spec->argv[argc])
         argc++;
-    char **v = calloc(argc + 14, sizeof(*v));
+    char **v = calloc(argc + 16, sizeof(*v));
     if (!v)
         return NULL;
     size_t i = 0;
@@ -438,9 +448,15 @@ static char **build_init_argv(const struct sbx_spec *spec, const struct sbx_cgro
     v[i++] = fmt("--gid=%u", (unsigned)spec->gid);
     v[i++] = fmt("--fsize=%llu", (unsigned long long)spec->file_size_bytes);
     v[i++] = fmt("--nofile=%llu", (unsigned long long)spec->nofile);
-    /* Without cgroups, memory and processes fall back to rlimits. */
-    v[i++] = fmt("--data=%llu", rl ? (unsigned long long)spec->cg_limits.memory_bytes : 0ULL);
+    /* Without cgroups, memory and processes fall back to rlimits, and init
+     * watches the namespace's memory (isolate/init/memwatch.h). */
+    unsigned long long mem = rl ? (unsigned long long)spec->cg_limits.memory_bytes : 0ULL;
+    v[i++] = fmt("--data=%llu", mem);
     v[i++] = fmt("--nproc=%llu", rl ? (unsigned long long)spec->cg_limits.pids : 0ULL);
+    v[i++] = fmt("--as=%llu", mem ? mem + SBX_RLIMIT_AS_HEADROOM : 0ULL);
+    v[i++] = fmt("--mem-watch=%llu", mem);
+    if (mem && !spec->host_net)
+        v[i++] = strdup("--tcp-watch");
     if (spec->session) {
         v[i++] = strdup("--session");
     } else {
@@ -569,7 +585,8 @@ static int clone_child(struct spawn *s, sbx_err *err)
                           .parent_end = s->sv[0],
                           .stdio = {s->in[0], s->out[1], s->errp[1]},
                           .init_argv = s->init_argv,
-                          .cg_join = s->cg_join};
+                          .cg_join = s->cg_join,
+                          .tmp_size = sbx_sandbox_tmp_size(spec, sb->cg.mode)};
     pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
     if (pid < 0)
         return sbx_err_at(err, SBX_STAGE_CLONE, errno, "clone3 with new namespaces");

@@ -99,7 +99,7 @@ struct sbx_spec {
     const struct sbx_cg_host *cg_host;
     struct sbx_cg_limits cg_limits;
     uint64_t file_size_bytes; /* RLIMIT_FSIZE; 0 = unlimited */
-    uint64_t tmp_size_bytes;  /* size of /tmp and /home/runner tmpfs */
+    uint64_t tmp_size_bytes;  /* size of each tmpfs: /tmp, /home/runner, /dev/shm */
     uint64_t nofile;          /* RLIMIT_NOFILE */
     const char *name;         /* unique, a safe path segment (cgroup name) */
     /* A session: session starts its holder (init with no task, argv NULL);
@@ -151,9 +151,23 @@ struct sbx_init_msg {
     int64_t utime_us;
     int64_t stime_us;
     int64_t maxrss_kb;
+    int64_t mem_peak_bytes; /* rlimit mode: the largest sum the memory watch saw */
+    int32_t mem_killed;     /* rlimit mode: the memory watch killed the tree */
     char stage[SBX_ERR_STAGE_MAX];
     char text[SBX_ERR_MSG_MAX];
 };
+
+/* RLIMIT_AS of a task without cgroups: its memory limit plus this. Node.js
+ * reserves about 1.1 GiB of address space at start (V8's code range and
+ * heap cage; Node 24 refuses to start under 1.25 GiB), so the address space
+ * can only be a coarse bound per process: the namespace's sum is held by
+ * init's memory watch. */
+#define SBX_RLIMIT_AS_HEADROOM (2ULL << 30)
+
+/* The size of each of the sandbox's tmpfs mounts: the spec's, and without
+ * cgroups (where tmpfs pages are charged to nothing) no more than the
+ * memory limit. */
+uint64_t sbx_sandbox_tmp_size(const struct sbx_spec *spec, enum sbx_cg_mode mode);
 
 /* A sealed memfd holding the init program (built with the daemon and embedded
  * in it) that each sandbox's pid 1 is exec'd from: a fresh exec, so no daemon

@@ -58,4 +58,10 @@ int sbx_seccomp_progs_read(int fd, struct sbx_seccomp_progs *out, sbx_err *err);
 /* Install every program in order (NO_NEW_PRIVS must already be set); last
  * step before execve. */
 int sbx_seccomp_progs_load(const struct sbx_seccomp_progs *p, sbx_err *err);
+/* One more filter, stacked on the profile's in rlimit mode: memfd_create
+ * answers ENOSYS. Without cgroups nothing charges a memfd's pages, and one
+ * sent over a unix socket and closed is held by no process, out of reach of
+ * the memory watch (isolate/init/memwatch.h); the other ways to shared
+ * memory are bounded there (tmpfs by its size, SysV segments counted). */
+int sbx_seccomp_deny_memfd(sbx_err *err);
 void sbx_seccomp_progs_free(struct sbx_seccomp_progs *p);

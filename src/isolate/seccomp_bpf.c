@@ -1,13 +1,16 @@
 /* Loading compiled seccomp programs: no libseccomp here, so the init binary
  * (built static against musl) can carry it. */
 #include <errno.h>
+#include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "isolate/seccomp.h"
@@ -56,6 +59,31 @@ int sbx_seccomp_progs_load(const struct sbx_seccomp_progs *p, sbx_err *err)
             return sbx_err_at(err, SBX_STAGE_SECCOMP, errno, "install BPF program");
         at += bytes;
     }
+    return 0;
+}
+
+int sbx_seccomp_deny_memfd(sbx_err *err)
+{
+#if defined(__x86_64__)
+#define SBX_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define SBX_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#else
+#error "no audit arch for this architecture"
+#endif
+    /* Another architecture's calls are the profile's (it kills them). */
+    struct sock_filter insns[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SBX_AUDIT_ARCH, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_memfd_create, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {.len = (unsigned short)(sizeof(insns) / sizeof(insns[0])),
+                              .filter = insns};
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, errno, "install the memfd_create filter");
     return 0;
 }
 

@@ -97,7 +97,7 @@ def rlimit_host_is_reported_as_degraded():
     check(d["cgroup"]["mode"] == "rlimit" and d["cgroup"]["why"], "rlimit with why", d["cgroup"])
     iso = d["isolation"]
     check(iso["limits"] == "rlimit" and iso["cpuShareEnforced"] is False, "rlimit plan", iso)
-    check(iso["memory"] == "RLIMIT_DATA" and iso["processes"] == "RLIMIT_NPROC", "rlimits", iso)
+    check(iso["memory"] == "RLIMIT_DATA + RLIMIT_AS + memory watch" and iso["processes"] == "RLIMIT_NPROC", "rlimits", iso)
     check(iso["memoryEnforced"] == "partial", "memory held only in part, said so", iso)
     check(any("root" in m for m in d["missing"]), "root named as missing", d["missing"])
     check(any("CPU share is NOT enforced" in w for w in d["warnings"]), "cpu warned", d)

@@ -15,9 +15,11 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/parse.h"
+#include "isolate/init/memwatch.h"
 #include "isolate/sandbox.h"
 #include "isolate/seccomp.h"
 #include "isolate/stage.h"
@@ -35,7 +37,9 @@ struct init_opts {
     struct sbx_seccomp_progs seccomp;
     bool session; /* hold a session's namespaces: no task of our own */
     bool sub;     /* a task of a session, started inside its namespaces */
-    uint64_t fsize, nofile, data, nproc;
+    uint64_t fsize, nofile, data, nproc, as;
+    uint64_t mem_watch; /* rlimit mode: the namespace's memory limit, watched */
+    bool tcp_watch;     /* ... with the TCP queues of its own network namespace */
     char **argv;
 };
 
@@ -76,6 +80,10 @@ static int parse_opts(int argc, char **argv, struct init_opts *o, sbx_err *err)
             o->sub = true;
             continue;
         }
+        if (strcmp(a, "--tcp-watch") == 0) {
+            o->tcp_watch = true;
+            continue;
+        }
         if (!eq)
             return sbx_err_at(err, SBX_STAGE_INIT, EINVAL, "bad argument %s", a);
         if (sbx_parse_uint(eq + 1, 0, UINT64_MAX, &v, err) < 0)
@@ -92,6 +100,10 @@ static int parse_opts(int argc, char **argv, struct init_opts *o, sbx_err *err)
             o->data = v;
         else if (strncmp(a, "--nproc=", 8) == 0)
             o->nproc = v;
+        else if (strncmp(a, "--as=", 5) == 0)
+            o->as = v;
+        else if (strncmp(a, "--mem-watch=", 12) == 0)
+            o->mem_watch = v;
         else
             return sbx_err_at(err, SBX_STAGE_INIT, EINVAL, "unknown argument %s", a);
     }
@@ -161,6 +173,7 @@ static int set_rlimits(const struct init_opts *o, sbx_err *err)
         (o->nofile && set_rlimit(RLIMIT_NOFILE, o->nofile, "RLIMIT_NOFILE", err) < 0) ||
         (o->data && set_rlimit(RLIMIT_DATA, o->data, "RLIMIT_DATA", err) < 0) ||
         (o->nproc && set_rlimit(RLIMIT_NPROC, o->nproc, "RLIMIT_NPROC", err) < 0) ||
+        (o->as && set_rlimit(RLIMIT_AS, o->as, "RLIMIT_AS", err) < 0) ||
         set_rlimit(RLIMIT_CORE, 0, "RLIMIT_CORE", err) < 0)
         return -1;
     return 0;
@@ -196,22 +209,70 @@ static __attribute__((noreturn)) void run_task(const struct init_opts *o)
     STEP(die_with_sub_init(o, &e));
     STEP(close_fds(&e));
     STEP(sbx_seccomp_progs_load(&o->seccomp, &e));
+    if (o->mem_watch)
+        STEP(sbx_seccomp_deny_memfd(&e));
     execvp(o->argv[0], o->argv);
     int saved = errno;
     sbx_err_at(&e, SBX_STAGE_EXEC, saved, "%s", o->argv[0]);
     fail(saved == ENOENT ? 127 : 126, &e);
 }
 
+/* The memory watch (rlimit mode, see memwatch.h): between signals, a sample
+ * every SBX_MEMWATCH_MS; over the limit, every process of the namespace but
+ * us is killed (and the task's end then reports it). */
+struct watch {
+    uint64_t limit; /* 0: no watch */
+    bool tcp;
+    /* A session's pid 1: watches between its tasks only (while one runs,
+     * that task's sub-init watches and reports), and goes on watching after
+     * a kill, as the session lives on. */
+    bool session;
+    uint64_t peak;
+    int32_t killed;
+    int64_t next_ms; /* CLOCK_MONOTONIC of the next sample */
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Samples are due by the clock, not by quiet: a stream of signals (orphans
+ * ending one after another) cannot put the watch off. */
+static int next_signal(const sigset_t *set, siginfo_t *si, struct watch *w)
+{
+    if (!w->limit)
+        return sigwaitinfo(set, si);
+    int64_t now = mono_ms();
+    if (now >= w->next_ms && !w->killed && !(w->session && sbx_memwatch_task_running())) {
+        uint64_t held = sbx_memwatch_sample(w->tcp);
+        if (held > w->peak)
+            w->peak = held;
+        if (held > w->limit) {
+            w->killed = !w->session;
+            kill(-1, SIGKILL);
+        }
+        now = mono_ms();
+        w->next_ms = now + SBX_MEMWATCH_MS;
+    }
+    int64_t left = w->killed ? 1000 : w->next_ms - now;
+    struct timespec ts = {.tv_sec = left / 1000, .tv_nsec = (left % 1000) * 1000000L};
+    return sigtimedwait(set, si, &ts);
+}
+
 /* pid 1 of a session: keeps its namespaces alive and reaps what its tasks
  * leave behind, until our creator kills us (and so everything in it). */
-static __attribute__((noreturn)) void hold_session(void)
+static __attribute__((noreturn)) void hold_session(const struct init_opts *o)
 {
     sigset_t all;
     sigfillset(&all);
     send_msg(&(struct sbx_init_msg){.kind = SBX_MSG_STARTED, .pid = 0});
+    struct watch w = {.limit = o->mem_watch, .tcp = o->tcp_watch, .session = true};
     for (;;) {
         siginfo_t si;
-        if (sigwaitinfo(&all, &si) == SIGCHLD)
+        if (next_signal(&all, &si, &w) == SIGCHLD)
             while (waitpid(-1, NULL, WNOHANG) > 0)
                 ;
     }
@@ -232,7 +293,7 @@ int main(int argc, char **argv)
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, NULL);
     if (o.session)
-        hold_session();
+        hold_session(&o);
 
     pid_t task = fork();
     if (task < 0) {
@@ -243,9 +304,10 @@ int main(int argc, char **argv)
         run_task(&o);
     send_msg(&(struct sbx_init_msg){.kind = SBX_MSG_STARTED, .pid = task});
 
+    struct watch w = {.limit = o.mem_watch, .tcp = o.tcp_watch};
     for (;;) {
         siginfo_t si;
-        int sig = sigwaitinfo(&all, &si);
+        int sig = next_signal(&all, &si, &w);
         if (sig < 0)
             continue;
         if (sig != SIGCHLD) {
@@ -267,6 +329,8 @@ int main(int argc, char **argv)
                 .utime_us = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec,
                 .stime_us = (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec,
                 .maxrss_kb = ru.ru_maxrss,
+                .mem_peak_bytes = (int64_t)w.peak,
+                .mem_killed = w.killed,
             });
             /* Our exit kills every process left in the namespace. */
             _exit(0);

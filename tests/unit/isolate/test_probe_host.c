@@ -168,7 +168,7 @@ static void plan_rlimit_fallback(void **state)
     sbx_isolation_plan_make(&p, &cg, &plan);
     assert_true(plan.full);
     assert_string_equal(sbx_plan_limits_name(plan.limits), "rlimit");
-    assert_string_equal(plan.memory_by, "RLIMIT_DATA");
+    assert_string_equal(plan.memory_by, "RLIMIT_DATA + RLIMIT_AS + memory watch");
     assert_string_equal(plan.pids_by, "RLIMIT_NPROC");
     assert_false(plan.cpu_enforced);
     const struct sbx_plan_warning *w = find_warn(&plan, "no writable cgroup");

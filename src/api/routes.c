@@ -152,6 +152,9 @@ int sbx_api_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err)
         /* Uploads stream: the body goes to the file as it arrives. */
         {"PUT", "/runtime/files", h_file_put, SBX_HTTP_ROUTE_STREAM_BODY},
         {"DELETE", "/runtime/files", h_file_delete, 0},
+        {"POST", "/runtime/turn", h_turn, 0},
+        {"POST", "/runtime/turn/{id}/cancel", h_turn_cancel, 0},
+        {"GET", "/runtime/tools", h_tools, 0},
     };
     for (size_t i = 0; i < SBX_ARRAY_LEN(routes); i++)
         if (sbx_http_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, api,

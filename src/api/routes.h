@@ -5,8 +5,11 @@
 #include "api/http.h"
 #include "runtime/runtime.h"
 
+struct sbx_agent;
+
 struct sbx_api {
     struct sbx_runtime *rt;
+    struct sbx_agent *agent; /* turns (src/agent) */
     struct sbx_store *store;
     bool ready; /* the store is open and the engine's self-check passed */
     int64_t started_at;

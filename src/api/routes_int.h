@@ -66,6 +66,10 @@ void h_stop(sbx_http_request *req, void *ud);
 void h_session_network(sbx_http_request *req, void *ud);
 /* routes_stream.c */
 void h_stream(sbx_http_request *req, void *ud);
+/* routes_turns.c */
+void h_turn(sbx_http_request *req, void *ud);
+void h_turn_cancel(sbx_http_request *req, void *ud);
+void h_tools(sbx_http_request *req, void *ud);
 /* routes_files.c */
 void h_file_get(sbx_http_request *req, void *ud);
 void h_file_put(sbx_http_request *req, void *ud);

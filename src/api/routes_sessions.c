@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/agent.h"
 #include "api/json.h"
 #include "workspace/path.h"
 
@@ -60,15 +61,17 @@ static void start_cancel(sbx_http_request *req, void *ud)
 static void h_start_stop(sbx_http_request *req, void *ud, bool start)
 {
     struct sbx_api *api = ud;
-    static const char *const fields[] = {"sessionID", "sessionId", "tenantCode",
-                                         "cloneKey",  "cloneId",   NULL};
+    static const char *const fields[] = {"sessionID", "sessionId", "tenantCode", "cloneKey",
+                                         "cloneId",   "tools",     NULL};
     json_t *body = sbx_http_req_json(req, fields);
     if (!body)
         return;
+    json_t *tools = json_incref(json_object_get(body, "tools"));
     struct sbx_clone c;
     sbx_err e = {0};
     if (api_request_clone(req, api, body, &c, &e) < 0) {
         json_decref(body);
+        json_decref(tools);
         return (void)sbx_http_respond_err(req, &e);
     }
     json_t *s = sbx_json_session(body);
@@ -76,6 +79,7 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
     if (s && (!json_is_string(s) || sbx_ws_segment_check("sessionID", json_string_value(s),
                                                          json_string_length(s), &e) < 0)) {
         json_decref(body);
+        json_decref(tools);
         {
             (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s",
                                          e.msg[0] ? e.msg : "sessionID must be a string");
@@ -88,6 +92,7 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
         char id[SBX_ID_SIZE];
         if (sbx_id_new(id, &e) < 0) {
             json_decref(body);
+            json_decref(tools);
             sbx_http_respond_err(req, &e);
             return;
         }
@@ -96,6 +101,11 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
         snprintf(session, sizeof(session), "%s", sbx_runtime_default_session(api->rt));
     }
     json_decref(body);
+    /* The external tools its turns may call (the caller runs them). */
+    int trc = tools && start ? sbx_agent_session_tools(api->agent, &c, session, tools, &e) : 0;
+    json_decref(tools);
+    if (trc < 0)
+        return (void)sbx_http_respond_err(req, &e);
     api_audit(req, api, start ? "session_start" : "session_stop", session);
     if (!start) {
         sbx_runtime_session_stop(api->rt, &c, session);

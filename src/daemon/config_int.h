@@ -58,6 +58,7 @@ enum kind {
     K_TARGETS,
     K_BLOCKED,
     K_KEYS, /* struct sbx_strv of variable names */
+    K_TEXT, /* char *: printable text, 1 to 2048 bytes (a URL, a model's name) */
 };
 
 /* Limits: the keys of a limits block (sandbox, sandbox.max, an environment). */

@@ -61,6 +61,9 @@ struct sbx_task_request {
     uint64_t memory_bytes;
     uint64_t pids;
     double cpu_cores;
+    /* The agent's tool call this task runs (NULL: none): its output events
+     * carry the call's id as callId and the text as text too. */
+    const char *call_id;
 };
 
 /* The names a request shape gives the limits, for messages. */

@@ -1,0 +1,461 @@
+"""The agent runtime end to end: turns on a live session (POST /runtime/turn),
+their tool calls run in the session's sandbox, the model loop driven over real
+HTTP by a fake OpenAI-compatible server written here (http.server on
+loopback, scripted streams), external tools, cancel, one turn at a time, a
+daemon killed mid-turn, and the model's key never visible in a sandbox.
+
+Every daemon here runs with --net none (ServeDaemon's default) and talks only
+to loopback."""
+import atexit
+import http.client
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+sys.path.insert(0, os.path.dirname(__file__))
+from sbxtest import ServeDaemon, Suite, check  # noqa: E402
+
+S = Suite("agent")
+TOKEN = "op-" + "0123456789abcdef0123456789abc"
+KEY = "sk-test-" + os.urandom(12).hex()  # the model key the probe hunts for
+SANDBOXCTL = os.environ.get("SANDBOXCTL") or os.path.join(
+    os.path.dirname(os.environ.get("SANDBOXD", "build/sandboxd")), "sandboxctl")
+_daemons = []
+
+
+# ---- a fake OpenAI-compatible server ----
+
+class Model:
+    """Answers POST /chat/completions from a script: a list of answers, one per
+    request, each a dict: {"status", "headers", "events": [chunk dicts or raw
+    strings], "delay" (seconds between events), "cut" (stop after n events,
+    closing the connection mid-stream), "raw" (a body as is)}. Records every
+    request's JSON and headers."""
+
+    def __init__(self):
+        self.script = []
+        self.requests = []
+        self.lock = threading.Lock()
+        model = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(n) or b"{}")
+                with model.lock:
+                    model.requests.append({"path": self.path, "body": body,
+                                           "headers": dict(self.headers)})
+                    ans = model.script.pop(0) if model.script else {"events": [text_chunk("(no script)"), stop_chunk()]}
+                status = ans.get("status", 200)
+                if status != 200:
+                    data = json.dumps({"error": {"message": "scripted %d" % status}}).encode()
+                    self.send_response(status)
+                    for k, v in ans.get("headers", {}).items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                events = ans.get("events", [])
+                for i, ev in enumerate(events):
+                    if "cut" in ans and i >= ans["cut"]:
+                        # mid-way: no terminating chunk, the connection just closes
+                        self.wfile.flush()
+                        self.close_connection = True
+                        try:
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass
+                        return
+                    text = ev if isinstance(ev, str) else "data: " + json.dumps(ev) + "\n\n"
+                    # split each event in two writes: the parser sees pieces
+                    raw = text.encode()
+                    for piece in (raw[: len(raw) // 2], raw[len(raw) // 2:]):
+                        if piece:
+                            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                            self.wfile.flush()
+                    if ans.get("delay"):
+                        time.sleep(ans["delay"])
+                if ans.get("done", True) and "cut" not in ans:
+                    d = b"data: [DONE]\n\n"
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(d), d))
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.srv.daemon_threads = True
+        self.port = self.srv.server_address[1]
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def set(self, *answers):
+        with self.lock:
+            self.script = list(answers)
+            self.requests = []
+
+
+def chunk(delta=None, finish=None, usage=None):
+    c = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake",
+         "choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}]}
+    if usage:
+        c["usage"] = usage
+    return c
+
+
+def text_chunk(t):
+    return chunk({"content": t})
+
+
+def stop_chunk(reason="stop"):
+    return chunk({}, reason, {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15})
+
+
+def tool_call_chunks(calls, pieces=5):
+    """The chunks of tool calls [(id, name, args_text)]: each call's arguments
+    split over `pieces` chunks, the calls interleaved by index."""
+    out = []
+    for i, (cid, name, _) in enumerate(calls):
+        out.append(chunk({"tool_calls": [{"index": i, "id": cid, "type": "function",
+                                          "function": {"name": name, "arguments": ""}}]}))
+    for p in range(pieces):
+        for i, (_, _, args) in enumerate(calls):
+            n = (len(args) + pieces - 1) // pieces
+            part = args[p * n:(p + 1) * n]
+            if part:
+                out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]}))
+    out.append(chunk({}, "tool_calls"))
+    return out
+
+
+MODEL = Model()
+
+
+# ---- the daemon and its streams ----
+
+class Daemon(ServeDaemon):
+    def __init__(self, state_dir, config=None, extra=()):
+        super().__init__(state_dir, TOKEN, config=config, extra=extra, registry=_daemons)
+
+    def req(self, method, path, body=None, token=TOKEN, headers=None, timeout=20):
+        h = dict(headers or {})
+        if token is not None:
+            h["Authorization"] = "Bearer " + token
+        data = None
+        if body is not None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            h.setdefault("Content-Type", "application/json")
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            c.request(method, path, body=data, headers=h)
+            r = c.getresponse()
+            raw = r.read()
+            try:
+                parsed = json.loads(raw) if raw else None
+            except ValueError:
+                parsed = raw.decode(errors="replace")
+            return r.status, parsed, dict(r.getheaders())
+        finally:
+            c.close()
+
+    def start_session(self, session, tools=None):
+        body = {"sessionID": session}
+        if tools is not None:
+            body["tools"] = tools
+        st, b, _ = self.req("POST", "/runtime/start", body, timeout=30)
+        check(st == 200, "session %s started" % session, (st, b))
+
+    def turn(self, session, inp, want=200):
+        st, b, _ = self.req("POST", "/runtime/turn", {"sessionID": session, "input": inp})
+        check(st == want, "POST /runtime/turn answered %d" % want, (st, b))
+        return b
+
+
+class Stream:
+    """A session's event stream read by a thread into a list."""
+
+    def __init__(self, d, session, last_id=0):
+        self.events = []
+        self.cv = threading.Condition()
+        self.c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=120)
+        h = {"Authorization": "Bearer " + TOKEN, "Accept": "text/event-stream"}
+        if last_id is not None:
+            h["Last-Event-ID"] = str(last_id)
+        self.c.request("GET", "/runtime/stream?sessionID=" + urllib.parse.quote(session),
+                       headers=h)
+        self.r = self.c.getresponse()
+        check(self.r.status == 200, "stream opened", self.r.status)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        frame = {}
+        try:
+            while True:
+                line = self.r.readline()
+                if not line:
+                    break
+                line = line.decode().rstrip("\r\n")
+                if line == "":
+                    if "data" in frame:
+                        with self.cv:
+                            self.events.append(json.loads(frame["data"]))
+                            self.cv.notify_all()
+                    frame = {}
+                    continue
+                if line.startswith(":"):
+                    continue
+                k, _, v = line.partition(":")
+                frame[k] = frame.get(k, "") + (v[1:] if v.startswith(" ") else v)
+        except (OSError, ValueError, AttributeError):
+            pass  # closed by the test (close() while a read was waiting)
+
+    def wait(self, pred, timeout=30, what="events"):
+        deadline = time.monotonic() + timeout
+        with self.cv:
+            while not pred(self.events):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError("timed out waiting for %s; got:\n  %s" % (
+                        what, "\n  ".join(json.dumps(e)[:300] for e in self.events)))
+                self.cv.wait(left)
+            return list(self.events)
+
+    def done(self, turn_id, timeout=60):
+        evs = self.wait(lambda es: any(e["type"] == "done" and e["data"].get("turnId") == turn_id
+                                       for e in es), timeout, "done of " + turn_id)
+        return [e for e in evs if e["data"].get("turnId") == turn_id or
+                e["type"].startswith("tool_call") or e["type"] == "text_delta"]
+
+    def close(self):
+        try:
+            self.c.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.c.close()
+
+
+def of(evs, typ):
+    return [e["data"] for e in evs if e["type"] == typ]
+
+
+def turn_events(evs, turn_id):
+    """The events from turn_started of turn_id to its done."""
+    out, on = [], False
+    for e in evs:
+        if e["type"] == "turn_started" and e["data"].get("turnId") == turn_id:
+            on = True
+        if on:
+            out.append(e)
+        if on and e["type"] == "done" and e["data"].get("turnId") == turn_id:
+            break
+    return out
+
+
+TMP = tempfile.mkdtemp(prefix="sbx-agent-")
+
+
+def stop_all():
+    for d in list(_daemons):
+        d.stop()
+    MODEL.srv.shutdown()
+
+
+atexit.register(lambda: (stop_all(), shutil.rmtree(TMP, True)))
+
+os.environ["OPENAI_BASE_URL"] = "http://127.0.0.1:%d/v1" % MODEL.port
+os.environ["OPENAI_MODEL"] = "fake-model"
+os.environ["OPENAI_API_KEY"] = KEY
+CFG = os.path.join(TMP, "agent.yaml")
+with open(CFG, "w") as f:
+    f.write("model:\n  tool_output_limit: 4k\n  max_steps: 6\n  turn_timeout: 60s\n")
+
+D = Daemon(os.path.join(TMP, "state"), config=CFG)
+D.start()
+
+
+def run_turn(session, inp, timeout=60):
+    """One turn on a fresh stream: its events from turn_started to done."""
+    st = Stream(D, session, last_id=None)
+    try:
+        b = D.turn(session, inp)
+        tid = b["turnId"]
+        evs = st.wait(lambda es: any(e["type"] == "done" and e["data"].get("turnId") == tid
+                                     for e in es), timeout, "done of " + tid)
+        return tid, turn_events(evs, tid)
+    finally:
+        st.close()
+
+
+# ---- turns of tool calls, no model ----
+
+@S.case
+def tools_are_published_with_schemas():
+    st, b, _ = D.req("GET", "/runtime/tools")
+    check(st == 200, "GET /runtime/tools", (st, b))
+    names = [t["name"] for t in b["tools"]]
+    check(names == ["exec", "python", "node", "read_file", "write_file", "list_files"],
+          "the built-in tools", names)
+    for t in b["tools"]:
+        check(t["parameters"]["type"] == "object" and t["description"], "a schema", t)
+    ex = b["tools"][0]["parameters"]
+    check(ex["required"] == ["command"] and "oneOf" in ex["properties"]["command"],
+          "exec's command is a string or an argv", ex)
+
+
+@S.case
+def tool_calls_run_in_order_in_the_session():
+    D.start_session("tc")
+    # A file a first task leaves in /tmp is seen by the next: the session's sandbox.
+    calls = [
+        {"id": "c1", "name": "exec", "arguments": json.dumps({"command": "echo hi; echo oops >&2; echo kept > /tmp/k"})},
+        {"id": "c2", "name": "exec", "arguments": {"command": ["/bin/sh", "-c", "cat /tmp/k; exit 3"]}},
+        {"id": "c3", "name": "write_file", "arguments": {"path": "notes/a.txt", "content": "hello file"}},
+        {"id": "c4", "name": "read_file", "arguments": {"path": "notes/a.txt"}},
+        {"id": "c5", "name": "list_files", "arguments": {"path": "notes"}},
+        {"id": "c6", "name": "python", "arguments": {"code": "print(6*7)"}},
+        {"id": "c7", "name": "node", "arguments": {"code": "console.log(6*7+1)"}},
+        {"id": "c8", "name": "exec", "arguments": "{\"command\": \"echo x\""},  # bad JSON
+        {"id": "c9", "name": "no_such_tool", "arguments": {}},
+        {"id": "c10", "name": "read_file", "arguments": {"path": "../../../etc/passwd"}},
+        {"id": "c11", "name": "exec", "arguments": {"command": 42}},
+    ]
+    tid, evs = run_turn("tc", {"type": "tool_calls", "calls": calls})
+    starts = of(evs, "tool_call_start")
+    ends = {e["callId"]: e for e in of(evs, "tool_call_end")}
+    check([s["callId"] for s in starts] == ["c%d" % i for i in range(1, 12)],
+          "every call started, in order", starts)
+    check(starts[0]["name"] == "exec" and starts[0]["arguments"] ==
+          calls[0]["arguments"], "tool_call_start carries the arguments as given", starts[0])
+    # in order: each call ends before the next starts
+    seq = [(e["type"], e["data"]["callId"]) for e in evs if e["type"] in ("tool_call_start", "tool_call_end")]
+    check(seq == [x for i in range(1, 12) for x in (("tool_call_start", "c%d" % i),
+                                                    ("tool_call_end", "c%d" % i))],
+          "one call at a time", seq)
+    outs = [o for o in of(evs, "tool_call_output") if o["callId"] == "c1"]
+    check(any(o["stream"] == "stdout" and "hi" in o["text"] for o in outs) and
+          any(o["stream"] == "stderr" and "oops" in o["text"] for o in outs),
+          "tool_call_output {callId, stream, text}", outs)
+    check(ends["c1"]["exitCode"] == 0 and ends["c1"]["outcome"] == "exited" and
+          "hi" in ends["c1"]["result"] and "[stderr]" in ends["c1"]["result"] and
+          "wallSeconds" in ends["c1"]["usage"], "c1's end", ends["c1"])
+    check(ends["c2"]["exitCode"] == 3 and "kept" in ends["c2"]["result"],
+          "c2 ran in the same sandbox (argv form) and exited 3", ends["c2"])
+    check(ends["c3"]["outcome"] == "exited" and "10 bytes" in ends["c3"]["result"], "write_file", ends["c3"])
+    check(ends["c4"]["result"] == "hello file", "read_file", ends["c4"])
+    check("a.txt" in ends["c5"]["result"], "list_files", ends["c5"])
+    check(ends["c6"]["result"].strip() == "42", "python", ends["c6"])
+    check(ends["c7"]["result"].strip() == "43", "node", ends["c7"])
+    for c in ("c8", "c9", "c11"):
+        check(ends[c]["outcome"] == "tool_error" and ends[c]["result"].startswith("error:"),
+              "%s is a tool error" % c, ends[c])
+    check("JSON" in ends["c8"]["result"], "bad JSON named", ends["c8"])
+    check("unknown tool 'no_such_tool'" in ends["c9"]["result"], "unknown tool named", ends["c9"])
+    check(ends["c10"]["outcome"] == "tool_error" or "root:" not in ends["c10"]["result"],
+          "read_file stays in the workspace", ends["c10"])
+    done = of(evs, "done")[-1]
+    check(done == {"turnId": tid, "stopReason": "completed"}, "done {turnId}", done)
+    # the file is really in the clone's workspace: the files API sees it
+    st, b, _ = D.req("GET", "/runtime/files?path=notes/a.txt")
+    check(st == 200 and b == "hello file", "write_file wrote the workspace", (st, b))
+
+
+@S.case
+def tool_output_fed_back_is_capped():
+    D.start_session("cap")
+    tid, evs = run_turn("cap", {"type": "tool_calls", "calls": [
+        {"id": "big", "name": "exec", "arguments": {"command": "head -c 10000 /dev/zero | tr '\\0' a"}}]})
+    end = of(evs, "tool_call_end")[0]
+    check(end["truncated"] is True and end["result"].startswith("a" * 4096) and
+          "[output cut: 4096 of 10000 bytes shown]" in end["result"],
+          "the result is cut at tool_output_limit (4k) and says so", end["result"][-80:])
+    streamed = "".join(o["text"] for o in of(evs, "tool_call_output"))
+    check(len(streamed) == 10000, "the stream has the whole output", len(streamed))
+
+
+@S.case
+def parallel_calls_run_together():
+    D.start_session("par")
+    calls = [{"id": "p%d" % i, "name": "exec", "arguments": {"command": "sleep 1; echo %d" % i}}
+             for i in range(3)]
+    tid, evs = run_turn("par", {"type": "tool_calls", "parallel": True, "calls": calls})
+    kinds = [e["type"] for e in evs if e["type"] in ("tool_call_start", "tool_call_end")]
+    check(kinds[:3] == ["tool_call_start"] * 3, "all started before any ended", kinds)
+    ends = {e["callId"]: e for e in of(evs, "tool_call_end")}
+    check(all(ends["p%d" % i]["result"].strip() == str(i) for i in range(3)), "each its own", ends)
+
+
+@S.case
+def one_turn_at_a_time_and_cancel_kills_the_tool():
+    D.start_session("busy")
+    st = Stream(D, "busy", last_id=None)
+    try:
+        b = D.turn("busy", {"type": "tool_calls", "calls": [
+            {"id": "long", "name": "exec", "arguments": {"command": "echo started; sleep 60"}}]})
+        tid = b["turnId"]
+        st.wait(lambda es: any(e["type"] == "tool_call_output" for e in es), 30, "output")
+        s2, b2, _ = D.req("POST", "/runtime/turn", {"sessionID": "busy", "input": {
+            "type": "tool_calls", "calls": [{"id": "x", "name": "exec", "arguments": {"command": "true"}}]}})
+        check(s2 == 409 and b2["error"]["code"] == "conflict" and tid in b2["error"]["message"],
+              "a second turn is refused (409)", (s2, b2))
+        t0 = time.monotonic()
+        s3, b3, _ = D.req("POST", "/runtime/turn/%s/cancel" % tid)
+        check(s3 == 200, "cancel accepted", (s3, b3))
+        evs = st.wait(lambda es: any(e["type"] == "done" for e in es), 30, "done")
+        took = time.monotonic() - t0
+        end = of(evs, "tool_call_end")[0]
+        check(end["outcome"] == "canceled", "the tool was killed", end)
+        check(of(evs, "done")[0] == {"turnId": tid, "stopReason": "canceled"}, "done canceled",
+              of(evs, "done"))
+        check(took < 30, "canceled well before the sleep's end (%.1fs)" % took)
+        s4, b4, _ = D.req("POST", "/runtime/turn/%s/cancel" % tid)
+        check(s4 == 404, "an ended turn cannot be canceled", (s4, b4))
+        # the session takes turns again
+        tid2, evs2 = run_turn("busy", {"type": "tool_calls", "calls": [
+            {"id": "after", "name": "exec", "arguments": {"command": "echo again"}}]})
+        check(of(evs2, "tool_call_end")[0]["result"].strip() == "again", "next turn runs", evs2)
+    finally:
+        st.close()
+
+
+@S.case
+def bad_turns_are_refused_clearly():
+    cases = [
+        ({"sessionID": "nosuch", "input": {"type": "tool_calls", "calls": []}}, 404),
+        ({"input": {"type": "tool_calls", "calls": []}}, 400),
+        ({"sessionID": "tc"}, 400),
+        ({"sessionID": "tc", "input": {"type": "dance"}}, 400),
+        ({"sessionID": "tc", "input": {"type": "tool_calls", "calls": "x"}}, 400),
+        ({"sessionID": "tc", "input": {"type": "tool_calls", "calls": [1]}}, 400),
+        ({"sessionID": "tc", "input": {"type": "user_message"}}, 400),
+        ({"sessionID": "tc", "input": {"type": "tool_result", "callId": "zz", "output": "x"}}, 404),
+    ]
+    for body, want in cases:
+        st, b, _ = D.req("POST", "/runtime/turn", body)
+        check(st == want and isinstance(b, dict) and b["error"]["message"],
+              "%s -> %d" % (json.dumps(body), want), (st, b))
+    st, b, _ = D.req("POST", "/runtime/turn", b"{not json")
+    check(st == 400, "bad JSON body -> 400", (st, b))
+    st, b, _ = D.req("POST", "/runtime/turn/nope/cancel")
+    check(st == 404, "unknown turn -> 404", (st, b))
+    check(D.proc.poll() is None, "the daemon is alive")
+
+
+if __name__ == "__main__" and os.environ.get("SBX_AGENT_STAGE") == "1":
+    D.stop()
+    S.finish()

@@ -456,6 +456,260 @@ def bad_turns_are_refused_clearly():
     check(D.proc.poll() is None, "the daemon is alive")
 
 
+# ---- the model loop, over HTTP to the fake model ----
+
+def user_turn(session, text, timeout=60):
+    return run_turn(session, {"type": "user_message", "text": text}, timeout)
+
+
+@S.case
+def plain_text_streams_as_text_deltas():
+    D.start_session("m1")
+    MODEL.set({"events": [text_chunk("Hel"), text_chunk("lo, "), text_chunk("world"), stop_chunk()]})
+    tid, evs = user_turn("m1", "say hello")
+    deltas = of(evs, "text_delta")
+    check("".join(d["text"] for d in deltas) == "Hello, world" and len(deltas) == 3,
+          "the text as three deltas", deltas)
+    done = of(evs, "done")[-1]
+    check(done["stopReason"] == "stop" and done["usage"]["totalTokens"] == 15 and
+          done["usage"]["steps"] == 1, "done {stopReason, usage}", done)
+    check(not of(evs, "runtime_error"), "no error", evs)
+    r = MODEL.requests[0]
+    check(r["path"] == "/v1/chat/completions", "chat completions", r["path"])
+    check(r["headers"].get("Authorization") == "Bearer " + KEY, "the key is sent to the model",
+          r["headers"])
+    b = r["body"]
+    check(b["model"] == "fake-model" and b["stream"] is True, "model and stream: true", b)
+    check(b["messages"][-1] == {"role": "user", "content": "say hello"}, "the user's text",
+          b["messages"])
+    names = [t["function"]["name"] for t in b["tools"]]
+    check(names[:6] == ["exec", "python", "node", "read_file", "write_file", "list_files"] and
+          all(t["type"] == "function" and t["function"]["parameters"]["type"] == "object"
+              for t in b["tools"]), "the tool schemas are offered", b["tools"])
+
+
+@S.case
+def split_and_parallel_tool_calls_run_and_are_fed_back():
+    D.start_session("m2")
+    args1 = json.dumps({"command": "echo one-$((20+22))"})
+    args2 = json.dumps({"code": "print('two')"})
+    MODEL.set({"events": [text_chunk("Let me run.")] +
+               tool_call_chunks([("call_a", "exec", args1), ("call_b", "python", args2)], pieces=7)},
+              {"events": [text_chunk("All done."), stop_chunk()]})
+    tid, evs = user_turn("m2", "run two things")
+    starts = of(evs, "tool_call_start")
+    check([(s["callId"], s["name"]) for s in starts] == [("call_a", "exec"), ("call_b", "python")],
+          "both calls, each with its whole name", starts)
+    check(json.loads(starts[0]["arguments"]) == json.loads(args1),
+          "arguments joined from 7 pieces", starts[0])
+    ends = {e["callId"]: e for e in of(evs, "tool_call_end")}
+    check(ends["call_a"]["result"].strip() == "one-42" and ends["call_b"]["result"].strip() == "two",
+          "both ran in the sandbox", ends)
+    check(len(MODEL.requests) == 2, "the model was asked again", len(MODEL.requests))
+    msgs = MODEL.requests[1]["body"]["messages"]
+    a = [m for m in msgs if m["role"] == "assistant"][-1]
+    check([c["id"] for c in a["tool_calls"]] == ["call_a", "call_b"] and
+          a["tool_calls"][0]["function"]["arguments"] == args1 and a["content"] == "Let me run.",
+          "the assistant's calls are in the history", a)
+    tools = [m for m in msgs if m["role"] == "tool"]
+    check([(m["tool_call_id"], m["content"].strip()) for m in tools] ==
+          [("call_a", "one-42"), ("call_b", "two")], "the results fed back", tools)
+    check(of(evs, "done")[-1]["stopReason"] == "stop" and
+          "".join(d["text"] for d in of(evs, "text_delta")) == "Let me run.All done.",
+          "then the model's final text", evs[-3:])
+
+
+@S.case
+def malformed_arguments_and_unknown_tools_are_fed_back_as_errors():
+    D.start_session("m3")
+    MODEL.set({"events": tool_call_chunks([("bad", "exec", '{"command": "echo x"'),
+                                            ("unk", "frobnicate", "{}")])},
+              {"events": [text_chunk("ok"), stop_chunk()]})
+    tid, evs = user_turn("m3", "break things")
+    ends = {e["callId"]: e for e in of(evs, "tool_call_end")}
+    check(ends["bad"]["outcome"] == "tool_error" and "JSON" in ends["bad"]["result"],
+          "bad JSON: a tool error", ends["bad"])
+    check(ends["unk"]["outcome"] == "tool_error" and "unknown tool 'frobnicate'" in ends["unk"]["result"],
+          "unknown tool: a tool error", ends["unk"])
+    tools = [m for m in MODEL.requests[1]["body"]["messages"] if m["role"] == "tool"]
+    check(len(tools) == 2 and all(m["content"].startswith("error:") for m in tools),
+          "the errors fed back to the model", tools)
+    check(of(evs, "done")[-1]["stopReason"] == "stop", "the turn went on", of(evs, "done"))
+
+
+@S.case
+def malformed_stream_is_a_runtime_error():
+    D.start_session("m4")
+    MODEL.set({"events": [text_chunk("a"), "data: {not json\n\n"]})
+    tid, evs = user_turn("m4", "x")
+    err = of(evs, "runtime_error")
+    check(len(err) == 1 and err[0]["reason"] == "model_bad_output" and "JSON" in err[0]["message"],
+          "runtime_error {reason: model_bad_output}", err)
+    check(of(evs, "done")[-1]["stopReason"] == "error", "then done", of(evs, "done"))
+
+
+@S.case
+def slow_stream_arrives_piece_by_piece():
+    D.start_session("m5")
+    MODEL.set({"events": [text_chunk("s%d " % i) for i in range(5)] + [stop_chunk()], "delay": 0.3})
+    st = Stream(D, "m5", last_id=None)
+    try:
+        tid = D.turn("m5", {"type": "user_message", "text": "slowly"})["turnId"]
+        st.wait(lambda es: any(e["type"] == "text_delta" for e in es), 10, "a first delta")
+        check(not any(e["type"] == "done" for e in st.events),
+              "the first text is out before the stream ends", st.events)
+        evs = st.wait(lambda es: any(e["type"] == "done" for e in es), 30, "done")
+        check("".join(d["text"] for d in of(evs, "text_delta")) == "s0 s1 s2 s3 s4 ",
+              "all of it", of(evs, "text_delta"))
+    finally:
+        st.close()
+
+
+@S.case
+def server_errors_and_429_are_retried_honouring_retry_after():
+    D.start_session("m6")
+    MODEL.set({"status": 500}, {"status": 429, "headers": {"Retry-After": "2"}},
+              {"events": [text_chunk("finally"), stop_chunk()]})
+    t0 = time.monotonic()
+    tid, evs = user_turn("m6", "retry")
+    check(len(MODEL.requests) == 3, "three requests", len(MODEL.requests))
+    retries = of(evs, "model_retry")
+    check([r["attempt"] for r in retries] == [1, 2] and retries[1]["afterSeconds"] == 2,
+          "model_retry events, the second after Retry-After", retries)
+    check(time.monotonic() - t0 >= 1.9, "Retry-After: 2 was waited for")
+    check(of(evs, "done")[-1]["stopReason"] == "stop" and
+          of(evs, "text_delta")[0]["text"] == "finally", "then the answer", evs)
+
+
+@S.case
+def retries_end_within_the_budget():
+    D.start_session("m6b")
+    MODEL.set(*[{"status": 503}] * 10)
+    tid, evs = user_turn("m6b", "never")
+    err = of(evs, "runtime_error")
+    check(len(err) == 1 and err[0]["reason"] == "model_http_error" and "503" in err[0]["message"],
+          "runtime_error after the retries", err)
+    check(len(MODEL.requests) == 5, "1 + max_retries (4) requests", len(MODEL.requests))
+    MODEL.set({"status": 401})
+    tid, evs = user_turn("m6b", "bad key")
+    check(len(MODEL.requests) == 1 and of(evs, "runtime_error")[0]["reason"] == "model_http_error",
+          "401 is not retried", (len(MODEL.requests), evs))
+
+
+@S.case
+def stream_cut_mid_way_is_a_runtime_error():
+    D.start_session("m7")
+    MODEL.set({"events": [text_chunk("half "), text_chunk("of it"), text_chunk("never")], "cut": 2})
+    tid, evs = user_turn("m7", "cut")
+    err = of(evs, "runtime_error")
+    check(len(err) == 1 and err[0]["reason"] == "model_stream_incomplete",
+          "runtime_error {reason: model_stream_incomplete}", err)
+    check(of(evs, "done")[-1]["stopReason"] == "error", "done follows", of(evs, "done"))
+
+
+@S.case
+def step_budget_ends_a_looping_model():
+    D.start_session("m8")
+    MODEL.set(*[{"events": tool_call_chunks([("s%d" % i, "exec", '{"command":"true"}')])}
+                for i in range(10)])
+    tid, evs = user_turn("m8", "loop forever")
+    err = of(evs, "runtime_error")
+    check(len(err) == 1 and err[0]["reason"] == "step_budget", "step_budget", err)
+    check(len(MODEL.requests) == 6, "max_steps (6) model calls", len(MODEL.requests))
+    check(of(evs, "done")[-1]["usage"]["steps"] == 6, "done says 6 steps", of(evs, "done"))
+
+
+@S.case
+def the_conversation_goes_on_across_turns():
+    D.start_session("m9")
+    MODEL.set({"events": [text_chunk("first answer"), stop_chunk()]})
+    user_turn("m9", "first question")
+    MODEL.set({"events": [text_chunk("second answer"), stop_chunk()]})
+    user_turn("m9", "second question")
+    msgs = MODEL.requests[0]["body"]["messages"]
+    check([(m["role"], m["content"]) for m in msgs] == [
+        ("user", "first question"), ("assistant", "first answer"), ("user", "second question")],
+        "the history is sent", msgs)
+
+
+@S.case
+def cancel_during_a_model_tool_call():
+    D.start_session("m10")
+    MODEL.set({"events": tool_call_chunks([("slp", "exec", '{"command":"echo go; sleep 60"}')])})
+    st = Stream(D, "m10", last_id=None)
+    try:
+        tid = D.turn("m10", {"type": "user_message", "text": "sleep"})["turnId"]
+        st.wait(lambda es: any(e["type"] == "tool_call_output" for e in es), 30, "output")
+        s, b, _ = D.req("POST", "/runtime/turn/%s/cancel" % tid)
+        check(s == 200, "cancel", (s, b))
+        evs = st.wait(lambda es: any(e["type"] == "done" for e in es), 30, "done")
+        check(of(evs, "tool_call_end")[0]["outcome"] == "canceled" and
+              of(evs, "done")[0]["stopReason"] == "canceled", "killed, done canceled", evs)
+        check(len(MODEL.requests) == 1, "the model is not asked again", len(MODEL.requests))
+    finally:
+        st.close()
+
+
+# ---- external tools ----
+
+LOOKUP = {"name": "lookup", "description": "Look a word up (the caller's own tool).",
+          "parameters": {"type": "object", "properties": {"word": {"type": "string"}},
+                         "required": ["word"]}, "external": True}
+
+
+@S.case
+def external_tool_round_trip_with_the_model():
+    D.start_session("x1", tools=[LOOKUP])
+    MODEL.set({"events": tool_call_chunks([("ext1", "lookup", '{"word":"sandbox"}')])},
+              {"events": [text_chunk("The answer is 42."), stop_chunk()]})
+    st = Stream(D, "x1", last_id=None)
+    try:
+        tid = D.turn("x1", {"type": "user_message", "text": "look it up"})["turnId"]
+        evs = st.wait(lambda es: any(e["type"] == "tool_call_start" for e in es), 30, "start")
+        s0 = of(evs, "tool_call_start")[0]
+        check(s0["external"] is True and s0["name"] == "lookup" and s0["callId"] == "ext1",
+              "tool_call_start {external: true}", s0)
+        offered = [t["function"]["name"] for t in MODEL.requests[0]["body"]["tools"]]
+        check("lookup" in offered, "the external tool is offered to the model", offered)
+        time.sleep(0.3)
+        check(not any(e["type"] == "done" for e in st.events), "the turn waits", st.events)
+        b = D.turn("x1", {"type": "tool_result", "callId": "ext1", "output": "42"})
+        check(b["turnId"] == tid, "the tool_result belongs to the waiting turn", b)
+        evs = st.wait(lambda es: any(e["type"] == "done" for e in es), 30, "done")
+        check(of(evs, "tool_call_end")[0]["result"] == "42", "the result", evs)
+        tools = [m for m in MODEL.requests[1]["body"]["messages"] if m["role"] == "tool"]
+        check(tools == [{"role": "tool", "tool_call_id": "ext1", "content": "42"}],
+              "fed back to the model", tools)
+        check(of(evs, "text_delta")[-1]["text"] == "The answer is 42.", "the model went on", evs)
+    finally:
+        st.close()
+
+
+@S.case
+def external_tool_in_a_tool_calls_turn_and_bad_declarations():
+    D.start_session("x2", tools=[LOOKUP])
+    st = Stream(D, "x2", last_id=None)
+    try:
+        tid = D.turn("x2", {"type": "tool_calls", "calls": [
+            {"id": "e1", "name": "lookup", "arguments": {"word": "a"}},
+            {"id": "e2", "name": "exec", "arguments": {"command": "echo after"}}]})["turnId"]
+        st.wait(lambda es: any(e["type"] == "tool_call_start" for e in es), 30, "start")
+        D.turn("x2", {"type": "tool_calls", "calls": []}, want=409)
+        D.turn("x2", {"type": "tool_result", "callId": "e1", "output": {"found": True}})
+        evs = st.wait(lambda es: any(e["type"] == "done" for e in es), 30, "done")
+        ends = of(evs, "tool_call_end")
+        check([e["callId"] for e in ends] == ["e1", "e2"] and ends[0]["result"] == '{"found":true}'
+              and ends[1]["result"].strip() == "after", "in order, after the result", ends)
+    finally:
+        st.close()
+    for tools, what in (([{"name": "exec", "external": True}], "built-in"),
+                        ([{"name": "x y", "external": True}], "name"),
+                        ([{"name": "ok"}], "external"),
+                        ("nope", "array")):
+        s, b, _ = D.req("POST", "/runtime/start", {"sessionID": "x3", "tools": tools})
+        check(s == 400 and what in b["error"]["message"], "bad tools refused (%s)" % what, (s, b))
+
+
 if __name__ == "__main__" and os.environ.get("SBX_AGENT_STAGE") == "1":
     D.stop()
     S.finish()

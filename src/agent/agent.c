@@ -19,6 +19,44 @@ void ag_emit(struct ag_turn *t, const char *type, json_t *data)
             sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
 }
 
+/* The store's name of a conversation: segments never hold ':'. */
+static void conv_key(char *out, size_t len, const char *tenant, const char *key, const char *id,
+                     const char *session)
+{
+    snprintf(out, len, "%s:%s:%s:%s", tenant, key, id, session);
+}
+
+static void log_store(const char *what, const sbx_err *e)
+{
+    char msg[600], why[300];
+    sbx_log(SBX_LOG_WARN, "agent store %s error=%s", what,
+            sbx_log_safe(sbx_err_format(e, msg, sizeof(msg)), why, sizeof(why)));
+}
+
+static int load_message(void *ud, const char *text)
+{
+    json_t *m = json_loads(text, 0, NULL);
+    if (m)
+        json_array_append_new(ud, m);
+    return 0;
+}
+
+/* A conversation's history and tools from the store (a restart, or a
+ * conversation not in memory yet). */
+static void conv_load(struct sbx_agent *a, struct ag_conv *v)
+{
+    char key[4 * SBX_SEGMENT_MAX + 4];
+    conv_key(key, sizeof(key), v->tenant, v->clone_key, v->clone_id, v->session);
+    sbx_err e = {0};
+    char *tools = NULL;
+    if (sbx_store_messages(a->o.store, key, load_message, v->messages, &e) < 0 ||
+        sbx_store_conv_tools_get(a->o.store, key, &tools, &e) < 0)
+        log_store("load", &e);
+    if (tools)
+        v->tools = json_loads(tools, 0, NULL);
+    free(tools);
+}
+
 static struct ag_conv *conv_get(struct sbx_agent *a, const struct sbx_clone *c, const char *session,
                                 bool create)
 {
@@ -39,13 +77,29 @@ static struct ag_conv *conv_get(struct sbx_agent *a, const struct sbx_clone *c, 
     snprintf(v->session, sizeof(v->session), "%s", session);
     v->next = a->convs;
     a->convs = v;
+    conv_load(a, v);
     return v;
+}
+
+static void conv_store(struct sbx_agent *a, struct ag_conv *v, json_t *msg)
+{
+    char key[4 * SBX_SEGMENT_MAX + 4];
+    conv_key(key, sizeof(key), v->tenant, v->clone_key, v->clone_id, v->session);
+    char *text = json_dumps(msg, JSON_COMPACT);
+    sbx_err e = {0};
+    if (!text)
+        sbx_err_set(&e, ENOMEM, "message");
+    if (!text || sbx_store_message_append(a->o.store, key, text, &e) < 0)
+        log_store("append", &e);
+    free(text);
 }
 
 void ag_conv_append(struct ag_turn *t, json_t *msg)
 {
-    if (msg)
-        json_array_append_new(t->conv->messages, msg);
+    if (!msg)
+        return;
+    conv_store(t->a, t->conv, msg); /* stored first */
+    json_array_append_new(t->conv->messages, msg);
 }
 
 static void call_free(struct ag_call *c)
@@ -98,6 +152,9 @@ void ag_turn_end(struct ag_turn *t, const char *stop, const char *reason, const 
         ag_emit(t, "runtime_error",
                 json_pack("{s:s, s:s, s:s}", "turnId", t->id, "reason", reason, "message",
                           message ? message : ""));
+    sbx_err e = {0};
+    if (sbx_store_turn_end(t->a->o.store, t->id, stop, &e) < 0)
+        log_store("turn end", &e);
     json_t *d = json_pack("{s:s, s:s}", "turnId", t->id, "stopReason", stop);
     if (t->model)
         json_object_set_new(d, "usage",
@@ -220,6 +277,63 @@ void ag_turn_advance(struct ag_turn *t)
     t->advancing = false;
 }
 
+/* Whether the conversation holds a result for call id. */
+static bool answered(json_t *messages, const char *id)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m)
+    {
+        const char *r = json_string_value(json_object_get(m, "tool_call_id"));
+        if (r && strcmp(r, id) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* A turn the daemon's end interrupted: its stream hears it ended, and its
+ * conversation gets a result for each call left without one (the model's
+ * API wants one per call). */
+static void on_interrupted(void *ud, const char *id, const char *conversation, const char *tenant,
+                           const char *session)
+{
+    struct sbx_agent *a = ud;
+    /* tenant:key:id:session */
+    const char *p = strchr(conversation, ':');
+    const char *q = p ? strchr(p + 1, ':') : NULL;
+    const char *r = q ? strchr(q + 1, ':') : NULL;
+    struct ag_conv *v = NULL;
+    if (r) {
+        struct sbx_clone c = {0};
+        snprintf(c.tenant, sizeof(c.tenant), "%s", tenant);
+        snprintf(c.key, sizeof(c.key), "%.*s", (int)(q - p - 1), p + 1);
+        snprintf(c.id, sizeof(c.id), "%.*s", (int)(r - q - 1), q + 1);
+        v = conv_get(a, &c, session, true);
+    }
+    json_t *last = NULL;
+    size_t i;
+    json_t *m;
+    json_array_foreach(v ? v->messages : NULL, i, m) if (json_object_get(m, "tool_calls")) last = m;
+    json_array_foreach(json_object_get(last, "tool_calls"), i, m)
+    {
+        const char *cid = json_string_value(json_object_get(m, "id"));
+        if (!cid || answered(v->messages, cid))
+            continue;
+        json_t *res = json_pack("{s:s, s:s, s:s}", "role", "tool", "tool_call_id", cid, "content",
+                                "error: interrupted (the daemon stopped)");
+        conv_store(a, v, res);
+        json_array_append_new(v->messages, res);
+    }
+    sbx_err e = {0};
+    json_t *d = json_pack("{s:s, s:s, s:s}", "turnId", id, "reason", "interrupted", "message",
+                          "the daemon stopped during the turn");
+    if (sbx_runtime_emit(a->o.rt, tenant, session, "runtime_error", d, &e) < 0 ||
+        sbx_runtime_emit(a->o.rt, tenant, session, "done",
+                         json_pack("{s:s, s:s}", "turnId", id, "stopReason", "interrupted"),
+                         &e) < 0)
+        log_store("interrupted turn", &e);
+}
+
 struct sbx_agent *sbx_agent_new(const struct sbx_agent_opts *o, sbx_err *err)
 {
     struct sbx_agent *a = calloc(1, sizeof(*a));
@@ -242,6 +356,9 @@ struct sbx_agent *sbx_agent_new(const struct sbx_agent_opts *o, sbx_err *err)
         free(a);
         return NULL;
     }
+    sbx_err e = {0};
+    if (sbx_store_turns_interrupted(a->o.store, on_interrupted, a, &e) < 0)
+        log_store("interrupted turns", &e);
     return a;
 }
 
@@ -372,6 +489,12 @@ int sbx_agent_turn(struct sbx_agent *a, const struct sbx_clone *c, const char *s
         free(t);
         return -1;
     }
+    char key[4 * SBX_SEGMENT_MAX + 4];
+    conv_key(key, sizeof(key), c->tenant, c->key, c->id, session);
+    if (sbx_store_turn_begin(a->o.store, t->id, key, c->tenant, session, err) < 0) {
+        free(t);
+        return -1;
+    }
     t->next = a->turns;
     a->turns = t;
     v->turn = t;
@@ -480,6 +603,14 @@ int sbx_agent_session_tools(struct sbx_agent *a, const struct sbx_clone *c, cons
     struct ag_conv *v = conv_get(a, c, session, true);
     if (!v)
         return sbx_err_set(err, ENOMEM, "conversation");
+    char key[4 * SBX_SEGMENT_MAX + 4];
+    conv_key(key, sizeof(key), c->tenant, c->key, c->id, session);
+    char *text = json_dumps(tools, JSON_COMPACT);
+    int rc = text ? sbx_store_conv_tools_set(a->o.store, key, text, err)
+                  : sbx_err_set(err, ENOMEM, "tools");
+    free(text);
+    if (rc < 0)
+        return -1;
     json_decref(v->tools);
     v->tools = json_deep_copy(tools);
     return 0;

@@ -710,6 +710,136 @@ def external_tool_in_a_tool_calls_turn_and_bad_declarations():
         check(s == 400 and what in b["error"]["message"], "bad tools refused (%s)" % what, (s, b))
 
 
-if __name__ == "__main__" and os.environ.get("SBX_AGENT_STAGE") == "1":
-    D.stop()
-    S.finish()
+# ---- the model's key never reaches a sandbox ----
+
+@S.case
+def model_key_is_never_visible_in_a_sandbox():
+    D.start_session("probe")
+    canary = "canary-" + os.urandom(8).hex()
+    # The probe looks for the key, and for a canary the test itself wrote to the
+    # workspace (so a probe that sees nothing proves it looked). /usr is the
+    # host's read-only /usr (9 GB here, never written by the daemon): left out
+    # for time; every other visible file is read, and every visible process's
+    # environment and command line.
+    # The strings go in reversed, so no command line holds them; the patterns
+    # are written to /dev/shm, which the search leaves out. The canary is also
+    # exported, so reading environments is shown to find what is there.
+    probe = (
+        "printf '%s\\n' \"$(printf %s \"$RK\" | rev)\" > /dev/shm/k; "
+        "printf '%s\\n' \"$(printf %s \"$RC\" | rev)\" > /dev/shm/c; "
+        "export CANARY_ENV=\"$(cat /dev/shm/c)\"; "
+        "env | grep -c OPENAI_ ; "
+        "for p in k c; do "
+        "  for f in /proc/self/environ /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do "
+        "    grep -laF -f /dev/shm/$p \"$f\" 2>/dev/null | sed \"s|^|$p:|\"; done; "
+        "  grep -rlaF -f /dev/shm/$p --exclude-dir=proc --exclude-dir=sys --exclude-dir=usr "
+        "    --exclude-dir=shm / 2>/dev/null | sed \"s|^|$p:|\"; "
+        "done; "
+        "echo probe-done")
+    script = "RK=%s RC=%s; %s" % (KEY[::-1], canary[::-1], probe)
+    tid, evs = run_turn("probe", {"type": "tool_calls", "calls": [
+        {"id": "w", "name": "write_file", "arguments": {"path": "canary.txt", "content": canary}},
+        {"id": "p", "name": "exec", "arguments": {"command": ["/bin/sh", "-c", script]}},
+        {"id": "py", "name": "python", "arguments": {"code": "import os; print(sorted(k for k in os.environ if 'OPENAI' in k or os.environ[k] == %r[::-1]))" % KEY[::-1]}},
+    ]}, timeout=240)
+    ends = {e["callId"]: e for e in of(evs, "tool_call_end")}
+    out = ends["p"]["result"]
+    lines = out.split("\n")
+    check("probe-done" in out and lines[0].strip() == "0", "the probe ran; no OPENAI_ variable", out)
+    found = [l for l in lines[1:] if l[:2] in ("k:", "c:")]
+    check(not [l for l in found if l.startswith("k:")], "the key is nowhere", found)
+    check("c:/workspace/canary.txt" in found and "c:/proc/self/environ" in found,
+          "the canary was found (the probe does look: files and environments)", found)
+    check(ends["py"]["result"].strip() == "[]", "python sees no key either", ends["py"])
+    check(KEY not in json.dumps(evs), "no event carries the key")
+    # and the model did get it: it is in the daemon, not in the sandbox
+    MODEL.set({"events": [text_chunk("k"), stop_chunk()]})
+    user_turn("probe", "hi")
+    check(MODEL.requests[0]["headers"].get("Authorization") == "Bearer " + KEY,
+          "the key is only sent to the model")
+
+
+# ---- durability: kill -9 mid-turn and restart ----
+
+def sleepers(arg):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    if f.read().split(b"\0")[:2] == [b"sleep", arg.encode()]:
+                        out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+@S.case
+def kill9_mid_turn_then_restart_keeps_the_history():
+    state = os.path.join(TMP, "crash-state")
+    d = Daemon(state, config=CFG)
+    d.start()
+    try:
+        d.start_session("dur")
+        MODEL.set({"events": [text_chunk("I will sleep.")] +
+                   tool_call_chunks([("zz", "exec", '{"command":"echo zz; sleep 61.5"}')])})
+        st = Stream(d, "dur", last_id=None)
+        tid = d.turn("dur", {"type": "user_message", "text": "remember: the word is plum"})["turnId"]
+        st.wait(lambda es: any(e["type"] == "tool_call_output" for e in es), 30, "output")
+        st.close()
+        d.kill9()
+        d.start()
+        deadline = time.monotonic() + 5
+        while sleepers("61.5") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check(sleepers("61.5") == [], "the tool's process did not outlive the daemon",
+              sleepers("61.5"))
+        st = Stream(d, "dur", last_id=0)
+        try:
+            evs = st.wait(lambda es: any(e["type"] == "done" and e["data"].get("turnId") == tid
+                                         for e in es), 20, "the interrupted turn's end")
+        finally:
+            st.close()
+        mine = [e for e in evs if e["data"].get("turnId") == tid]
+        err = [e["data"] for e in mine if e["type"] == "runtime_error"]
+        check(err and err[0]["reason"] == "interrupted", "runtime_error {reason: interrupted}", mine)
+        check(mine[-1]["type"] == "done" and mine[-1]["data"]["stopReason"] == "interrupted",
+              "then done", mine)
+        check([e["type"] for e in mine].index("runtime_error") < [e["type"] for e in mine].index("done"),
+              "runtime_error before done", mine)
+        # the session starts again, with its history
+        s1, b1, _ = d.req("POST", "/runtime/turn", {"sessionID": "dur", "input": {
+            "type": "user_message", "text": "what was the word?"}})
+        check(s1 == 404, "no live session after the restart until it is started", (s1, b1))
+        d.start_session("dur")
+        MODEL.set({"events": [text_chunk("plum"), stop_chunk()]})
+        st = Stream(d, "dur", last_id=None)
+        try:
+            t2 = d.turn("dur", {"type": "user_message", "text": "what was the word?"})["turnId"]
+            st.wait(lambda es: any(e["type"] == "done" and e["data"].get("turnId") == t2
+                                   for e in es), 30, "done")
+        finally:
+            st.close()
+        msgs = MODEL.requests[0]["body"]["messages"]
+        roles = [(m["role"], m.get("content")) for m in msgs]
+        check(roles[0] == ("user", "remember: the word is plum"), "the first message is there", roles)
+        a = msgs[1]
+        check(a["role"] == "assistant" and a["content"] == "I will sleep." and
+              a["tool_calls"][0]["id"] == "zz", "the model's call is there", a)
+        check(msgs[2] == {"role": "tool", "tool_call_id": "zz",
+                          "content": "error: interrupted (the daemon stopped)"},
+              "the interrupted call has a result", msgs[2])
+        check(roles[-1] == ("user", "what was the word?"), "then the new message", roles)
+    finally:
+        d.stop()
+        for pid in sleepers("61.5"):
+            os.kill(pid, 9)
+
+
+# ---- end ----
+
+rc = D.stop()
+if rc != 0:
+    print("FAIL daemon exit status %r: %s" % (rc, D.output()))
+    S.failed += 1
+S.finish()

@@ -36,6 +36,9 @@ enum sbx_cli_cmd {
     SBX_CLI_SESSION_STOP,
     SBX_CLI_TASKS_NETWORK,
     SBX_CLI_SESSION_NETWORK,
+    SBX_CLI_CHAT,
+    SBX_CLI_TURN,
+    SBX_CLI_TURN_CANCEL,
 };
 
 /* Defaults from the environment (each may be NULL or ""). */
@@ -82,6 +85,9 @@ struct sbx_cli_args {
     const char *net_default; /* "allow" | "deny", NULL: not sent */
     /* stream */
     const char *last_event_id;
+    /* chat SESSION [MESSAGE], turn SESSION INPUT, turn cancel ID (task_id) */
+    const char *message;    /* chat: NULL reads stdin */
+    const char *input;      /* turn: JSON, "-" reads stdin */
     const char *help_topic; /* HELP: the command asked about, or NULL */
 };
 

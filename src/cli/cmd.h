@@ -15,6 +15,7 @@ int sbx_cli_cmd_files(struct sbx_cli_client *c, const struct sbx_cli_args *a);
 int sbx_cli_cmd_stream(struct sbx_cli_client *c, const struct sbx_cli_args *a);
 int sbx_cli_cmd_session(struct sbx_cli_client *c, const struct sbx_cli_args *a);
 int sbx_cli_cmd_network(struct sbx_cli_client *c, const struct sbx_cli_args *a);
+int sbx_cli_cmd_turn(struct sbx_cli_client *c, const struct sbx_cli_args *a); /* chat and turn */
 
 /* ---- shared by the commands ---- */
 

@@ -34,6 +34,13 @@ static void usage(FILE *f)
         "                                  /tmp, processes); prints its id once it is ready\n"
         "  session stop ID                 stop it, killing everything in it\n"
         "  session network ID [rules]      a live session's new egress rules, at once\n"
+        "  chat SESSION [MESSAGE]          send a message to the model of a live session\n"
+        "                                  (stdin without MESSAGE); print its text and tool\n"
+        "                                  calls as they come\n"
+        "  turn SESSION INPUT              a turn: INPUT is its JSON ({\"type\": ...}), or an\n"
+        "                                  array of tool calls [{id, name, arguments}], '-':\n"
+        "                                  stdin; prints its events until it is done\n"
+        "  turn cancel TURN_ID             cancel a turn (its tools are killed)\n"
         "  stream [--session ID] [--last-event-id N]\n"
         "                                  follow a session's events (default: the daemon's\n"
         "                                  default session), resuming after a drop\n"
@@ -97,6 +104,10 @@ static int dispatch(struct sbx_cli_client *c, const struct sbx_cli_args *a)
     case SBX_CLI_TASKS_NETWORK:
     case SBX_CLI_SESSION_NETWORK:
         return sbx_cli_cmd_network(c, a);
+    case SBX_CLI_CHAT:
+    case SBX_CLI_TURN:
+    case SBX_CLI_TURN_CANCEL:
+        return sbx_cli_cmd_turn(c, a);
     default:
         return 2;
     }

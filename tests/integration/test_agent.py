@@ -836,6 +836,54 @@ def kill9_mid_turn_then_restart_keeps_the_history():
             os.kill(pid, 9)
 
 
+# ---- sandboxctl chat and turn ----
+
+def ctl(*args, stdin=None, timeout=60):
+    p = subprocess.run([SANDBOXCTL, "--url", "http://127.0.0.1:%d" % D.port, "--token", TOKEN]
+                       + list(args), input=stdin, capture_output=True, text=True,
+                       timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+@S.case
+def sandboxctl_chat_and_turn():
+    D.start_session("cli")
+    MODEL.set({"events": [text_chunk("Checking. ")] +
+               tool_call_chunks([("k1", "exec", '{"command":"echo from-the-tool"}')])},
+              {"events": [text_chunk("It said "), text_chunk("hello."), stop_chunk()]})
+    rc, out, err = ctl("chat", "cli", "what does it say?")
+    check(rc == 0, "chat exits 0", (rc, out, err))
+    check(out.startswith("Checking. \n-> exec {\"command\": \"echo from-the-tool\"}\n") or
+          out.startswith("Checking. \n-> exec {\"command\":\"echo from-the-tool\"}\n"),
+          "the text, then the call", out)
+    check("from-the-tool\n<- k1: exit 0 (exited)\nIt said hello.\n" in out,
+          "the tool's output, its end, the model's text", out)
+    # the message from stdin
+    MODEL.set({"events": [text_chunk("stdin ok"), stop_chunk()]})
+    rc, out, err = ctl("chat", "cli", stdin="from stdin")
+    check(rc == 0 and out == "stdin ok\n", "chat reads stdin", (rc, out, err))
+    check(MODEL.requests[0]["body"]["messages"][-1]["content"] == "from stdin", "sent",
+          MODEL.requests[0]["body"]["messages"][-1])
+    # a model error: exit 1, the reason on stderr
+    MODEL.set({"status": 400})
+    rc, out, err = ctl("chat", "cli", "x")
+    check(rc == 1 and "model_http_error" in err, "chat: a runtime_error exits 1", (rc, out, err))
+    # tool calls, given as an array
+    rc, out, err = ctl("turn", "cli", '[{"id":"t1","name":"exec","arguments":{"command":"echo hi; exit 2"}}]')
+    check(rc == 0 and out == '-> exec {"command":"echo hi; exit 2"}\nhi\n<- t1: exit 2 (exited)\n',
+          "turn prints the calls", (rc, out, err))
+    rc, out, err = ctl("--json", "turn", "cli", '{"type":"tool_calls","calls":[{"id":"t2","name":"nope"}]}')
+    lines = [json.loads(l) for l in out.splitlines()]
+    check(rc == 0 and [l["type"] for l in lines] == ["turn_started", "tool_call_start", "tool_call_end", "done"],
+          "--json: one event per line", (rc, out, err))
+    rc, out, err = ctl("turn", "cli", "{not json")
+    check(rc == 1 and "INPUT is not JSON" in err, "bad INPUT named", (rc, out, err))
+    rc, out, err = ctl("turn", "cancel", "no-such-turn")
+    check(rc == 1 and "404" in err, "cancel of no turn", (rc, out, err))
+    rc, out, err = ctl("chat")
+    check(rc == 2 and "chat SESSION" in err, "usage", (rc, out, err))
+
+
 # ---- end ----
 
 rc = D.stop()

@@ -836,6 +836,27 @@ def kill9_mid_turn_then_restart_keeps_the_history():
             os.kill(pid, 9)
 
 
+@S.case
+def user_message_without_a_model_is_refused():
+    saved = {k: os.environ.pop(k) for k in ("OPENAI_BASE_URL", "OPENAI_MODEL")}
+    try:
+        d = Daemon(os.path.join(TMP, "nomodel-state"))
+        d.start()
+    finally:
+        os.environ.update(saved)
+    try:
+        d.start_session("nm")
+        s, b, _ = d.req("POST", "/runtime/turn", {"sessionID": "nm", "input": {
+            "type": "user_message", "text": "hi"}})
+        check(s == 409 and "no model is configured" in b["error"]["message"], "refused, named",
+              (s, b))
+        tid = d.turn("nm", {"type": "tool_calls", "calls": [
+            {"id": "a", "name": "exec", "arguments": {"command": "echo works"}}]})["turnId"]
+        check(tid, "tool calls still work without a model")
+    finally:
+        d.stop()
+
+
 # ---- sandboxctl chat and turn ----
 
 def ctl(*args, stdin=None, timeout=60):

@@ -251,7 +251,7 @@ void ag_turn_advance(struct ag_turn *t)
             if (t->running)
                 break;
             t->advancing = false;
-            ag_turn_end(t, "canceled", NULL, NULL);
+            ag_turn_end(t, t->cancel_stop ? t->cancel_stop : "canceled", NULL, NULL);
             return;
         }
         if (t->next_call < t->n_calls && (t->parallel || t->running == 0)) {
@@ -268,7 +268,10 @@ void ag_turn_advance(struct ag_turn *t)
             break;
         t->advancing = false;
         /* Every call ended: the model hears of them, or the turn is over. */
-        if (t->model)
+        if (t->model && !sbx_runtime_session_live(t->a->o.rt, &t->clone, t->session))
+            ag_turn_end(t, "error", "session_ended",
+                        "the session ended during the turn (stopped, or its idle timeout)");
+        else if (t->model)
             ag_model_step(t);
         else
             ag_turn_end(t, "completed", NULL, NULL);
@@ -396,6 +399,7 @@ static void on_budget(evutil_socket_t fd, short what, void *arg)
             json_pack("{s:s, s:s, s:s}", "turnId", t->id, "reason", "time_budget", "message", msg));
     ag_model_abort(t);
     t->canceled = true;
+    t->cancel_stop = "budget";
     for (size_t i = 0; i < t->n_calls; i++)
         if (t->calls[i].waiting && t->calls[i].task_id[0])
             sbx_runtime_cancel(t->a->o.rt, t->calls[i].task_id, NULL);

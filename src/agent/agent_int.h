@@ -67,6 +67,7 @@ struct ag_turn {
     unsigned running; /* calls started and not ended */
     bool parallel;
     bool canceled;
+    const char *cancel_stop; /* the stop reason of a canceled turn ("canceled", "budget") */
     bool advancing;
     /* the model loop */
     struct sbx_agent_model m;

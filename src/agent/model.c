@@ -227,7 +227,6 @@ static int request_start(struct ag_turn *t, sbx_err *err)
         http_free(a, h);
         return sbx_err_set(err, ENOMEM, "model request");
     }
-    int64_t left = t->deadline - sbx_mono_ms();
     CURL *e = h->easy;
     curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -241,7 +240,8 @@ static int request_start(struct ag_turn *t, sbx_err *err)
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, h->curl_error);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 30000L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(left > 1 ? left : 1));
+    /* No overall timeout here: the turn's time budget (its timer) ends it. */
+
     /* A stream silent this long is cut (a slow one is fine). */
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (long)a->o.stall_timeout_s);

@@ -222,6 +222,13 @@ static int task_tool(struct ag_call *c)
         req.code = json_string_value(code);
     }
     sbx_err e = {0};
+    /* Never in a sandbox of its own: the session's, or not at all. */
+    if (!sbx_runtime_session_live(t->a->o.rt, &t->clone, t->session)) {
+        free(argv);
+        tool_error(c, "%s: session '%s' is not live any more (stopped, or its idle timeout)",
+                   c->name, t->session);
+        return 1;
+    }
     int rc = sbx_runtime_submit(t->a->o.rt, &req, on_task_done, c, c->task_id, &e);
     free(argv);
     if (rc < 0) {

@@ -53,6 +53,12 @@ class Model:
                 pass
 
             def do_POST(self):
+                try:
+                    self.answer()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the daemon dropped the call (a cancel, a budget): expected
+
+            def answer(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(n) or b"{}")
                 with model.lock:
@@ -853,6 +859,72 @@ def user_message_without_a_model_is_refused():
         tid = d.turn("nm", {"type": "tool_calls", "calls": [
             {"id": "a", "name": "exec", "arguments": {"command": "echo works"}}]})["turnId"]
         check(tid, "tool calls still work without a model")
+    finally:
+        d.stop()
+
+
+@S.case
+def session_stopped_during_a_turn():
+    D.start_session("gone")
+    st = Stream(D, "gone", last_id=None)
+    try:
+        tid = D.turn("gone", {"type": "tool_calls", "calls": [
+            {"id": "s1", "name": "exec", "arguments": {"command": "echo on; sleep 30"}},
+            {"id": "s2", "name": "exec", "arguments": {"command": "echo never"}}]})["turnId"]
+        st.wait(lambda es: any(e["type"] == "tool_call_output" for e in es), 30, "output")
+        s, b, _ = D.req("POST", "/runtime/stop", {"sessionID": "gone"})
+        check(s == 200, "stopped", (s, b))
+        evs = st.wait(lambda es: any(e["type"] == "done" for e in es), 30, "done")
+        ends = {e["callId"]: e for e in of(evs, "tool_call_end")}
+        check(ends["s1"]["outcome"] == "canceled", "the running call was killed", ends)
+        check(ends["s2"]["outcome"] == "tool_error" and "not live" in ends["s2"]["result"],
+              "the next one does not run outside the session", ends)
+    finally:
+        st.close()
+
+
+@S.case
+def time_and_token_budgets():
+    cfg = os.path.join(TMP, "budget.yaml")
+    with open(cfg, "w") as f:
+        f.write("model:\n  turn_timeout: 2s\n  max_tokens: 20\n")
+    d = Daemon(os.path.join(TMP, "budget-state"), config=cfg)
+    d.start()
+    try:
+        d.start_session("b")
+        MODEL.set({"events": [text_chunk("slow %d " % i) for i in range(8)] + [stop_chunk()],
+                   "delay": 0.5})
+        st = Stream(d, "b", last_id=None)
+        try:
+            t0 = time.monotonic()
+            tid = d.turn("b", {"type": "user_message", "text": "slow"})["turnId"]
+            evs = st.wait(lambda es: any(e["type"] == "done" for e in es), 30, "done")
+            check(time.monotonic() - t0 < 10, "ended near its 2 s budget")
+            err = of(evs, "runtime_error")
+            check(len(err) == 1 and err[0]["reason"] == "time_budget", "time_budget", err)
+            check(of(evs, "done")[0] == {"turnId": tid, "stopReason": "budget", "usage":
+                                         of(evs, "done")[0]["usage"]}, "done budget", of(evs, "done"))
+        finally:
+            st.close()
+        time.sleep(2.5)  # the slow stream's server thread finishes its script
+        MODEL.set({"events": tool_call_chunks([("t1", "exec", '{"command":"true"}')]) +
+                   [stop_chunk("tool_calls")]},
+                  {"events": tool_call_chunks([("t2", "exec", '{"command":"true"}')]) +
+                   [stop_chunk("tool_calls")]},
+                  {"events": [text_chunk("x"), stop_chunk()]})
+        st = Stream(d, "b", last_id=None)
+        try:
+            tid = d.turn("b", {"type": "user_message", "text": "tokens"})["turnId"]
+            evs = st.wait(lambda es: any(e["type"] == "done" and e["data"]["turnId"] == tid
+                                         for e in es), 30, "done")
+            evs = turn_events(evs, tid)
+            err = of(evs, "runtime_error")
+            check(len(err) == 1 and err[0]["reason"] == "token_budget", "token_budget",
+                  [(e["type"], e["time"]) for e in evs])
+            check(of(evs, "done")[0]["usage"]["totalTokens"] == 30 and len(MODEL.requests) == 2,
+                  "after 2 calls of 15 tokens", (of(evs, "done"), len(MODEL.requests)))
+        finally:
+            st.close()
     finally:
         d.stop()
 

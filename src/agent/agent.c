@@ -170,7 +170,7 @@ void ag_turn_end(struct ag_turn *t, const char *stop, const char *reason, const 
 static void call_arguments(struct ag_call *c, json_t *args)
 {
     char msg[300];
-    c->shown = json_incref(args ? args : json_object());
+    c->shown = args ? json_incref(args) : json_object();
     if (!args || json_is_null(args)) {
         c->args = json_object();
     } else if (json_is_object(args)) {
@@ -223,7 +223,7 @@ int ag_turn_set_calls(struct ag_turn *t, json_t *calls, sbx_err *err)
         else
             call_arguments(k, args);
         if (!k->shown)
-            k->shown = json_incref(args ? args : json_object());
+            k->shown = args ? json_incref(args) : json_object();
     }
     /* The conversation records what was asked, whoever asked it. */
     if (!t->model) {

@@ -49,16 +49,17 @@ json_t *ag_tools_for_model(struct ag_turn *t)
     json_t *ext = t->conv ? t->conv->tools : NULL;
     size_t i;
     json_t *k;
-    json_array_extend(all, ext ? ext : json_array());
+    if (ext)
+        json_array_extend(all, ext);
     json_array_foreach(all, i, k)
     {
+        json_t *desc = json_object_get(k, "description");
         json_t *params = json_object_get(k, "parameters");
         json_array_append_new(
-            out, json_pack("{s:s, s:{s:O, s:O, s:O}}", "type", "function", "function", "name",
+            out, json_pack("{s:s, s:{s:O, s:o, s:o}}", "type", "function", "function", "name",
                            json_object_get(k, "name"), "description",
-                           json_object_get(k, "description") ? json_object_get(k, "description")
-                                                             : json_string(""),
-                           "parameters", params ? params : json_pack("{s:s}", "type", "object")));
+                           desc ? json_incref(desc) : json_string(""), "parameters",
+                           params ? json_incref(params) : json_pack("{s:s}", "type", "object")));
     }
     json_decref(all);
     return out;
@@ -352,8 +353,8 @@ int ag_tool_start(struct ag_call *c)
     struct ag_turn *t = c->turn;
     json_t *ext = c->error ? NULL : external_tool(c);
     c->external = ext != NULL;
-    json_t *d = json_pack("{s:s, s:s, s:O}", "callId", c->id, "name", c->name, "arguments",
-                          c->shown ? c->shown : json_object());
+    json_t *d = json_pack("{s:s, s:s, s:o}", "callId", c->id, "name", c->name, "arguments",
+                          c->shown ? json_incref(c->shown) : json_object());
     if (c->external)
         json_object_set_new(d, "external", json_true());
     ag_emit(t, "tool_call_start", d);

@@ -979,8 +979,10 @@ def sandboxctl_chat_and_turn():
 
 # ---- end ----
 
-rc = D.stop()
-if rc != 0:
-    print("FAIL daemon exit status %r: %s" % (rc, D.output()))
-    S.failed += 1
+D.stop()
+# Every daemon of this run ended cleanly (under ASan: without a leak).
+for d in dict((id(x), x) for x in _daemons).values():
+    if d.proc.returncode != 0:
+        print("FAIL daemon exit status %r: %s" % (d.proc.returncode, d.output()[-3000:]))
+        S.failed += 1
 S.finish()

@@ -206,13 +206,23 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *ud)
  * seed's variables of the daemon's own environment (which no sandbox
  * inherits: a task's environment is a whitelist); the key from its file or
  * its variable. */
-static int model_resolve(const struct sbx_model_conf *mc, bool defaults, struct model_keys *out,
-                         sbx_err *err)
+/* A tenant's section overrides the default model key by key (fallback: the
+ * default model, already resolved; NULL for the default itself). */
+static int model_resolve(const struct sbx_model_conf *mc, const struct model_keys *fallback,
+                         struct model_keys *out, sbx_err *err)
 {
-    const char *url = mc->base_url ? mc->base_url : defaults ? getenv("OPENAI_BASE_URL") : NULL;
-    const char *name = mc->name ? mc->name : defaults ? getenv("OPENAI_MODEL") : NULL;
+    const char *url = mc->base_url ? mc->base_url
+                      : fallback   ? fallback->m.base_url
+                                   : getenv("OPENAI_BASE_URL");
+    const char *name = mc->name ? mc->name : fallback ? fallback->m.name : getenv("OPENAI_MODEL");
     const char *key_env = mc->key_env ? mc->key_env : "OPENAI_API_KEY";
     out->key = NULL;
+    if (fallback && !mc->key_env && !mc->key_file) {
+        if (fallback->key && !(out->key = strdup(fallback->key)))
+            return sbx_err_set(err, ENOMEM, "model key");
+        out->m = (struct sbx_agent_model){.base_url = url, .name = name, .key = out->key};
+        return 0;
+    }
     if (mc->key_file) {
         char buf[4096];
         int fd = open(mc->key_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -250,10 +260,11 @@ static int setup_agent(struct serve *s, sbx_err *err)
     size_t n = s->cfg.n_tenant_models;
     if (!(s->tenant_keys = calloc(n + 1, sizeof(*s->tenant_keys))))
         return sbx_err_set(err, ENOMEM, "models");
-    if (model_resolve(&s->cfg.model, true, &s->model_key, err) < 0)
+    if (model_resolve(&s->cfg.model, NULL, &s->model_key, err) < 0)
         return -1;
     for (size_t i = 0; i < n; i++)
-        if (model_resolve(&s->cfg.tenant_models[i].model, false, &s->tenant_keys[i], err) < 0)
+        if (model_resolve(&s->cfg.tenant_models[i].model, &s->model_key, &s->tenant_keys[i], err) <
+            0)
             return -1;
     struct sbx_agent_opts ao = {.base = s->base,
                                 .rt = s->rt,

@@ -289,7 +289,20 @@ os.environ["OPENAI_MODEL"] = "fake-model"
 os.environ["OPENAI_API_KEY"] = KEY
 CFG = os.path.join(TMP, "agent.yaml")
 with open(CFG, "w") as f:
-    f.write("model:\n  tool_output_limit: 4k\n  max_steps: 6\n  turn_timeout: 60s\n")
+    f.write("model:\n  tool_output_limit: 4k\n  max_steps: 6\n  turn_timeout: 60s\n"
+            "tenants:\n"
+            "  acme:\n"
+            "    model:\n"
+            "      base_url: http://127.0.0.1:%d/acme/v1\n"
+            "      name: acme-model\n"
+            "      key_env: ACME_MODEL_KEY\n"
+            "  beta:\n"
+            "    model:\n"
+            "      key_file: %s\n" % (MODEL.port, os.path.join(TMP, "beta.key")))
+with open(os.path.join(TMP, "beta.key"), "w") as f:
+    f.write("beta-key-from-file\n")
+os.chmod(os.path.join(TMP, "beta.key"), 0o600)
+os.environ["ACME_MODEL_KEY"] = "acme-key-" + os.urandom(6).hex()
 
 D = Daemon(os.path.join(TMP, "state"), config=CFG)
 D.start()
@@ -654,6 +667,32 @@ def cancel_during_a_model_tool_call():
         check(len(MODEL.requests) == 1, "the model is not asked again", len(MODEL.requests))
     finally:
         st.close()
+
+
+@S.case
+def a_tenant_has_its_own_model():
+    for tenant in ("acme", "beta"):
+        h = {"X-Tenant-Code": tenant}
+        st, b, _ = D.req("POST", "/runtime/start", {"sessionID": "own"}, headers=h, timeout=30)
+        check(st == 200, "started", (st, b))
+        MODEL.set({"events": [text_chunk("hi " + tenant), stop_chunk()]})
+        st, b, _ = D.req("POST", "/runtime/turn", {"sessionID": "own", "input": {
+            "type": "user_message", "text": "hello"}}, headers=h)
+        check(st == 200, "turn", (st, b))
+        deadline = time.monotonic() + 20
+        while not MODEL.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        r = MODEL.requests[0]
+        if tenant == "acme":
+            check(r["path"] == "/acme/v1/chat/completions" and r["body"]["model"] == "acme-model"
+                  and r["headers"]["Authorization"] == "Bearer " + os.environ["ACME_MODEL_KEY"],
+                  "acme's model, name and key", r)
+        else:
+            # no base_url nor name of its own: the default's, with the key from its file
+            check(r["path"] == "/v1/chat/completions" and r["body"]["model"] == "fake-model" and
+                  r["headers"]["Authorization"] == "Bearer beta-key-from-file",
+                  "beta: the default model, its own key", r)
+        time.sleep(0.3)
 
 
 # ---- external tools ----

@@ -217,6 +217,9 @@ static int request_start(struct ag_turn *t, sbx_err *err)
         h->headers = l;
     if (l && (l = curl_slist_append(h->headers, "Accept: text/event-stream")))
         h->headers = l;
+    /* No "Expect: 100-continue" round trip before the body. */
+    if (l && (l = curl_slist_append(h->headers, "Expect:")))
+        h->headers = l;
     if (l && t->m.key && *t->m.key) {
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s", t->m.key);
         if ((l = curl_slist_append(h->headers, auth)))

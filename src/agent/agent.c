@@ -121,6 +121,22 @@ static void calls_free(struct ag_turn *t)
     t->n_calls = t->next_call = 0;
 }
 
+/* A conversation with no turn going on leaves memory: the store has it all
+ * (conv_get loads it again), so memory holds only the sessions at work. */
+static void conv_release(struct sbx_agent *a, struct ag_conv *v)
+{
+    if (!v || v->turn)
+        return;
+    for (struct ag_conv **p = &a->convs; *p; p = &(*p)->next)
+        if (*p == v) {
+            *p = v->next;
+            break;
+        }
+    json_decref(v->messages);
+    json_decref(v->tools);
+    free(v);
+}
+
 static void turn_free(struct ag_turn *t)
 {
     struct sbx_agent *a = t->a;
@@ -138,8 +154,10 @@ static void turn_free(struct ag_turn *t)
             *p = t->next;
             break;
         }
-    if (t->conv && t->conv->turn == t)
+    if (t->conv && t->conv->turn == t) {
         t->conv->turn = NULL;
+        conv_release(a, t->conv);
+    }
     free((char *)t->m.base_url);
     free((char *)t->m.name);
     free((char *)t->m.key);
@@ -327,6 +345,7 @@ static void on_interrupted(void *ud, const char *id, const char *conversation, c
         conv_store(a, v, res);
         json_array_append_new(v->messages, res);
     }
+    conv_release(a, v);
     sbx_err e = {0};
     json_t *d = json_pack("{s:s, s:s, s:s}", "turnId", id, "reason", "interrupted", "message",
                           "the daemon stopped during the turn");
@@ -481,22 +500,22 @@ int sbx_agent_turn(struct sbx_agent *a, const struct sbx_clone *c, const char *s
         return sbx_err_set(err, EBUSY, "turn %s is going on in session '%s': one at a time",
                            v->turn->id, session);
     struct ag_turn *t = calloc(1, sizeof(*t));
-    if (!t)
+    if (!t) {
+        conv_release(a, v);
         return sbx_err_set(err, ENOMEM, "turn");
+    }
     t->a = a;
     t->clone = *c;
     snprintf(t->session, sizeof(t->session), "%s", session);
     t->conv = v;
     t->model = user;
     t->parallel = json_is_true(json_object_get(input, "parallel"));
-    if (sbx_id_new(t->id, err) < 0) {
-        free(t);
-        return -1;
-    }
     char key[4 * SBX_SEGMENT_MAX + 4];
     conv_key(key, sizeof(key), c->tenant, c->key, c->id, session);
-    if (sbx_store_turn_begin(a->o.store, t->id, key, c->tenant, session, err) < 0) {
+    if (sbx_id_new(t->id, err) < 0 ||
+        sbx_store_turn_begin(a->o.store, t->id, key, c->tenant, session, err) < 0) {
         free(t);
+        conv_release(a, v);
         return -1;
     }
     t->next = a->turns;
@@ -617,5 +636,6 @@ int sbx_agent_session_tools(struct sbx_agent *a, const struct sbx_clone *c, cons
         return -1;
     json_decref(v->tools);
     v->tools = json_deep_copy(tools);
+    conv_release(a, v);
     return 0;
 }

@@ -12,6 +12,8 @@
 void ag_emit(struct ag_turn *t, const char *type, json_t *data)
 {
     sbx_err e = {0};
+    /* A turn at work keeps its session from idling out. */
+    sbx_runtime_session_touch(t->a->o.rt, &t->clone, t->session);
     if (sbx_runtime_emit(t->a->o.rt, t->clone.tenant, t->session, type, data, &e) == 0)
         return;
     char msg[600], why[300];

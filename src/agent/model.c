@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "agent/agent_int.h"
 #include "base/log.h"
@@ -130,6 +131,9 @@ static void on_text(void *ud, const char *text, size_t len)
 static int on_event(void *ud, const char *data, size_t len)
 {
     struct ag_http *h = ud;
+    struct ag_turn *t = h->turn;
+    /* The model at work keeps the session from idling out. */
+    sbx_runtime_session_touch(t->a->o.rt, &t->clone, t->session);
     if (sbx_chat_stream_data(&h->chat, data, len, on_text, h) < 0) {
         h->bad = true;
         return -1;
@@ -175,9 +179,15 @@ static size_t on_header(char *buf, size_t size, size_t n, void *ud)
         v[k] = '\0';
         char *end;
         double s = strtod(v, &end);
-        /* Seconds only: an HTTP date is taken as "soon" (the backoff). */
-        if (end != v && isfinite(s) && s >= 0)
+        while (*end == ' ' || *end == '\t')
+            end++;
+        if (end != v && (*end == '\r' || *end == '\n' || !*end) && isfinite(s) && s >= 0) {
             h->retry_after_s = s;
+        } else { /* an HTTP date */
+            time_t at = curl_getdate(v, NULL), now = time(NULL);
+            if (at != -1)
+                h->retry_after_s = at > now ? (double)(at - now) : 0;
+        }
     }
     return len;
 }
@@ -269,6 +279,7 @@ void ag_model_step(struct ag_turn *t)
         return;
     }
     sbx_err e = {0};
+    sbx_runtime_session_touch(t->a->o.rt, &t->clone, t->session);
     if (request_start(t, &e) < 0) {
         char msg[600];
         ag_turn_end(t, "error", "model_unavailable", sbx_err_format(&e, msg, sizeof(msg)));

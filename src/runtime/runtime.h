@@ -144,6 +144,9 @@ int sbx_runtime_session_set_network(struct sbx_runtime *rt, const struct sbx_clo
                                     const char *name, int net_default, const char *const *allow,
                                     const char *const *deny, sbx_err *err);
 bool sbx_runtime_session_live(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name);
+/* Activity in a live session that is not a task (an agent's turn waiting on
+ * its model): its idle timeout counts again from now. */
+void sbx_runtime_session_touch(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name);
 
 /* Counts for status and readiness. */
 void sbx_runtime_counts(const struct sbx_runtime *rt, unsigned *running, unsigned *queued);

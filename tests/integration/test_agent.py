@@ -601,6 +601,20 @@ def server_errors_and_429_are_retried_honouring_retry_after():
 
 
 @S.case
+def retry_after_as_an_http_date():
+    import email.utils
+    D.start_session("m6d")
+    MODEL.set({"status": 503, "headers": {"Retry-After": email.utils.formatdate(time.time() + 3, usegmt=True)}},
+              {"events": [text_chunk("later"), stop_chunk()]})
+    t0 = time.monotonic()
+    tid, evs = user_turn("m6d", "date")
+    r = of(evs, "model_retry")
+    check(len(r) == 1 and 1 <= r[0]["afterSeconds"] <= 3, "the date's delay", r)
+    check(time.monotonic() - t0 >= 1, "waited for it")
+    check(of(evs, "done")[-1]["stopReason"] == "stop", "then the answer", evs)
+
+
+@S.case
 def retries_end_within_the_budget():
     D.start_session("m6b")
     MODEL.set(*[{"status": 503}] * 10)
@@ -964,6 +978,38 @@ def time_and_token_budgets():
                   "after 2 calls of 15 tokens", (of(evs, "done"), len(MODEL.requests)))
         finally:
             st.close()
+    finally:
+        d.stop()
+
+
+@S.case
+def a_turn_at_work_keeps_its_session_from_idling_out():
+    cfg = os.path.join(TMP, "idle.yaml")
+    with open(cfg, "w") as f:
+        f.write("sandbox:\n  idle_timeout: 2s\n")
+    d = Daemon(os.path.join(TMP, "idle-state"), config=cfg)
+    d.start()
+    try:
+        d.start_session("idle")
+        # 3.5 s of streaming text, longer than the idle timeout, then a tool call
+        MODEL.set({"events": [text_chunk("t%d " % i) for i in range(7)] +
+                   tool_call_chunks([("i1", "exec", '{"command":"echo still-here"}')]),
+                   "delay": 0.5},
+                  {"events": [text_chunk("done"), stop_chunk()]})
+        st = Stream(d, "idle", last_id=None)
+        try:
+            tid = d.turn("idle", {"type": "user_message", "text": "long"})["turnId"]
+            evs = st.wait(lambda es: any(e["type"] == "done" for e in es), 30, "done")
+        finally:
+            st.close()
+        end = of(evs, "tool_call_end")
+        check(end and end[0]["result"].strip() == "still-here",
+              "the session was still there for the tool", end)
+        check(of(evs, "done")[0]["stopReason"] == "stop", "the turn ended well", of(evs, "done"))
+        time.sleep(3)
+        s, b, _ = d.req("POST", "/runtime/turn", {"sessionID": "idle", "input": {
+            "type": "tool_calls", "calls": []}})
+        check(s == 404, "idle afterwards, the session ends as before", (s, b))
     finally:
         d.stop()
 

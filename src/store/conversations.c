@@ -178,3 +178,45 @@ int sbx_store_turns_interrupted(struct sbx_store *st,
     free(rows);
     return ret;
 }
+
+/* Conversations pruned per call: their messages and turns go together. */
+#define PRUNE_CONVERSATIONS_BATCH 100
+
+int store_prune_conversations(struct sbx_store *st, int64_t older_than, bool *more, sbx_err *err)
+{
+    /* Whole conversations whose newest turn began before older_than and none
+     * of whose turns is running: never half a conversation. */
+    static const char sql[] =
+        "CREATE TEMP TABLE IF NOT EXISTS prune_conv (c TEXT PRIMARY KEY);"
+        "DELETE FROM prune_conv;"
+        "INSERT INTO prune_conv SELECT conversation FROM agent_turns GROUP BY conversation"
+        " HAVING max(started_at) < ?1 AND sum(status = 'running') = 0 LIMIT ?2;"
+        "DELETE FROM agent_messages WHERE conversation IN (SELECT c FROM prune_conv);"
+        "DELETE FROM agent_turns WHERE conversation IN (SELECT c FROM prune_conv);"
+        "DELETE FROM agent_tools WHERE conversation IN (SELECT c FROM prune_conv);";
+    const char *next = sql;
+    int64_t picked = 0;
+    while (next && *next) {
+        sqlite3_stmt *s = NULL;
+        int rc = sqlite3_prepare_v2(st->db, next, -1, &s, &next);
+        if (rc != SQLITE_OK) {
+            sqlite3_finalize(s);
+            return store_fail(st, err, rc, "prune conversations");
+        }
+        if (!s)
+            break;
+        if (sqlite3_bind_parameter_count(s) >= 2) {
+            sqlite3_bind_int64(s, 1, older_than);
+            sqlite3_bind_int64(s, 2, PRUNE_CONVERSATIONS_BATCH);
+        }
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_DONE && sqlite3_bind_parameter_count(s) >= 2)
+            picked = sqlite3_changes64(st->db);
+        sqlite3_finalize(s);
+        if (rc != SQLITE_DONE)
+            return store_fail(st, err, rc, "prune conversations");
+    }
+    if (picked >= PRUNE_CONVERSATIONS_BATCH)
+        *more = true;
+    return 0;
+}

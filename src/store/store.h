@@ -303,7 +303,8 @@ struct sbx_store_prune_counts {
  * now - retention; 0: no age limit) or
  * are not among the newest max_tasks final tasks (0: no count limit), and
  * the events (and counters) of sessions whose last event is older than
- * older_than_ms. Unfinished tasks are never deleted. Each call deletes a
+ * older_than_ms, and the agent's conversations whose newest turn began
+ * before older_than_ms (none running). Unfinished tasks are never deleted. Each call deletes a
  * bounded batch so it stays short: call again while counts->more. A session
  * whose counter was dropped starts again at id 1 if it is ever reused. */
 int sbx_store_prune(struct sbx_store *st, int64_t older_than_ms, uint64_t max_tasks,

@@ -71,6 +71,19 @@ static void conversations_survive_a_reopen(void **state)
     t.n = 0;
     assert_int_equal(sbx_store_turns_interrupted(st, on_turn, &t, &e), 0);
     assert_int_equal(t.n, 0); /* told once */
+    /* Retention: the conversation (its turns all ended) goes whole. */
+    struct sbx_store_prune_counts pc;
+    assert_int_equal(sbx_store_turn_begin(st, "turn-3", "t:k:c:busy", "t", "busy", &e), 0);
+    assert_int_equal(sbx_store_message_append(st, "t:k:c:busy", "{}", &e), 0);
+    assert_int_equal(sbx_store_prune(st, INT64_MAX, 0, &pc, &e), 0);
+    m.n = 0;
+    assert_int_equal(sbx_store_messages(st, "t:k:c:s", on_message, &m, &e), 0);
+    assert_int_equal(m.n, 0);
+    assert_int_equal(sbx_store_conv_tools_get(st, "t:k:c:s", &tools, &e), 0);
+    assert_null(tools);
+    /* a running turn's conversation stays */
+    assert_int_equal(sbx_store_messages(st, "t:k:c:busy", on_message, &m, &e), 0);
+    assert_int_equal(m.n, 1);
     sbx_store_close(st);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

@@ -221,6 +221,9 @@ int sbx_api_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err)
         {"GET", "/openapi.json", h_openapi, 0},
         /* MCP, Streamable HTTP: GET is 405 (the router's), no server stream. */
         {"POST", "/mcp", sbx_mcp_post, 0},
+        {"POST", "/runtime/turn", h_turn, 0},
+        {"POST", "/runtime/turn/{id}/cancel", h_turn_cancel, 0},
+        {"GET", "/runtime/tools", h_tools, 0},
     };
     for (size_t i = 0; i < SBX_ARRAY_LEN(routes); i++)
         if (sbx_http_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, api,

@@ -6,9 +6,12 @@
 #include "runtime/runtime.h"
 #include "skills/skills.h"
 
+struct sbx_agent;
+
 struct sbx_api {
     struct sbx_runtime *rt;
     struct sbx_skills *skills; /* NULL: no skill routes answer but 503 */
+    struct sbx_agent *agent; /* turns (src/agent) */
     struct sbx_store *store;
     bool ready; /* the store is open and the engine's self-check passed */
     int64_t started_at;

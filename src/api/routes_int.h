@@ -87,6 +87,10 @@ void h_skill_activate(sbx_http_request *req, void *ud);
  * tier's profile, UR_TOKEN); 0 when it names none. 1 when the catalog is
  * not loaded yet: then fn(req, ud) is called once it is. */
 int api_skill_task(sbx_http_request *req, struct sbx_api *api, struct parsed_task *p, sbx_err *err);
+/* routes_turns.c */
+void h_turn(sbx_http_request *req, void *ud);
+void h_turn_cancel(sbx_http_request *req, void *ud);
+void h_tools(sbx_http_request *req, void *ud);
 /* routes_files.c */
 void h_file_get(sbx_http_request *req, void *ud);
 void h_file_put(sbx_http_request *req, void *ud);

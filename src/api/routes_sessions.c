@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/agent.h"
 #include "api/json.h"
 #include "base/digest.h"
 #include "workspace/path.h"
@@ -143,19 +144,22 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
 {
     struct sbx_api *api = ud;
     static const char *const fields[] = {"sessionID", "sessionId",  "tenantCode", "cloneKey",
-                                         "cloneId",   "snapshotId", NULL};
+                                         "cloneId",   "snapshotId", "tools",      NULL};
     json_t *body = sbx_http_req_json(req, fields);
     if (!body)
         return;
+    json_t *tools = json_incref(json_object_get(body, "tools"));
     struct sbx_clone c;
     sbx_err e = {0};
     if (api_request_clone(req, api, body, &c, &e) < 0) {
         json_decref(body);
+        json_decref(tools);
         return (void)sbx_http_respond_err(req, &e);
     }
     char snapshot[SBX_SHA256_HEX_SIZE] = "";
     if (!start && json_object_get(body, "snapshotId")) {
         json_decref(body);
+        json_decref(tools);
         sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "snapshotId applies to a start only");
         return;
     }
@@ -163,6 +167,7 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
         const char *id = api_snapshot_id(req, body, "snapshotId");
         if (!id) {
             json_decref(body);
+            json_decref(tools);
             return;
         }
         snprintf(snapshot, sizeof(snapshot), "%s", id);
@@ -172,6 +177,7 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
     if (s && (!json_is_string(s) || sbx_ws_segment_check("sessionID", json_string_value(s),
                                                          json_string_length(s), &e) < 0)) {
         json_decref(body);
+        json_decref(tools);
         {
             (void)sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s",
                                          e.msg[0] ? e.msg : "sessionID must be a string");
@@ -185,15 +191,20 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
     if (!start && !named) {
         /* The clone's runtime: its tasks canceled, its sessions ended,
          * new tasks refused until the next start. */
+        json_decref(tools);
         api_audit(req, api, "runtime_stop", c.id);
         sbx_runtime_clone_stop(api->rt, &c);
         start_stop_answer(req, api, &c, NULL);
         return;
     }
-    if (start && sbx_runtime_clone_start(api->rt, &c, &e) < 0)
+    if (start && sbx_runtime_clone_start(api->rt, &c, &e) < 0) {
+        json_decref(tools);
         return (void)sbx_http_respond_err(req, &e);
+    }
     if (start && !named && !sbx_api_extended(req)) {
-        /* The original's start: the runtime only, no sandbox kept. */
+        /* The original's start: the runtime only, no sandbox kept (and no
+         * session for tools to belong to). */
+        json_decref(tools);
         api_audit(req, api, "runtime_start", c.id);
         start_stop_answer(req, api, &c, NULL);
         return;
@@ -201,10 +212,17 @@ static void h_start_stop(sbx_http_request *req, void *ud, bool start)
     if (!named) {
         /* Ours (extended): a live session with a new name, returned. */
         char id[SBX_ID_SIZE];
-        if (sbx_id_new(id, &e) < 0)
+        if (sbx_id_new(id, &e) < 0) {
+            json_decref(tools);
             return (void)sbx_http_respond_err(req, &e);
+        }
         snprintf(session, sizeof(session), "%s", id);
     }
+    /* The external tools its turns may call (the caller runs them). */
+    int trc = tools && start ? sbx_agent_session_tools(api->agent, &c, session, tools, &e) : 0;
+    json_decref(tools);
+    if (trc < 0)
+        return (void)sbx_http_respond_err(req, &e);
     api_audit(req, api, start ? "session_start" : "session_stop", session);
     if (!start) {
         sbx_runtime_session_stop(api->rt, &c, session);

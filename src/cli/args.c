@@ -64,7 +64,8 @@ static const struct opt opts[O_COUNT] = {
     [O_JSON] = {"json", 0, false,
                 C(STATUS) | EXEC_RUN | C(TASKS_LIST) | C(TASKS_GET) | C(TASKS_CANCEL) |
                     C(TASKS_WAIT) | C(FILES_LS) | C(FILES_PUT) | C(STREAM) | C(SESSION_START) |
-                    C(SESSION_STOP) | C(TASKS_NETWORK) | C(SESSION_NETWORK) | SNAPSHOT_CMDS},
+                    C(SESSION_STOP) | C(TASKS_NETWORK) | C(SESSION_NETWORK) | SNAPSHOT_CMDS |
+                    C(CHAT) | C(TURN) | C(TURN_CANCEL)},
     [O_HELP] = {"help", 'h', false, ALL_CMDS},
     [O_VERSION] = {"version", 0, false, ALL_CMDS},
     [O_TIMEOUT] = {"timeout", 0, true, EXEC_RUN},
@@ -587,6 +588,30 @@ static int resolve_snapshot(struct parse_state *st)
     return check_snapshot_id("snapshot id", a->snapshot_id, st->err);
 }
 
+/* chat SESSION [MESSAGE] | turn SESSION INPUT | turn cancel TURN_ID */
+static int resolve_turn(struct parse_state *st, bool chat)
+{
+    struct sbx_cli_args *a = st->a;
+    if (chat) {
+        a->cmd = SBX_CLI_CHAT;
+        if (operands(st, 1, 1, 2, "chat SESSION [MESSAGE]") < 0)
+            return -1;
+        a->message = st->n_words > 2 ? st->words[2] : NULL;
+    } else if (st->n_words == 3 && strcmp(st->words[1], "cancel") == 0 &&
+               !strchr("{[-", st->words[2][0])) {
+        a->cmd = SBX_CLI_TURN_CANCEL;
+        a->task_id = st->words[2];
+        return check_text("turn id", a->task_id, st->err);
+    } else {
+        a->cmd = SBX_CLI_TURN;
+        if (operands(st, 1, 2, 2, "turn SESSION INPUT|CALLS|- or turn cancel TURN_ID") < 0)
+            return -1;
+        a->input = st->words[2];
+    }
+    a->session = st->words[1];
+    return check_segment("session ID", a->session, st->err);
+}
+
 /* The command from the operands, then the options checked against it. */
 static int resolve(struct parse_state *st, sbx_err *err)
 {
@@ -652,6 +677,9 @@ static int resolve(struct parse_state *st, sbx_err *err)
     } else if (strcmp(w, "mcp") == 0) {
         a->cmd = SBX_CLI_MCP;
         if (operands(st, 1, 0, 0, "mcp") < 0)
+            return -1;
+    } else if (strcmp(w, "chat") == 0 || strcmp(w, "turn") == 0) {
+        if (resolve_turn(st, strcmp(w, "chat") == 0) < 0)
             return -1;
     } else if (strcmp(w, "stream") == 0) {
         a->cmd = SBX_CLI_STREAM;

@@ -44,6 +44,9 @@ enum sbx_cli_cmd {
     SBX_CLI_SNAPSHOT_ROLLBACK,
     SBX_CLI_SNAPSHOT_RM,
     SBX_CLI_MCP,
+    SBX_CLI_CHAT,
+    SBX_CLI_TURN,
+    SBX_CLI_TURN_CANCEL,
 };
 
 /* Defaults from the environment (each may be NULL or ""). */
@@ -90,10 +93,13 @@ struct sbx_cli_args {
     size_t n_allow, n_deny;
     const char *net_default; /* "allow" | "deny", NULL: not sent */
     /* snapshot: its id (diff, rollback, rm), create's message, diff's
-     * --against (NULL: the workspace now) and file (path, NULL: none) */
+     * --against (NULL: the workspace now) and file (path, NULL: none);
+     * message is also chat's (NULL: read from stdin) */
     const char *snapshot_id, *message, *against;
     /* stream */
     const char *last_event_id;
+    /* chat SESSION [MESSAGE], turn SESSION INPUT, turn cancel ID (task_id) */
+    const char *input;      /* turn: JSON, "-" reads stdin */
     const char *help_topic; /* HELP: the command asked about, or NULL */
 };
 

@@ -18,6 +18,7 @@ int sbx_cli_cmd_network(struct sbx_cli_client *c, const struct sbx_cli_args *a);
 int sbx_cli_cmd_snapshot(struct sbx_cli_client *c, const struct sbx_cli_args *a);
 /* MCP over stdio, bridged to POST /mcp (its own transfers, side by side). */
 int sbx_cli_cmd_mcp(const struct sbx_cli_args *a);
+int sbx_cli_cmd_turn(struct sbx_cli_client *c, const struct sbx_cli_args *a); /* chat and turn */
 
 /* ---- shared by the commands ---- */
 

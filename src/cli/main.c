@@ -43,6 +43,13 @@ static void usage(FILE *f)
         "                                  what changed since ID (and PATH's unified diff)\n"
         "  snapshot rollback ID            make the workspace what snapshot ID holds\n"
         "  snapshot rm ID                  delete a snapshot\n"
+        "  chat SESSION [MESSAGE]          send a message to the model of a live session\n"
+        "                                  (stdin without MESSAGE); print its text and tool\n"
+        "                                  calls as they come\n"
+        "  turn SESSION INPUT              a turn: INPUT is its JSON ({\"type\": ...}), or an\n"
+        "                                  array of tool calls [{id, name, arguments}], '-':\n"
+        "                                  stdin; prints its events until it is done\n"
+        "  turn cancel TURN_ID             cancel a turn (its tools are killed)\n"
         "  stream [--session ID] [--last-event-id N]\n"
         "                                  follow a session's events (default: the daemon's\n"
         "                                  default session), resuming after a drop\n"
@@ -118,6 +125,10 @@ static int dispatch(struct sbx_cli_client *c, const struct sbx_cli_args *a)
         return sbx_cli_cmd_snapshot(c, a);
     case SBX_CLI_MCP:
         return sbx_cli_cmd_mcp(a);
+    case SBX_CLI_CHAT:
+    case SBX_CLI_TURN:
+    case SBX_CLI_TURN_CANCEL:
+        return sbx_cli_cmd_turn(c, a);
     default:
         return 2;
     }

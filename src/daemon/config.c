@@ -400,6 +400,13 @@ void sbx_config_free(struct sbx_config *c)
     cfg_free_secret(c->skills.token_secret);
     free(c->skills.token_secret_file);
     free(c->skills.token_audience);
+    for (size_t i = 0; i <= c->n_tenant_models; i++) {
+        struct sbx_model_conf *m = i < c->n_tenant_models ? &c->tenant_models[i].model : &c->model;
+        free(m->base_url), free(m->name), free(m->key_env), free(m->key_file);
+        if (i < c->n_tenant_models)
+            free(c->tenant_models[i].code);
+    }
+    free(c->tenant_models);
     memset(c, 0, sizeof(*c));
 }
 

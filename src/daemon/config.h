@@ -166,6 +166,18 @@ struct sbx_token {
     char *tenant; /* NULL: an operator token; else bound to this tenant */
 };
 
+/* Where the agent's model is: base_url and name, its key read from the
+ * variable key_env of the daemon's environment or from key_file (NULL:
+ * unset; the daemon's defaults are OPENAI_BASE_URL, OPENAI_MODEL and
+ * OPENAI_API_KEY). */
+struct sbx_model_conf {
+    char *base_url, *name, *key_env, *key_file;
+};
+struct sbx_tenant_model {
+    char *code;
+    struct sbx_model_conf model;
+};
+
 struct sbx_config {
     char *config_path; /* the YAML file read, NULL when none */
     bool help;         /* --help was given: nothing else was loaded */
@@ -262,6 +274,14 @@ struct sbx_config {
         char *token_audience;
         double token_ttl_s;
     } skills;
+    /* The model of the agent's turns (a tenant's own under tenants.<code>.model). */
+    struct sbx_model_conf model;
+    struct sbx_tenant_model *tenant_models;
+    size_t n_tenant_models;
+    struct {
+        uint64_t tool_output_limit, max_steps, max_tokens, max_retries;
+        double turn_timeout_s, stall_timeout_s;
+    } agent;
 
     /* The original's CLAW_* variables that were set but mean nothing here
      * (CLAW_AGENT_ID, CLAW_SKILL_STORE_*_ROOT, ...), for the daemon to log. */

@@ -35,7 +35,6 @@ enum kind {
     K_SEGMENT,     /* char *: a tenant/clone/runtime id */
     K_OPT_SEGMENT, /* char *: same, or unset (YAML null) */
     K_PATH,        /* char *: made absolute */
-    K_TEXT,        /* char *: any text without control characters */
     K_LISTEN,      /* struct sbx_listen */
     K_LOGLEVEL,    /* enum sbx_log_level */
     K_UINT,        /* uint64_t in [min, max] */
@@ -60,6 +59,7 @@ enum kind {
     K_TARGETS,
     K_BLOCKED,
     K_KEYS, /* struct sbx_strv of variable names */
+    K_TEXT, /* char *: printable text, 1 to 2048 bytes (a URL, a model's name) */
 };
 
 /* Limits: the keys of a limits block (sandbox, sandbox.max, an environment). */

@@ -344,10 +344,15 @@ static int parse_kind(struct loader *L, enum kind k, void *dst, uint64_t min, ui
         return cfg_set_str(dst, text) < 0 ? sbx_err_set(e, ENOMEM, "out of memory") : 0;
     case K_PATH:
         return cfg_make_path(L, text, dst, e);
-    case K_TEXT:
-        if (cfg_has_control(text))
-            return sbx_err_set(e, EINVAL, "holds a control character");
+    case K_TEXT: {
+        size_t n = strlen(text);
+        bool ok = n > 0 && n <= 2048;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = (unsigned char)text[i] >= 0x20 && text[i] != 0x7f;
+        if (!ok)
+            return sbx_err_set(e, EINVAL, "must be 1 to 2048 printable characters");
         return cfg_set_str(dst, text) < 0 ? sbx_err_set(e, ENOMEM, "out of memory") : 0;
+    }
     case K_LISTEN: {
         struct sbx_listen l = {0};
         if (cfg_parse_listen(L, text, &l, e) < 0)

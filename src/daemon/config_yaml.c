@@ -412,7 +412,43 @@ static struct sbx_tenant_conf *tenant_add(struct sbx_config *c, const char *code
     return t;
 }
 
-/* tenants: {code: {env_keys: [...], env: {KEY: value}}} */
+/* tenants.<code>.model: {base_url, name, key_env, key_file} */
+static int ytenant_model(struct loader *L, const char *code, const yaml_node_t *map,
+                         const char *path)
+{
+    if (cfg_ymapping(L, map, path) < 0)
+        return -1;
+    struct sbx_config *c = L->c;
+    struct sbx_tenant_model *v = realloc(c->tenant_models, (c->n_tenant_models + 1) * sizeof(*v));
+    if (!v)
+        return cfg_oom(L);
+    c->tenant_models = v;
+    struct sbx_tenant_model *t = &v[c->n_tenant_models];
+    *t = (struct sbx_tenant_model){0};
+    if (!(t->code = strdup(code)))
+        return cfg_oom(L);
+    c->n_tenant_models++;
+    static const char *const keys[] = {"base_url", "name", "key_env", "key_file"};
+    char **dst[] = {&t->model.base_url, &t->model.name, &t->model.key_env, &t->model.key_file};
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = cfg_ynode(L, p->key);
+        const char *key = cfg_yscalar_text(k);
+        char kpath[KEYPATH_MAX];
+        cfg_keypath(kpath, path, key);
+        size_t j = 0;
+        while (j < 4 && strcmp(keys[j], key) != 0)
+            j++;
+        if (j == 4)
+            return cfg_yfail(L, k, kpath, "unknown key (base_url, name, key_env, key_file)");
+        if (cfg_yapply(L, j == 3 ? K_PATH : K_TEXT, dst[j], 0, 0, k, cfg_ynode(L, p->value), kpath,
+                       NULL, 0) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* tenants: {code: {env_keys: [...], env: {KEY: value}, model: {...}}} */
 static int ytenants(struct loader *L, const yaml_node_t *map, const char *path)
 {
     if (cfg_ymapping(L, map, path) < 0)
@@ -439,8 +475,14 @@ static int ytenants(struct loader *L, const yaml_node_t *map, const char *path)
             const char *key = cfg_yscalar_text(cfg_ynode(L, q->key));
             char kpath[KEYPATH_MAX];
             cfg_keypath(kpath, tpath, key);
+            if (strcmp(key, "model") == 0) {
+                if (ytenant_model(L, code, cfg_ynode(L, q->value), kpath) < 0)
+                    return -1;
+                continue;
+            }
             if (strcmp(key, "env_keys") != 0 && strcmp(key, "env") != 0)
-                return cfg_yfail(L, cfg_ynode(L, q->key), kpath, "unknown key (env_keys, env)");
+                return cfg_yfail(L, cfg_ynode(L, q->key), kpath,
+                                 "unknown key (env_keys, env, model)");
         }
         if (keys) {
             char kpath[KEYPATH_MAX];
@@ -506,11 +548,12 @@ static int ypool_special(struct loader *L, const char *key, const yaml_node_t *k
 static int yroot(struct loader *L, const yaml_node_t *root)
 {
     static const char *const sections[] = {"server",    "sandbox",      "network", "tenants",
-                                           "retention", "environments", "pool",    "skills"};
+                                           "retention", "environments", "pool",    "skills",
+                                           "model"};
     if (root->type != YAML_MAPPING_NODE)
         return cfg_yfail(L, root, "(top)",
                          "expects a mapping of sections (server, sandbox, "
-                         "network, tenants, retention, environments, pool, skills)");
+                         "network, tenants, retention, environments, pool, skills, model)");
     if (cfg_ymapping(L, root, "") < 0)
         return -1;
     for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
@@ -522,7 +565,7 @@ static int yroot(struct loader *L, const yaml_node_t *root)
         if (j == SBX_ARRAY_LEN(sections))
             return cfg_yfail(L, k, cfg_yscalar_text(k),
                              "unknown section (server, sandbox, network, "
-                             "tenants, retention, environments, pool, skills)");
+                             "tenants, retention, environments, pool, skills, model)");
     }
     /* in this order: environments are judged against the final maxima, the
      * pool against the final environments */
@@ -553,6 +596,8 @@ static int yroot(struct loader *L, const yaml_node_t *root)
             rc = ywalk(L, n, name, name, NULL);
         else if (strcmp(name, "environments") == 0)
             rc = cfg_yenvironments(L, n, name);
+        else if (strcmp(name, "model") == 0)
+            rc = ywalk(L, n, name, name, NULL);
         else
             rc = ywalk(L, n, name, name, ypool_special);
         if (rc < 0)

@@ -4,12 +4,14 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/agent.h"
 #include "api/auth.h"
 #include "api/routes.h"
 #include "base/log.h"
@@ -21,6 +23,11 @@
 #include "net/egress.h"
 
 extern char **environ;
+
+struct model_keys {
+    struct sbx_agent_model m;
+    char *key; /* m.key, owned */
+};
 
 struct serve {
     struct sbx_config cfg;
@@ -35,6 +42,9 @@ struct serve {
     struct sbx_resolver *resolver;
     struct sbx_runtime *rt;
     struct sbx_skills *skills;
+    struct sbx_agent *agent;
+    struct model_keys model_key;
+    struct model_keys *tenant_keys; /* of cfg.tenant_models */
     sbx_auth *auth;
     sbx_http_server *http;
     struct sbx_api api;
@@ -331,6 +341,97 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *ud)
     event_base_loopbreak(s->base);
 }
 
+/* A model's settings as the agent takes them: the configured ones, else the
+ * seed's variables of the daemon's own environment (which no sandbox
+ * inherits: a task's environment is a whitelist); the key from its file or
+ * its variable. */
+/* A tenant's section overrides the default model key by key (fallback: the
+ * default model, already resolved; NULL for the default itself). */
+static int model_resolve(const struct sbx_model_conf *mc, const struct model_keys *fallback,
+                         struct model_keys *out, sbx_err *err)
+{
+    const char *url = mc->base_url ? mc->base_url
+                      : fallback   ? fallback->m.base_url
+                                   : getenv("OPENAI_BASE_URL");
+    const char *name = mc->name ? mc->name : fallback ? fallback->m.name : getenv("OPENAI_MODEL");
+    const char *key_env = mc->key_env ? mc->key_env : "OPENAI_API_KEY";
+    out->key = NULL;
+    if (fallback && !mc->key_env && !mc->key_file) {
+        if (fallback->key && !(out->key = strdup(fallback->key)))
+            return sbx_err_set(err, ENOMEM, "model key");
+        out->m = (struct sbx_agent_model){.base_url = url, .name = name, .key = out->key};
+        return 0;
+    }
+    if (mc->key_file) {
+        char buf[4096];
+        int fd = open(mc->key_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+        int saved = errno;
+        if (fd >= 0)
+            close(fd);
+        if (n < 0)
+            return sbx_err_set(err, saved, "model key_file %s", mc->key_file);
+        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+            n--;
+        buf[n] = '\0';
+        out->key = strdup(buf);
+        explicit_bzero(buf, sizeof(buf));
+        if (!out->key)
+            return sbx_err_set(err, ENOMEM, "model key");
+    } else if (getenv(key_env) && !(out->key = strdup(getenv(key_env)))) {
+        return sbx_err_set(err, ENOMEM, "model key");
+    }
+    out->m = (struct sbx_agent_model){.base_url = url, .name = name, .key = out->key};
+    return 0;
+}
+
+static const struct sbx_agent_model *tenant_model(void *ud, const char *tenant)
+{
+    struct serve *s = ud;
+    for (size_t i = 0; i < s->cfg.n_tenant_models; i++)
+        if (strcmp(s->cfg.tenant_models[i].code, tenant) == 0)
+            return &s->tenant_keys[i].m;
+    return NULL;
+}
+
+static int setup_agent(struct serve *s, sbx_err *err)
+{
+    size_t n = s->cfg.n_tenant_models;
+    if (!(s->tenant_keys = calloc(n + 1, sizeof(*s->tenant_keys))))
+        return sbx_err_set(err, ENOMEM, "models");
+    if (model_resolve(&s->cfg.model, NULL, &s->model_key, err) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (model_resolve(&s->cfg.tenant_models[i].model, &s->model_key, &s->tenant_keys[i], err) <
+            0)
+            return -1;
+    struct sbx_agent_opts ao = {.base = s->base,
+                                .rt = s->rt,
+                                .store = s->store,
+                                .model = s->model_key.m,
+                                .tenant_model = tenant_model,
+                                .tenant_ud = s,
+                                .tool_output_limit = s->cfg.agent.tool_output_limit,
+                                .max_steps = (unsigned)s->cfg.agent.max_steps,
+                                .turn_timeout_s = s->cfg.agent.turn_timeout_s,
+                                .max_tokens = s->cfg.agent.max_tokens,
+                                .max_retries = (unsigned)s->cfg.agent.max_retries,
+                                .stall_timeout_s = s->cfg.agent.stall_timeout_s};
+    s->agent = sbx_agent_new(&ao, err);
+    return s->agent ? 0 : -1;
+}
+
+static void keys_free(struct serve *s)
+{
+    for (size_t i = 0; s->tenant_keys && i <= s->cfg.n_tenant_models; i++) {
+        struct model_keys *k = i < s->cfg.n_tenant_models ? &s->tenant_keys[i] : &s->model_key;
+        if (k->key)
+            explicit_bzero(k->key, strlen(k->key));
+        free(k->key);
+    }
+    free(s->tenant_keys);
+}
+
 static void teardown(struct serve *s)
 {
     if (s->prune)
@@ -341,6 +442,8 @@ static void teardown(struct serve *s)
     if (s->rt)
         sbx_runtime_cancel_all(s->rt, "the daemon stopped");
     sbx_http_server_free(s->http);
+    sbx_agent_free(s->agent);
+    keys_free(s);
     sbx_runtime_free(s->rt);
     sbx_skills_free(s->skills);
     sbx_auth_free(s->auth);
@@ -421,6 +524,8 @@ int sbx_cmd_serve(int argc, char **argv)
     sbx_metric_set(&cg_mode, 1, sbx_cg_mode_name(s.cg_host.mode));
     if (!(s.rt = sbx_runtime_new(&ro, &e)) || setup_skills(&s, &e) < 0)
         goto fail;
+    if (setup_agent(&s, &e) < 0)
+        goto fail;
     sbx_http_config hc = {
         .listen = s.cfg.listen.text,
         .auth = s.auth,
@@ -440,6 +545,7 @@ int sbx_cmd_serve(int argc, char **argv)
         .sigpipe_ignored = true};
     s.api = (struct sbx_api){.rt = s.rt,
                              .skills = s.skills,
+                             .agent = s.agent,
                              .store = s.store,
                              .ready = true,
                              .started_at = (int64_t)time(NULL) * 1000,

@@ -89,6 +89,9 @@ struct sbx_task_request {
     bool declared_only;
     void (*on_output)(void *ud, int stream, const char *buf, size_t n); /* 1 stdout, 2 stderr */
     void *output_ud;
+    /* The agent's tool call this task runs (NULL: none): its output events
+     * carry the call's id as callId and the text as text too. */
+    const char *call_id;
 };
 
 /* The names a request shape gives the limits, for messages. */
@@ -214,6 +217,9 @@ int sbx_runtime_session_set_network(struct sbx_runtime *rt, const struct sbx_clo
                                     const char *name, int net_default, const char *const *allow,
                                     const char *const *deny, sbx_err *err);
 bool sbx_runtime_session_live(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name);
+/* Activity in a live session that is not a task (an agent's turn waiting on
+ * its model): its idle timeout counts again from now. */
+void sbx_runtime_session_touch(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name);
 
 /* ---- the runtime of a clone (the original's state machine) ---- */
 /* created -> start -> ready (busy while the clone's tasks are queued or

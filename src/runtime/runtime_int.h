@@ -24,6 +24,7 @@ struct rt_task {
     char id[SBX_ID_SIZE];
     struct sbx_clone clone;
     char session[SBX_SEGMENT_MAX + 1];
+    char *call_id; /* the agent's tool call, or NULL */
     char **argv;
     char **env;
     char *stdin_data;

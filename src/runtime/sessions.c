@@ -424,3 +424,10 @@ bool sbx_runtime_session_live(struct sbx_runtime *rt, const struct sbx_clone *c,
 {
     return rt_find_session(rt, c, name) != NULL;
 }
+
+void sbx_runtime_session_touch(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name)
+{
+    struct rt_session *x = rt_find_session(rt, c, name);
+    if (x && x->ready)
+        rt_session_touch(x);
+}

@@ -46,6 +46,10 @@ static void flush_output(struct rt_task *t, int idx)
         json_t *d =
             json_pack("{s:s, s:s, s:o}", "taskId", t->id, "stream", idx == 0 ? "stdout" : "stderr",
                       "data", sbx_json_text(data + off, cut));
+        if (t->call_id) {
+            json_object_set_new(d, "callId", json_string(t->call_id));
+            json_object_set(d, "text", json_object_get(d, "data"));
+        }
         rt_emit(t->rt, t->clone.tenant, t->session, "tool_call_output", d);
         off += cut;
     }
@@ -92,6 +96,7 @@ static void task_free(struct rt_task *t)
     for (size_t i = 0; i < SBX_ARRAY_LEN(t->mount_strs); i++)
         free(t->mount_strs[i]);
     sbx_strv_free(t->argv);
+    free(t->call_id);
     sbx_env_free(t->env);
     free(t->stdin_data);
     free(t->workspace);
@@ -488,6 +493,10 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     t->clone = req->clone;
     snprintf(t->session, sizeof(t->session), "%s",
              req->session && *req->session ? req->session : rt->default_session);
+    if (req->call_id && !(t->call_id = strdup(req->call_id))) {
+        free(t);
+        return sbx_err_set(err, ENOMEM, "task");
+    }
     t->argv =
         req->argv ? sbx_strv_dup(req->argv, 0) : code_argv(set, req->language, req->code, err);
     /* Code in a language runs with its environment's settings. */

@@ -110,10 +110,40 @@ static const char schema_v3[] =
     "CREATE INDEX idempotency_keys_by_time ON idempotency_keys (created_at);"
     "CREATE INDEX idempotency_keys_by_task ON idempotency_keys (task_id);";
 
+/* v4: the agent's conversations (src/agent): each session's messages in order,
+ * its turns (a turn still 'running' at a start was interrupted by the
+ * daemon's end), the tools it declared. A step of its own: other steps may
+ * come before it at a merge, it only needs schema_v1. */
+static const char schema_v4[] =
+    "CREATE TABLE agent_messages ("
+    " conversation TEXT NOT NULL,"
+    " seq INTEGER NOT NULL,"
+    " message TEXT NOT NULL CONSTRAINT message_is_json CHECK (json_valid(message)),"
+    " created_at INTEGER NOT NULL,"
+    " PRIMARY KEY (conversation, seq)"
+    ");"
+    "CREATE TABLE agent_turns ("
+    " id TEXT PRIMARY KEY NOT NULL,"
+    " conversation TEXT NOT NULL,"
+    " tenant TEXT NOT NULL,"
+    " session_id TEXT NOT NULL,"
+    " status TEXT NOT NULL CONSTRAINT turn_status_is_known CHECK (status IN"
+    "  ('running','ended','interrupted')),"
+    " stop_reason TEXT NOT NULL DEFAULT '',"
+    " started_at INTEGER NOT NULL,"
+    " ended_at INTEGER NOT NULL DEFAULT 0"
+    ");"
+    "CREATE INDEX agent_turns_running ON agent_turns (status) WHERE status = 'running';"
+    "CREATE TABLE agent_tools ("
+    " conversation TEXT PRIMARY KEY NOT NULL,"
+    " tools TEXT NOT NULL CONSTRAINT tools_is_json CHECK (json_valid(tools))"
+    ");";
+
 const struct store_migration store_migrations[] = {
     {1, schema_v1},
     {2, schema_v2},
     {3, schema_v3},
+    {4, schema_v4},
 };
 const size_t store_n_migrations = SBX_ARRAY_LEN(store_migrations);
 

@@ -71,7 +71,8 @@ static int prune_in_txn(struct sbx_store *st, void *vctx, sbx_err *err)
                          &n->events, &n->more, err, "prune idle sessions' events") < 0 ||
             delete_batch(st, STMT_PRUNE_STREAM_DROP, sql_streams, c->older_than,
                          PRUNE_STREAMS_BATCH, &n->sessions, &n->more, err,
-                         "prune idle sessions") < 0)
+                         "prune idle sessions") < 0 ||
+            store_prune_conversations(st, c->older_than, &n->more, err) < 0)
             return -1;
     }
     return 0;

@@ -31,7 +31,7 @@ struct sbx_store;
 /* The schema version this build writes. A file with a higher
  * PRAGMA user_version (written by a newer sandboxd) is refused with ENOTSUP,
  * never opened and never downgraded. */
-#define SBX_STORE_SCHEMA_VERSION 3
+#define SBX_STORE_SCHEMA_VERSION 4
 
 struct sbx_store_options {
     uint32_t busy_timeout_ms; /* 0: 50 ms */
@@ -320,7 +320,8 @@ struct sbx_store_prune_counts {
  * now - retention; 0: no age limit) or
  * are not among the newest max_tasks final tasks (0: no count limit), and
  * the events (and counters) of sessions whose last event is older than
- * older_than_ms. Unfinished tasks are never deleted. Each call deletes a
+ * older_than_ms, and the agent's conversations whose newest turn began
+ * before older_than_ms (none running). Unfinished tasks are never deleted. Each call deletes a
  * bounded batch so it stays short: call again while counts->more. A session
  * whose counter was dropped starts again at id 1 if it is ever reused. */
 int sbx_store_prune(struct sbx_store *st, int64_t older_than_ms, uint64_t max_tasks,
@@ -344,3 +345,29 @@ int sbx_store_idem_get(struct sbx_store *st, const char *tenant, const char *key
 int sbx_store_idem_put(struct sbx_store *st, const char *tenant, const char *key,
                        const char *digest, const char *task_id, int64_t now, int64_t not_before,
                        sbx_err *err);
+
+/* ---- The agent's conversations ------------------------------------------ */
+
+/* A conversation is named by its clone and session ("tenant:key:id:session");
+ * its messages are JSON text, kept in the order appended. */
+int sbx_store_message_append(struct sbx_store *st, const char *conversation, const char *message,
+                             sbx_err *err);
+/* Each message of the conversation, oldest first; fn returns 0 to go on. */
+int sbx_store_messages(struct sbx_store *st, const char *conversation,
+                       int (*fn)(void *ud, const char *message), void *ud, sbx_err *err);
+/* The tools a conversation declared (JSON array text), or none: *tools
+ * NULL. The caller frees *tools. */
+int sbx_store_conv_tools_set(struct sbx_store *st, const char *conversation, const char *tools,
+                             sbx_err *err);
+int sbx_store_conv_tools_get(struct sbx_store *st, const char *conversation, char **tools,
+                             sbx_err *err);
+/* A turn begins (running) and ends (with its stop reason). */
+int sbx_store_turn_begin(struct sbx_store *st, const char *id, const char *conversation,
+                         const char *tenant, const char *session, sbx_err *err);
+int sbx_store_turn_end(struct sbx_store *st, const char *id, const char *stop, sbx_err *err);
+/* The turns a previous run left running: each is marked interrupted, then
+ * told to fn (in the order they began). */
+int sbx_store_turns_interrupted(struct sbx_store *st,
+                                void (*fn)(void *ud, const char *id, const char *conversation,
+                                           const char *tenant, const char *session),
+                                void *ud, sbx_err *err);

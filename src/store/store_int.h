@@ -114,3 +114,7 @@ int store_bind_blob(sqlite3_stmt *s, int idx, const void *v, size_t len);
 /* Step a statement that returns no row (or whose rows are ignored): 0, or -1
  * with err naming what. */
 int store_exec(struct sbx_store *st, sqlite3_stmt *s, sbx_err *err, const char *what);
+
+/* conversations.c: the agent's conversations idle since before older_than
+ * (retention, inside prune's transaction); *more when the batch was full. */
+int store_prune_conversations(struct sbx_store *st, int64_t older_than, bool *more, sbx_err *err);

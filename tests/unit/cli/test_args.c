@@ -199,6 +199,38 @@ static void session_forms(void **state)
     assert_string_equal(e.msg, "--timeout does not apply to 'session start'");
 }
 
+static void chat_and_turn_forms(void **state)
+{
+    struct sbx_cli_args a;
+    sbx_err e;
+    assert_int_equal(PARSE(&a, &e, "chat", "s1", "hello there"), 0);
+    assert_int_equal(a.cmd, SBX_CLI_CHAT);
+    assert_string_equal(a.session, "s1");
+    assert_string_equal(a.message, "hello there");
+    assert_int_equal(PARSE(&a, &e, "chat", "s1", "--json"), 0);
+    assert_null(a.message); /* from stdin */
+    assert_true(a.json);
+    assert_int_equal(PARSE(&a, &e, "chat"), -1);
+    assert_string_equal(e.msg, "chat: missing argument (usage: chat SESSION [MESSAGE])");
+    assert_int_equal(PARSE(&a, &e, "chat", "../x", "hi"), -1);
+    assert_string_equal(e.msg, "session ID: '../x' has a character outside [A-Za-z0-9._-]");
+    assert_int_equal(PARSE(&a, &e, "turn", "s1", "[{\"name\":\"exec\"}]"), 0);
+    assert_int_equal(a.cmd, SBX_CLI_TURN);
+    assert_string_equal(a.input, "[{\"name\":\"exec\"}]");
+    assert_int_equal(PARSE(&a, &e, "turn", "s1", "-"), 0);
+    assert_string_equal(a.input, "-");
+    assert_int_equal(PARSE(&a, &e, "turn", "cancel", "0191-abc"), 0);
+    assert_int_equal(a.cmd, SBX_CLI_TURN_CANCEL);
+    assert_string_equal(a.task_id, "0191-abc");
+    /* a session called cancel still takes turns */
+    assert_int_equal(PARSE(&a, &e, "turn", "cancel", "{\"type\":\"tool_calls\"}"), 0);
+    assert_int_equal(a.cmd, SBX_CLI_TURN);
+    assert_string_equal(a.session, "cancel");
+    assert_int_equal(PARSE(&a, &e, "turn", "s1"), -1);
+    assert_int_equal(PARSE(&a, &e, "chat", "s1", "hi", "--timeout", "3"), -1);
+    assert_string_equal(e.msg, "--timeout does not apply to 'chat'");
+}
+
 static void network_forms(void **state)
 {
     struct sbx_cli_args a;
@@ -440,6 +472,7 @@ int main(void)
         cmocka_unit_test(run_forms),
         cmocka_unit_test(tasks_forms),
         cmocka_unit_test(session_forms),
+        cmocka_unit_test(chat_and_turn_forms),
         cmocka_unit_test(network_forms),
         cmocka_unit_test(files_and_stream_forms),
         cmocka_unit_test(help_and_version),

@@ -618,6 +618,37 @@ static void unknown_yaml_keys_refused_with_path(void **state)
     assert_at(yaml_err("- just\n- a list\n", NULL), "1:1: (top): expects a mapping");
 }
 
+/* The agent's model: the section, a tenant's own, bad values named. */
+static void model_section(void **state)
+{
+    write_yaml("model:\n  base_url: http://127.0.0.1:9/v1\n  name: m1\n  key_env: MY_KEY\n"
+               "  tool_output_limit: 8k\n  max_steps: 3\n  turn_timeout: 90s\n"
+               "tenants:\n  acme:\n    env_keys: [A]\n    model: {name: m2, key_file: k}\n");
+    char *argv[] = {"serve", "--config", file, NULL};
+    struct sbx_config c;
+    sbx_err e;
+    assert_int_equal(load(&c, argv, NULL, &e), 0);
+    assert_string_equal(c.model.base_url, "http://127.0.0.1:9/v1");
+    assert_string_equal(c.model.name, "m1");
+    assert_string_equal(c.model.key_env, "MY_KEY");
+    assert_null(c.model.key_file);
+    assert_int_equal(c.agent.tool_output_limit, 8192);
+    assert_int_equal(c.agent.max_steps, 3);
+    assert_true(c.agent.turn_timeout_s == 90);
+    assert_int_equal(c.n_tenant_models, 1);
+    assert_string_equal(c.tenant_models[0].code, "acme");
+    assert_string_equal(c.tenant_models[0].model.name, "m2");
+    assert_null(c.tenant_models[0].model.base_url);
+    assert_int_equal(c.tenant_models[0].model.key_file[0], '/'); /* made absolute */
+    sbx_config_free(&c);
+    assert_at(yaml_err("model:\n  name: \"\"\n", NULL), "2:3: model.name: ");
+    assert_at(yaml_err("model:\n  max_steps: 0\n", NULL),
+              "2:3: model.max_steps: '0' is out of range");
+    assert_at(yaml_err("model:\n  modle: x\n", NULL), "2:3: model.modle: unknown key");
+    assert_at(yaml_err("tenants:\n  acme:\n    model: {url: x}\n", NULL),
+              "3:13: tenants.acme.model.url: unknown key");
+}
+
 static void malformed_yaml_reports_line_and_column(void **state)
 {
     const char *msg = yaml_err("server:\n  listen: \":8080\"\n  tokens: [unclosed\n", NULL);
@@ -967,6 +998,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(seed_004_config, setup, teardown),
         cmocka_unit_test_setup_teardown(injected_task_variables, setup, teardown),
         cmocka_unit_test_setup_teardown(skills_settings, setup, teardown),
+        cmocka_unit_test_setup_teardown(model_section, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

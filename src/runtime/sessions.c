@@ -428,6 +428,8 @@ bool sbx_runtime_session_live(struct sbx_runtime *rt, const struct sbx_clone *c,
 void sbx_runtime_session_touch(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name)
 {
     struct rt_session *x = rt_find_session(rt, c, name);
-    if (x && x->ready)
+    if (x && x->ready) {
         rt_session_touch(x);
+        rt_clone_activity(rt, c); /* and its clone's runtime is not idle either */
+    }
 }

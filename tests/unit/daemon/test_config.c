@@ -975,7 +975,7 @@ static void skills_settings(void **state)
     sbx_config_free(&c);
     assert_contains(yaml_err("skills:\n  token_ttl: 2h\n", NULL), "skills.token_ttl");
     assert_contains(yaml_err("skills:\n  roots: x\n", NULL), "skills.roots");
-    assert_contains(yaml_err("skills:\n  ur_base_url: \"a\\x01b\"\n", NULL), "control character");
+    assert_contains(yaml_err("skills:\n  ur_base_url: \"a\\x01b\"\n", NULL), "printable characters");
 }
 
 int main(void)

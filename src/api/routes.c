@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/opensandbox/os_int.h"
 #include "base/log.h"
 #include "workspace/path.h"
 
@@ -162,5 +163,6 @@ int sbx_api_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err)
         if (sbx_http_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, api,
                            routes[i].flags, err) < 0)
             return -1;
-    return 0;
+    /* OpenSandbox's lifecycle and execd APIs (api/opensandbox/). */
+    return sbx_api_opensandbox_routes(srv, api, err);
 }

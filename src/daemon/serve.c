@@ -199,6 +199,7 @@ static void teardown(struct serve *s)
     /* The server first: its streams and waiting requests let go of the
      * runtime; then the runtime records every unfinished task as canceled. */
     sbx_http_server_free(s->http);
+    sbx_api_close(&s->api);
     sbx_runtime_free(s->rt);
     sbx_auth_free(s->auth);
     sbx_resolver_free(s->resolver);

@@ -273,23 +273,25 @@ static int session_spawn(struct rt_session *x, sbx_err *err)
     if (!(x->workspace = rt_workspace(rt, &c, &uid, &gid, err)) ||
         !(x->env = rt_task_env(set, set->net, x->tenant, NULL, err)))
         return -1;
-    struct sbx_spec spec = {.envp = x->env,
-                            .workspace = x->workspace,
-                            .uid = set->runner_uid,
-                            .gid = set->runner_gid,
-                            .host_id_base = (uint32_t)uid - set->runner_uid,
-                            .host_net = set->net == SBX_NET_HOST,
-                            .cg_host = rt->o.cg_host,
-                            .cg_limits = {.memory_bytes = set->limits.memory_bytes,
-                                          .pids = set->limits.pids,
-                                          .cpu_cores = set->limits.cpu_cores},
-                            .file_size_bytes = set->limits.file_size_bytes,
-                            .tmp_size_bytes = set->limits.tmp_bytes,
-                            .nofile = 1024,
-                            .name = x->cgname,
-                            .session = true,
-                            .host_view = !set->mount_sandbox,
-                            .join_pidfd = -1};
+    struct sbx_spec spec = {
+        .envp = x->env,
+        .workspace = x->workspace,
+        .uid = set->runner_uid,
+        .gid = set->runner_gid,
+        .host_id_base = (uint32_t)uid - set->runner_uid,
+        .host_net = set->net == SBX_NET_HOST,
+        .cg_host = rt->o.cg_host,
+        .cg_limits = {.memory_bytes =
+                          x->lim.memory_bytes ? x->lim.memory_bytes : set->limits.memory_bytes,
+                      .pids = x->lim.pids ? x->lim.pids : set->limits.pids,
+                      .cpu_cores = x->lim.cpu_cores > 0 ? x->lim.cpu_cores : set->limits.cpu_cores},
+        .file_size_bytes = set->limits.file_size_bytes,
+        .tmp_size_bytes = set->limits.tmp_bytes,
+        .nofile = 1024,
+        .name = x->cgname,
+        .session = true,
+        .host_view = !set->mount_sandbox,
+        .join_pidfd = -1};
     if (sbx_sandbox_spawn(&spec, &x->sb, err) < 0)
         return -1;
     if (set->net == SBX_NET_PROXY) {
@@ -327,6 +329,13 @@ static void on_session_workspace(void *ud, const sbx_err *err)
 int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
                               sbx_session_ready_fn ready, void *ud, sbx_err *err)
 {
+    return sbx_runtime_session_start_limits(rt, c, name, NULL, ready, ud, err);
+}
+
+int sbx_runtime_session_start_limits(struct sbx_runtime *rt, const struct sbx_clone *c,
+                                     const char *name, const struct sbx_cg_limits *lim,
+                                     sbx_session_ready_fn ready, void *ud, sbx_err *err)
+{
     struct rt_session *x = rt_find_session(rt, c, name);
     if (x && x->ready)
         return 1;
@@ -351,6 +360,8 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
         return -1;
     }
     x->rt = rt;
+    if (lim)
+        x->lim = *lim;
     x->sb.pidfd = x->sb.sync_fd = x->sb.stdin_fd = x->sb.stdout_fd = x->sb.stderr_fd = -1;
     snprintf(x->tenant, sizeof(x->tenant), "%s", c->tenant);
     snprintf(x->name, sizeof(x->name), "%s", name);
@@ -399,4 +410,13 @@ int sbx_runtime_session_set_network(struct sbx_runtime *rt, const struct sbx_clo
 bool sbx_runtime_session_live(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name)
 {
     return rt_find_session(rt, c, name) != NULL;
+}
+
+int sbx_runtime_session_freeze(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
+                               bool frozen, sbx_err *err)
+{
+    struct rt_session *x = rt_find_session(rt, c, name);
+    if (!x || !x->ready)
+        return sbx_err_set(err, ENOENT, "no live session %s", name);
+    return sbx_cgroup_freeze_start(&x->sb.cg, frozen, err);
 }

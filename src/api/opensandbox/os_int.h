@@ -1,0 +1,95 @@
+/* The OpenSandbox API (docs/opensandbox.md): OpenSandbox's lifecycle server
+ * (/v1/sandboxes…) and the execd agent each of its sandboxes runs (served
+ * here under /v1/sandboxes/{id}/proxy/44772/…), so its SDKs drive sandboxd
+ * unchanged. An OpenSandbox sandbox is one live session of the runtime with a
+ * clone of its own under the caller's tenant. What is kept of a sandbox
+ * (state, metadata, its commands) lives in memory: a daemon restart ends
+ * every session anyway. Shared by the files of this folder only. */
+#pragma once
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "api/routes_int.h"
+#include "api/sse.h"
+
+#define OS_EXECD_PORT "44772"
+#define OS_EGRESS_PORT "18080"
+/* Output kept of one background command (beyond it, the oldest is dropped). */
+#define OS_LOG_MAX (4u << 20)
+
+struct os_box;
+
+/* One command run through execd: a task of the sandbox's session. */
+struct os_cmd {
+    struct os_box *box;
+    char id[SBX_ID_SIZE];
+    char *command;
+    bool background;
+    bool running;
+    int exit_code;
+    char *error;          /* "" or why it did not complete */
+    int64_t started_at;   /* ms */
+    int64_t finished_at;  /* ms, 0 while running */
+    struct evbuffer *log; /* background: stdout and stderr as they came */
+    uint64_t log_dropped; /* bytes dropped from the front of log */
+    sbx_sse *sse;         /* foreground: the client's stream, NULL once gone */
+    struct os_cmd *next;
+};
+
+struct os_box {
+    struct os_state *os;
+    char id[SBX_ID_SIZE];
+    struct sbx_clone clone; /* tenant, no key, id = the sandbox's id */
+    char *image;
+    json_t *entrypoint; /* array of strings */
+    json_t *metadata;   /* object of strings */
+    json_t *env;        /* object of strings */
+    json_t *limits;     /* resourceLimits as given */
+    json_t *policy;     /* networkPolicy as given (or the default) */
+    const char *state;  /* Pending, Running, Pausing, Paused, Resuming, ... */
+    char reason[256];
+    int64_t created_at, expires_at; /* ms; expires_at 0: none */
+    struct event *ttl;              /* expiry */
+    struct event *freeze;           /* a freeze or thaw not settled yet */
+    bool subscribed;
+    struct sbx_subscriber sub; /* its session's events: the commands' output */
+    struct os_cmd *cmds;
+    sbx_http_request *create; /* the create request waiting for the session */
+    struct os_box *next;
+};
+
+struct os_state {
+    struct sbx_api *api;
+    struct os_box *boxes;
+};
+
+/* lifecycle.c */
+/* The caller's sandbox of the path's {id}, Running unless any_state; NULL
+ * with the answer given (404, or 409 when not running). */
+struct os_box *os_box_get(sbx_http_request *req, struct os_state *os, bool any_state);
+bool os_box_live(struct os_box *b);
+/* The RFC 3339 text of a time in ms (JSON string). */
+json_t *os_time(int64_t ms);
+/* 204, or 200 with Content-Length: 0 for routes the SDK reads as JSON. */
+void os_no_content(sbx_http_request *req);
+
+/* Apply the networkPolicy kept in b to its session (lifecycle.c). */
+int os_box_apply_policy(sbx_http_request *req, struct os_box *b, sbx_err *err);
+
+/* execd.c */
+int os_execd_routes(sbx_http_server *srv, struct os_state *os, sbx_err *err);
+/* A session event for b: the output of one of its commands. */
+void os_cmd_event(struct os_box *b, const char *type, json_t *data);
+/* The task of c ended. */
+void os_cmds_free(struct os_box *b);
+/* Start argv-less command text as a task of b's session. */
+struct os_cmd *os_cmd_start(struct os_box *b, const char *command, const char *cwd, json_t *envs,
+                            double timeout_s, bool background, sbx_err *err);
+
+/* files.c */
+int os_files_routes(sbx_http_server *srv, struct os_state *os, sbx_err *err);
+
+/* The route table of the surface (routes.c calls it). */
+int sbx_api_opensandbox_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err);

@@ -97,6 +97,10 @@ static void box_stop(struct os_box *b, const char *state, const char *reason)
     struct sbx_runtime *rt = b->os->api->rt;
     if (b->ttl)
         event_del(b->ttl);
+    if (b->freeze_req) {
+        sbx_http_respond_error(b->freeze_req, SBX_HTTP_CONFLICT, "sandbox %s ended", b->id);
+        b->freeze_req = NULL;
+    }
     if (b->freeze) {
         event_del(b->freeze);
         sbx_runtime_session_freeze(rt, &b->clone, b->id, false, NULL);
@@ -591,10 +595,12 @@ static void on_freeze(evutil_socket_t fd, short what, void *arg)
     struct os_box *b = arg;
     bool pause = strcmp(b->state, "Pausing") == 0;
     sbx_err e = {0};
+    sbx_http_request *req = b->freeze_req;
     if (sbx_runtime_session_freeze(b->os->api->rt, &b->clone, b->id, pause, &e) == 0) {
         b->state = pause ? "Paused" : "Running";
-        if (!pause)
-            arm_ttl(b);
+        b->freeze_req = NULL;
+        if (req)
+            sbx_http_respond_data(req, 202, NULL, "", 0);
         return;
     }
     if (e.errnum == EBUSY) {
@@ -604,6 +610,15 @@ static void on_freeze(evutil_socket_t fd, short what, void *arg)
     }
     b->state = "Failed";
     snprintf(b->reason, sizeof(b->reason), "%s", e.msg);
+    b->freeze_req = NULL;
+    if (req)
+        sbx_http_respond_err(req, &e);
+}
+
+static void freeze_cancel(sbx_http_request *req, void *ud)
+{
+    struct os_box *b = ud;
+    b->freeze_req = NULL; /* the freeze or thaw goes on, unwaited */
 }
 
 static void pause_resume(sbx_http_request *req, void *ud, bool pause)
@@ -611,7 +626,13 @@ static void pause_resume(sbx_http_request *req, void *ud, bool pause)
     struct os_box *b = os_box_get(req, ud, true);
     if (!b)
         return;
-    if (!os_box_live(b) || strcmp(b->state, pause ? "Running" : "Paused") != 0) {
+    if (b->freeze_req) {
+        sbx_http_respond_error(req, SBX_HTTP_CONFLICT, "sandbox %s is %s already", b->id, b->state);
+        return;
+    }
+    /* A resume may also undo a pause not settled yet. */
+    if (!os_box_live(b) || (strcmp(b->state, pause ? "Running" : "Paused") != 0 &&
+                            (pause || strcmp(b->state, "Pausing") != 0))) {
         sbx_http_respond_error(req, SBX_HTTP_CONFLICT, "sandbox %s is %s, not %s", b->id, b->state,
                                pause ? "Running" : "Paused");
         return;
@@ -621,13 +642,14 @@ static void pause_resume(sbx_http_request *req, void *ud, bool pause)
         return;
     }
     api_audit(req, b->os->api, pause ? "opensandbox_pause" : "opensandbox_resume", b->id);
+    /* The answer waits (off the loop's clock) until the kernel has stopped,
+     * or let go of, every process: a paused sandbox makes no progress. */
+    event_del(b->freeze);
     b->state = pause ? "Pausing" : "Resuming";
+    b->freeze_req = req;
     on_freeze(-1, 0, b);
-    if (strcmp(b->state, "Failed") == 0) {
-        sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "%s", b->reason);
-        return;
-    }
-    sbx_http_respond_data(req, 202, NULL, "", 0);
+    if (b->freeze_req)
+        sbx_http_req_defer(req, freeze_cancel, b);
 }
 
 static void h_pause(sbx_http_request *req, void *ud)

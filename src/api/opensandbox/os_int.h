@@ -53,6 +53,7 @@ struct os_box {
     int64_t created_at, expires_at; /* ms; expires_at 0: none */
     struct event *ttl;              /* expiry */
     struct event *freeze;           /* a freeze or thaw not settled yet */
+    sbx_http_request *freeze_req;   /* the pause or resume waiting for it */
     bool subscribed;
     struct sbx_subscriber sub; /* its session's events: the commands' output */
     struct os_cmd *cmds;

@@ -89,9 +89,14 @@ static json_t *info_json(const char *rel, const struct sbx_ws_stat *st)
 static int box_ws(sbx_http_request *req, struct os_state *os, struct os_box **bp, uid_t *uid,
                   gid_t *gid)
 {
-    struct os_box *b = os_box_get(req, os, false);
+    /* A paused sandbox's files are there too (its processes are what stop). */
+    struct os_box *b = os_box_get(req, os, true);
     if (!b)
         return -1;
+    if (!os_box_live(b) || strcmp(b->state, "Failed") == 0) {
+        sbx_http_respond_error(req, SBX_HTTP_CONFLICT, "sandbox %s is %s", b->id, b->state);
+        return -1;
+    }
     int ws;
     sbx_err e = {0};
     uid_t u;

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "workspace/path.h"
 #include "base/parse.h"
 #include "api/http_internal.h"
 #include "base/time.h"
@@ -51,7 +52,19 @@ bool os_box_live(struct os_box *b)
 static int request_tenant(sbx_http_request *req, struct os_state *os, struct sbx_clone *c,
                           sbx_err *err)
 {
-    return api_request_clone(req, os->api, NULL, c, err);
+    const sbx_identity *who = sbx_http_req_identity(req);
+    const char *t = sbx_http_req_header(req, "X-Tenant-Code");
+    if (who && who->tenant && (!t || strcmp(t, who->tenant) == 0))
+        t = who->tenant;
+    else if (!t)
+        t = api_set(os->api)->tenant_code ? api_set(os->api)->tenant_code : "";
+    *c = (struct sbx_clone){0};
+    if (sbx_ws_segment_check("X-Tenant-Code", t, strlen(t), err) < 0)
+        return -1;
+    if (who && who->tenant && strcmp(who->tenant, t) != 0)
+        return sbx_err_set(err, EACCES, "this token may not act for tenant '%s'", t);
+    snprintf(c->tenant, sizeof(c->tenant), "%s", t);
+    return 0;
 }
 
 struct os_box *os_box_get(sbx_http_request *req, struct os_state *os, bool any_state)

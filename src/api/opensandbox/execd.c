@@ -14,7 +14,7 @@
 #define EGRESS "/v1/sandboxes/{id}/proxy/" OS_EGRESS_PORT
 #define HEARTBEAT_MS 15000
 
-static struct os_cmd *cmd_find(struct os_box *b, const char *id)
+struct os_cmd *os_cmd_find(struct os_box *b, const char *id)
 {
     for (struct os_cmd *c = b->cmds; c; c = c->next)
         if (strcmp(c->id, id) == 0)
@@ -40,14 +40,50 @@ static void cmd_send(struct os_cmd *c, const char *type, const char *text, json_
     json_decref(ev);
 }
 
+/* A code run's stdout is one JSON event per line (interp.c's client):
+ * each complete line goes on as an event; its stderr (the client's own
+ * trouble) as stderr. */
+static void code_output(struct os_cmd *c, const char *stream, const char *text, size_t len)
+{
+    if (strcmp(stream, "stdout") != 0) {
+        cmd_send(c, "stderr", text, NULL);
+        return;
+    }
+    evbuffer_add(c->log, text, len);
+    for (;;) {
+        struct evbuffer_ptr eol = evbuffer_search_eol(c->log, NULL, NULL, EVBUFFER_EOL_LF);
+        if (eol.pos < 0)
+            break;
+        size_t n = (size_t)eol.pos;
+        const char *line = (const char *)evbuffer_pullup(c->log, (ssize_t)n + 1);
+        json_t *ev = json_loadb(line, n, 0, NULL);
+        const char *type = json_string_value(json_object_get(ev, "type"));
+        if (type) {
+            c->sent_error |= strcmp(type, "error") == 0;
+            char t[32];
+            snprintf(t, sizeof(t), "%s", type);
+            json_object_del(ev, "type");
+            cmd_send(c, t, NULL, json_incref(ev));
+        }
+        json_decref(ev);
+        evbuffer_drain(c->log, n + 1);
+    }
+    if (evbuffer_get_length(c->log) > OS_LOG_MAX) /* no line this long comes from the client */
+        evbuffer_drain(c->log, evbuffer_get_length(c->log));
+}
+
 void os_cmd_event(struct os_box *b, const char *type, json_t *data)
 {
     const char *id = json_string_value(json_object_get(data, "taskId"));
     const char *stream = json_string_value(json_object_get(data, "stream"));
     json_t *text = json_object_get(data, "data");
-    struct os_cmd *c = id ? cmd_find(b, id) : NULL;
+    struct os_cmd *c = id ? os_cmd_find(b, id) : NULL;
     if (!c || !stream || !json_is_string(text))
         return;
+    if (c->code) {
+        code_output(c, stream, json_string_value(text), json_string_length(text));
+        return;
+    }
     if (c->background) {
         evbuffer_add(c->log, json_string_value(text), json_string_length(text));
         size_t len = evbuffer_get_length(c->log);
@@ -94,7 +130,9 @@ static void cmd_done(void *ud, const struct sbx_store_task *t)
     free(c->error);
     c->error = strdup(t->error ? t->error : "");
     json_decref(r);
-    if (c->exit_code == 0 && !*c->error) {
+    if (c->code && c->sent_error) {
+        /* its error event said it */
+    } else if (c->exit_code == 0 && !*c->error) {
         cmd_send(
             c, "execution_complete", NULL,
             json_pack("{s:I}", "execution_time", (json_int_t)(c->finished_at - c->started_at)));
@@ -115,9 +153,11 @@ static void cmd_done(void *ud, const struct sbx_store_task *t)
 }
 
 /* The command text through the shell, in cwd (NULL: the workspace). */
-struct os_cmd *os_cmd_start(struct os_box *b, const char *command, const char *cwd, json_t *envs,
-                            double timeout_s, bool background, sbx_err *err)
+struct os_cmd *os_cmd_start(struct os_box *b, const struct os_run *run, sbx_err *err)
 {
+    const char *command = run->command ? run->command : run->argv[0];
+    const char *cwd = run->cwd;
+    json_t *envs = run->envs;
     struct os_cmd *c = calloc(1, sizeof(*c));
     size_t n = json_object_size(b->env) + json_object_size(envs);
     char **env = calloc(n + 1, sizeof(char *));
@@ -146,13 +186,18 @@ struct os_cmd *os_cmd_start(struct os_box *b, const char *command, const char *c
     const char *argv[] = {"/bin/sh", "-c", command, NULL};
     struct sbx_task_request r = {.clone = b->clone,
                                  .session = b->id,
-                                 .argv = cwd ? argv_cwd : argv,
+                                 .argv = run->argv ? run->argv
+                                         : cwd     ? argv_cwd
+                                                   : argv,
                                  .env = (const char *const *)env,
+                                 .stdin_data = run->stdin_data,
+                                 .stdin_len = run->stdin_data ? strlen(run->stdin_data) : 0,
                                  .net = -1,
                                  .net_default = -1,
-                                 .timeout_s = timeout_s};
+                                 .timeout_s = run->timeout_s};
     c->box = b;
-    c->background = background;
+    c->background = run->background;
+    c->code = run->code;
     c->running = true;
     c->started_at = sbx_now_ms();
     if (sbx_runtime_submit(b->os->api->rt, &r, cmd_done, c, c->id, err) < 0)
@@ -238,21 +283,29 @@ static void h_command(sbx_http_request *req, void *ud)
             sbx_err_set(&e, EINVAL, "timeout %lld ms is above the maximum %g s",
                         (long long)json_integer_value(to), set->max.timeout_s);
     }
-    bool background = json_is_true(bg);
+    struct os_run run = {.command = json_string_value(cmd),
+                         .cwd = json_string_value(cwd),
+                         .envs = envs,
+                         .timeout_s = timeout_s,
+                         .background = json_is_true(bg)};
     struct os_cmd *c = NULL;
     if (!e.errnum)
-        c = os_cmd_start(b, json_string_value(cmd), json_string_value(cwd), envs, timeout_s,
-                         background, &e);
+        c = os_cmd_start(b, &run, &e);
     json_decref(body);
     if (!c) {
         sbx_http_respond_err(req, &e);
         return;
     }
+    os_cmd_stream(req, c);
+}
+
+void os_cmd_stream(sbx_http_request *req, struct os_cmd *c)
+{
     sbx_sse_opts o = {.on_close = stream_closed, .ud = c, .heartbeat_ms = HEARTBEAT_MS};
     if (!(c->sse = sbx_http_respond_sse(req, &o)))
         return;
     cmd_send(c, "init", c->id, NULL);
-    if (background) {
+    if (c->background) {
         sbx_sse_close(c->sse);
         c->sse = NULL;
     }
@@ -260,7 +313,7 @@ static void h_command(sbx_http_request *req, void *ud)
 
 static struct os_cmd *cmd_of(sbx_http_request *req, struct os_box *b, const char *id)
 {
-    struct os_cmd *c = id ? cmd_find(b, id) : NULL;
+    struct os_cmd *c = id ? os_cmd_find(b, id) : NULL;
     if (!c)
         sbx_http_respond_error(req, id ? SBX_HTTP_NOT_FOUND : SBX_HTTP_BAD_REQUEST, "%s%s",
                                id ? "no command " : "id is required", id ? id : "");

@@ -118,6 +118,7 @@ static void box_stop(struct os_box *b, const char *state, const char *reason)
         event_del(b->freeze);
         sbx_runtime_session_freeze(rt, &b->clone, b->id, false, NULL);
     }
+    os_ctxs_free(b);
     os_cmds_free(b);
     if (b->subscribed) {
         sbx_runtime_unsubscribe(rt, &b->sub);
@@ -347,8 +348,10 @@ static void created(void *ud, const sbx_err *err)
             }
             evbuffer_add(cmd, "", 1);
             const char *text = cmd ? (const char *)evbuffer_pullup(cmd, -1) : NULL;
-            if (!text ||
-                !os_cmd_start(b, text, NULL, NULL, api_set(b->os->api)->max.timeout_s, true, &e))
+            struct os_run run = {.command = text,
+                                 .timeout_s = api_set(b->os->api)->max.timeout_s,
+                                 .background = true};
+            if (!text || !os_cmd_start(b, &run, &e))
                 sbx_err_wrap(&e, "entrypoint");
             if (cmd)
                 evbuffer_free(cmd);
@@ -802,5 +805,7 @@ int sbx_api_opensandbox_routes(sbx_http_server *srv, struct sbx_api *api, sbx_er
     for (size_t i = 0; i < SBX_ARRAY_LEN(routes); i++)
         if (sbx_http_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, os, 0, err) < 0)
             return -1;
-    return os_execd_routes(srv, os, err) < 0 ? -1 : os_files_routes(srv, os, err);
+    if (os_execd_routes(srv, os, err) < 0 || os_interp_routes(srv, os, err) < 0)
+        return -1;
+    return os_files_routes(srv, os, err);
 }

@@ -27,12 +27,15 @@ struct os_cmd {
     char id[SBX_ID_SIZE];
     char *command;
     bool background;
+    bool code;       /* a code interpreter's run: its output is JSON event lines */
+    bool sent_error; /* ... one of which was an error */
     bool running;
     int exit_code;
     char *error;          /* "" or why it did not complete */
     int64_t started_at;   /* ms */
     int64_t finished_at;  /* ms, 0 while running */
-    struct evbuffer *log; /* background: stdout and stderr as they came */
+    struct evbuffer *log; /* background: stdout and stderr as they came; code: a
+                             partial event line */
     uint64_t log_dropped; /* bytes dropped from the front of log */
     sbx_sse *sse;         /* foreground: the client's stream, NULL once gone */
     struct os_cmd *next;
@@ -57,6 +60,7 @@ struct os_box {
     bool subscribed;
     struct sbx_subscriber sub; /* its session's events: the commands' output */
     struct os_cmd *cmds;
+    struct os_ctx *ctxs;      /* code interpreter contexts and bash sessions */
     sbx_http_request *create; /* the create request waiting for the session */
     struct os_box *next;
 };
@@ -85,9 +89,33 @@ int os_execd_routes(sbx_http_server *srv, struct os_state *os, sbx_err *err);
 void os_cmd_event(struct os_box *b, const char *type, json_t *data);
 /* The task of c ended. */
 void os_cmds_free(struct os_box *b);
-/* Start argv-less command text as a task of b's session. */
-struct os_cmd *os_cmd_start(struct os_box *b, const char *command, const char *cwd, json_t *envs,
-                            double timeout_s, bool background, sbx_err *err);
+/* What a command runs: text through the shell (in cwd, NULL: the
+ * workspace), or argv as is; stdin_data may be NULL. */
+struct os_run {
+    const char *command;
+    const char *const *argv;
+    const char *cwd;
+    json_t *envs;
+    const char *stdin_data;
+    double timeout_s;
+    bool background, code;
+};
+/* Start a command as a task of b's session. */
+struct os_cmd *os_cmd_start(struct os_box *b, const struct os_run *r, sbx_err *err);
+/* The command's event stream (answering req), init sent; background ones
+ * end it there. */
+void os_cmd_stream(sbx_http_request *req, struct os_cmd *c);
+struct os_cmd *os_cmd_find(struct os_box *b, const char *id);
+
+/* interp.c: the code interpreter (/code...) and bash sessions (/session...) */
+struct os_ctx {
+    char id[SBX_ID_SIZE];
+    char language[16];
+    char server[SBX_ID_SIZE]; /* the command that is its interpreter */
+    struct os_ctx *next;
+};
+int os_interp_routes(sbx_http_server *srv, struct os_state *os, sbx_err *err);
+void os_ctxs_free(struct os_box *b);
 
 /* files.c */
 int os_files_routes(sbx_http_server *srv, struct os_state *os, sbx_err *err);

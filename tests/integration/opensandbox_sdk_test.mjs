@@ -184,6 +184,35 @@ dns = await sbx.commands.run(resolve("svc.test"));
 check(dns.logs.stdout.map((m) => m.text).join("").trim() === "refused",
   "the patched policy applies at once", dns.logs);
 
+// ---- bash sessions through the SDK ----
+const shellId = await sbx.commands.createSession({ workingDirectory: "/tmp" });
+await sbx.commands.runInSession(shellId, "export COUNT=41; cd /workspace");
+const inSession = await sbx.commands.runInSession(shellId, "echo $((COUNT + 1)) $(pwd)");
+check(inSession.logs.stdout.map((m) => m.text).join("") === "42 /workspace\n" && inSession.exitCode === 0,
+  "a bash session keeps its variables and cwd", inSession.logs);
+const badRun = await sbx.commands.runInSession(shellId, "exit_code() { return 9; }; exit_code");
+check(badRun.exitCode === 9, "a session run's exit code", badRun.error);
+await sbx.commands.deleteSession(shellId);
+
+// ---- the code interpreter, by fetch (its SDK package is not on npm) ----
+const execdUrl = await sbx.getEndpointUrl(44772);
+const headers = { "OPEN-SANDBOX-API-KEY": process.env.KEY, "content-type": "application/json" };
+const ctx = await (await fetch(`${execdUrl}/code/context`, {
+  method: "POST", headers, body: JSON.stringify({ language: "python" }),
+})).json();
+async function runCode(code) {
+  const res = await fetch(`${execdUrl}/code`, {
+    method: "POST", headers, body: JSON.stringify({ code, context: ctx }),
+  });
+  return (await res.text()).split("\n").filter((l) => l.startsWith("data:"))
+    .map((l) => JSON.parse(l.slice(5)));
+}
+await runCode("import math\nvalue = math.factorial(5)");
+const evs = await runCode("print('v', value)\nvalue * 2");
+check(evs.some((e) => e.type === "stdout" && e.text === "v 120\n") &&
+  evs.some((e) => e.type === "result" && e.results.text === "240"),
+  "the interpreter keeps variables; the last value is the result", evs);
+
 // ---- errors, expiry, kill ----
 await rejects(Sandbox.create({ image: "ubuntu:22.04", connectionConfig: cfg, timeoutSeconds: 60 }),
   "an unknown image names our environments", /python, node, shell/);

@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import sys
+import threading
 import time
 import urllib.parse
 
@@ -422,6 +423,86 @@ def renew_and_expiry():
     check(D.req("GET", "/v1/sandboxes?state=Terminated")[1]["items"][0]["id"] == sid,
           "listed as Terminated")
     D.req("DELETE", "/v1/sandboxes/" + sid)
+
+
+def code_stream(path, body):
+    st, text, h = D.req("POST", path, body, raw=True, timeout=60)
+    check(st == 200, "an event stream", (st, text))
+    return [json.loads(ln[5:]) for ln in text.decode().splitlines() if ln.startswith("data:")]
+
+
+def code(sid, body):
+    return code_stream(execd(sid, "/code"), body)
+
+
+@S.case
+def code_interpreter_keeps_state_per_context():
+    st, ctx, _ = D.req("POST", execd(SID, "/code/context"), {"language": "python"})
+    check(st == 200 and ctx["language"] == "python" and ctx["id"], "a context", ctx)
+    c = {"id": ctx["id"], "language": "python"}
+    evs = code(SID, {"code": "x = 40\nprint('hi')\nx + 2", "context": c})
+    check(out(evs) == "hi\n" and [e["results"]["text"] for e in evs if e["type"] == "result"] ==
+          ["42"] and evs[-1]["type"] == "execution_complete", "output and the last value", evs)
+    evs = code(SID, {"code": "x * 10", "context": c})
+    check([e["results"]["text/plain"] for e in evs if e["type"] == "result"] == ["400"] and
+          [e["execution_count"] for e in evs if e["type"] == "execution_count"] == [2],
+          "variables persist; the count goes on", evs)
+    evs = code(SID, {"code": "1/0", "context": c})
+    check(evs[-1]["type"] == "error" and evs[-1]["error"]["ename"] == "ZeroDivisionError" and
+          "<cell>" in "".join(evs[-1]["error"]["traceback"]), "an exception is an error", evs)
+    # another context is another namespace
+    st, ctx2, _ = D.req("POST", execd(SID, "/code/context"), {"language": "python"})
+    evs = code(SID, {"code": "x", "context": {"id": ctx2["id"], "language": "python"}})
+    check(evs[-1]["type"] == "error" and evs[-1]["error"]["ename"] == "NameError",
+          "contexts are apart", evs)
+    # interrupt: SIGINT to the interpreter, whose state stays
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault(
+        "evs", code(SID, {"code": "import time\ntime.sleep(30)", "context": c})))
+    t.start()
+    time.sleep(1.0)
+    st, b, _ = D.req("DELETE", execd(SID, "/code?id=" + ctx["id"]))
+    check(st == 200, "interrupt: 200", (st, b))
+    t.join(20)
+    check(box["evs"][-1]["type"] == "error" and
+          box["evs"][-1]["error"]["ename"] == "KeyboardInterrupt", "interrupted", box)
+    evs = code(SID, {"code": "x", "context": c})
+    check([e["results"]["text"] for e in evs if e["type"] == "result"] == ["40"],
+          "its state survives an interrupt", evs)
+    st, b, _ = D.req("GET", execd(SID, "/code/contexts?language=python"))
+    check(sorted(x["id"] for x in b) == sorted([ctx["id"], ctx2["id"]]), "listed", b)
+    check(D.req("GET", execd(SID, "/code/contexts/" + ctx["id"]))[1] == ctx, "get one")
+    check(D.req("DELETE", execd(SID, "/code/contexts/" + ctx2["id"]))[0] == 200, "delete one")
+    check(D.req("GET", execd(SID, "/code/contexts/" + ctx2["id"]))[0] == 404, "gone")
+    st, b, _ = D.req("POST", execd(SID, "/code"), {"code": "1", "context": {"id": ctx2["id"]}})
+    check(st == 404, "a deleted context: 404", (st, b))
+    for body in ({"language": "cobol"}, {"language": 3}):
+        check(D.req("POST", execd(SID, "/code/context"), body)[0] == 400, "400 for %r" % body)
+    check(D.req("POST", execd(SID, "/code"), {"context": c})[0] == 400, "code is required")
+    check(D.req("DELETE", execd(SID, "/code/contexts?language=python"))[0] == 200, "delete all")
+    check(D.req("GET", execd(SID, "/code/contexts"))[1] == [], "none left")
+
+
+@S.case
+def bash_sessions_keep_their_shell():
+    st, b, _ = D.req("POST", execd(SID, "/session"), {"cwd": "/tmp"})
+    check(st == 200 and b["session_id"], "a session", b)
+    sid = b["session_id"]
+    run_in = lambda body: code_stream(execd(SID, "/session/%s/run" % sid), body)  # noqa: E731
+    evs = run_in({"command": "pwd; export A=5; cd /workspace"})
+    check(out(evs) == "/tmp\n" and evs[-1]["type"] == "execution_complete", "its cwd", evs)
+    evs = run_in({"command": "pwd; echo $A; echo e >&2; false"})
+    check(out(evs) == "/workspace\n5\n" and out(evs, "stderr") == "e\n" and
+          evs[-1]["error"]["evalue"] == "1", "state kept, exit code as evalue", evs)
+    evs = run_in({"command": "pwd", "cwd": "/tmp"})
+    check(out(evs) == "/tmp\n", "cwd per run", evs)
+    evs = run_in({"command": "sleep 10", "timeout": 300})
+    check(evs[-1]["type"] == "error", "timeout", evs)
+    check(D.req("POST", execd(SID, "/session/%s/run" % sid), {"command": ""})[0] == 400, "400")
+    check(D.req("DELETE", execd(SID, "/session/" + sid))[0] == 200, "deleted")
+    check(D.req("POST", execd(SID, "/session/%s/run" % sid), {"command": "true"})[0] == 404,
+          "a deleted session: 404")
+
 
 
 @S.case

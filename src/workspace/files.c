@@ -637,16 +637,24 @@ static int rm_contents(struct rm_ctx *c, int dfd, unsigned depth)
     }
 }
 
+/* The existing directory holding p (O_PATH, resolved as a user path), and
+ * p's last component in *name; -1 with errno. */
+static int open_dir_of(int ws_fd, const struct sbx_ws_path *p, const char **name)
+{
+    *name = sbx_ws_path_base(p);
+    char parent[SBX_WS_PATH_MAX + 1];
+    size_t plen = *name > p->rel ? (size_t)(*name - p->rel) - 1 : 0;
+    memcpy(parent, p->rel, plen);
+    parent[plen] = '\0';
+    return ws_open(ws_fd, parent, O_PATH | O_DIRECTORY);
+}
+
 int sbx_ws_delete(int ws_fd, const struct sbx_ws_path *p, sbx_err *err)
 {
     if (p->len == 0)
         return sbx_err_set(err, EINVAL, "delete \"/\": the workspace root cannot be deleted");
-    const char *name = sbx_ws_path_base(p);
-    char parent[SBX_WS_PATH_MAX + 1];
-    size_t plen = name > p->rel ? (size_t)(name - p->rel) - 1 : 0;
-    memcpy(parent, p->rel, plen);
-    parent[plen] = '\0';
-    cleanup_fd int dir_fd = ws_open(ws_fd, parent, O_PATH | O_DIRECTORY);
+    const char *name;
+    cleanup_fd int dir_fd = open_dir_of(ws_fd, p, &name);
     if (dir_fd < 0)
         return fail_openat2(err, "delete", p->rel);
 
@@ -727,12 +735,8 @@ int sbx_ws_rename(int ws_fd, const struct sbx_ws_path *from, const struct sbx_ws
 {
     if (from->len == 0 || to->len == 0)
         return sbx_err_set(err, EINVAL, "rename: the workspace root cannot be moved");
-    const char *name = sbx_ws_path_base(from), *base;
-    char parent[SBX_WS_PATH_MAX + 1];
-    size_t plen = name > from->rel ? (size_t)(name - from->rel) - 1 : 0;
-    memcpy(parent, from->rel, plen);
-    parent[plen] = '\0';
-    cleanup_fd int src = ws_open(ws_fd, parent, O_PATH | O_DIRECTORY);
+    const char *name, *base;
+    cleanup_fd int src = open_dir_of(ws_fd, from, &name);
     if (src < 0)
         return fail_openat2(err, "rename", from->rel);
     cleanup_fd int dst = parent_made(ws_fd, to, uid, gid, &base, err);

@@ -111,6 +111,18 @@ static int box_ws(sbx_http_request *req, struct os_state *os, struct os_box **bp
     return ws;
 }
 
+/* The end of a route: ws closed; 200 with out, or e's error (out dropped). */
+static void answer(sbx_http_request *req, int ws, json_t *out, const sbx_err *e)
+{
+    close(ws);
+    if (e->errnum) {
+        json_decref(out);
+        sbx_http_respond_err(req, e);
+    } else {
+        sbx_http_respond_json(req, 200, out);
+    }
+}
+
 /* Every value of a repeated query parameter (?path=a&path=b). */
 struct query_all {
     const char *name;
@@ -149,15 +161,9 @@ static void h_info(sbx_http_request *req, void *ud)
         if (os_path(q.vals[i], &p, &e) == 0 && sbx_ws_stat(ws, &p, true, &st, &e) == 0)
             json_object_set_new(out, q.vals[i], info_json(p.rel, &st));
     }
-    close(ws);
     if (!q.n)
         sbx_err_set(&e, EINVAL, "path is required");
-    if (e.errnum) {
-        json_decref(out);
-        sbx_http_respond_err(req, &e);
-        return;
-    }
-    sbx_http_respond_json(req, 200, out);
+    answer(req, ws, out, &e);
 }
 
 static void h_delete(sbx_http_request *req, void *ud)
@@ -320,13 +326,7 @@ static void walk_route(sbx_http_request *req, void *ud, bool search)
     }
     if (!e.errnum && os_path(sbx_http_req_query(req, "path"), &p, &e) == 0)
         walk(&w, &p, 0);
-    close(ws);
-    if (e.errnum) {
-        json_decref(w.out);
-        sbx_http_respond_err(req, &e);
-        return;
-    }
-    sbx_http_respond_json(req, 200, w.out);
+    answer(req, ws, w.out, &e);
 }
 
 static void h_list(sbx_http_request *req, void *ud)
@@ -423,13 +423,7 @@ static void h_replace(sbx_http_request *req, void *ud)
             evbuffer_free(res);
     }
     json_decref(body);
-    close(ws);
-    if (e.errnum) {
-        json_decref(out);
-        sbx_http_respond_err(req, &e);
-        return;
-    }
-    sbx_http_respond_json(req, 200, out);
+    answer(req, ws, out, &e);
 }
 
 /* ---- download: Range, or offset and limit ---- */

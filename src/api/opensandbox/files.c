@@ -123,6 +123,18 @@ static void answer(sbx_http_request *req, int ws, json_t *out, const sbx_err *e)
     }
 }
 
+/* box_ws with the request's JSON body (an object) in *body. */
+static int box_ws_json(sbx_http_request *req, struct os_state *os, uid_t *uid, gid_t *gid,
+                       json_t **body)
+{
+    int ws = box_ws(req, os, NULL, uid, gid);
+    if (ws >= 0 && !(*body = sbx_http_req_json(req, NULL))) {
+        close(ws);
+        return -1;
+    }
+    return ws;
+}
+
 /* Every value of a repeated query parameter (?path=a&path=b). */
 struct query_all {
     const char *name;
@@ -196,14 +208,10 @@ static void path_modes(sbx_http_request *req, void *ud, bool mkdir)
 {
     uid_t uid;
     gid_t gid;
-    int ws = box_ws(req, ud, NULL, &uid, &gid);
+    json_t *body;
+    int ws = box_ws_json(req, ud, &uid, &gid, &body);
     if (ws < 0)
         return;
-    json_t *body = sbx_http_req_json(req, NULL);
-    if (!body) {
-        close(ws);
-        return;
-    }
     sbx_err e = {0};
     const char *k;
     json_t *v;
@@ -365,14 +373,10 @@ static void h_replace(sbx_http_request *req, void *ud)
 {
     uid_t uid;
     gid_t gid;
-    int ws = box_ws(req, ud, NULL, &uid, &gid);
+    json_t *body;
+    int ws = box_ws_json(req, ud, &uid, &gid, &body);
     if (ws < 0)
         return;
-    json_t *body = sbx_http_req_json(req, NULL);
-    if (!body) {
-        close(ws);
-        return;
-    }
     json_t *out = json_object();
     sbx_err e = {0};
     const char *k;

@@ -551,7 +551,12 @@ def delete_ends_the_session():
     check(D.req("DELETE", "/v1/sandboxes/" + sid)[0] == 204, "204")
     check(D.req("GET", "/v1/sandboxes/" + sid)[0] == 404, "gone")
     check(D.req("GET", execd(sid, "/command/status/" + cid))[0] == 404, "its commands too")
-    st, b, _ = D.req("GET", "/runtime/tasks/" + cid)
+    deadline = time.monotonic() + 10
+    while True:  # the kill is asynchronous: the task ends once its tree is reaped
+        st, b, _ = D.req("GET", "/runtime/tasks/" + cid)
+        if b.get("status") != "running" or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     check(st == 200 and b["status"] == "canceled", "its task was canceled", b)
 
 

@@ -587,9 +587,9 @@ static void h_metadata(sbx_http_request *req, void *ud)
     json_object_foreach(body, k, v)
     {
         if (!json_is_string(v) && !json_is_null(v)) {
-            json_decref(body);
             sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST,
                                    "metadata.%s must be a string or null", k);
+            json_decref(body); /* k is one of its keys */
             return;
         }
     }

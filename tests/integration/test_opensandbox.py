@@ -484,6 +484,33 @@ def code_interpreter_keeps_state_per_context():
 
 
 @S.case
+def javascript_contexts():
+    st, ctx, _ = D.req("POST", execd(SID, "/code/context"), {"language": "js"})
+    check(st == 200 and ctx["language"] == "javascript", "a JavaScript context", ctx)
+    c = {"id": ctx["id"]}
+    evs = code(SID, {"code": "var x = 40; console.log('hi', [1]); x + 2", "context": c})
+    check(out(evs) == "hi [ 1 ]\n" and [e["results"]["text"] for e in evs
+                                       if e["type"] == "result"] == ["42"], "output, value", evs)
+    evs = code(SID, {"code": "x * 10", "context": c})
+    check([e["results"]["text"] for e in evs if e["type"] == "result"] == ["400"], "kept", evs)
+    evs = code(SID, {"code": "null.y", "context": c})
+    check(evs[-1]["type"] == "error" and evs[-1]["error"]["ename"] == "TypeError", "error", evs)
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault(
+        "evs", code(SID, {"code": "while (true) {}", "context": c})))
+    t.start()
+    time.sleep(1.0)
+    check(D.req("DELETE", execd(SID, "/code?id=" + ctx["id"]))[0] == 200, "interrupt")
+    t.join(20)
+    check(box["evs"][-1]["type"] == "error" and "SIGINT" in box["evs"][-1]["error"]["evalue"],
+          "a busy loop is interrupted", box)
+    evs = code(SID, {"code": "x", "context": c})
+    check([e["results"]["text"] for e in evs if e["type"] == "result"] == ["40"],
+          "state survives the interrupt", evs)
+    D.req("DELETE", execd(SID, "/code/contexts/" + ctx["id"]))
+
+
+@S.case
 def bash_sessions_keep_their_shell():
     st, b, _ = D.req("POST", execd(SID, "/session"), {"cwd": "/tmp"})
     check(st == 200 and b["session_id"], "a session", b)

@@ -5,7 +5,8 @@
  * sandbox's session running SERVER below, listening on a unix socket in the
  * session's own /tmp (which every command of the session shares). Python
  * contexts keep one namespace (variables persist; the last expression's
- * value is the result); bash contexts keep one shell (cwd, variables). Each
+ * value is the result), JavaScript ones one vm context (Node), bash
+ * contexts one shell (cwd, variables). Each
  * run is a short command of the session running CLIENT, which hands the
  * code over (its stdin) and writes the interpreter's events, one JSON line
  * each, to its stdout, which execd.c turns into the run's event stream. An
@@ -150,6 +151,49 @@ static const char SERVER[] =
     "    except KeyboardInterrupt:\n"
     "        pass\n";
 
+/* The same for JavaScript (Node): one vm context; the completion value of
+ * the code is the result. argv: socket path, language, working directory. */
+static const char SERVER_JS[] =
+    "const net = require('net'), vm = require('vm'), fs = require('fs'), util = require('util');\n"
+    "const [path, lang, cwd] = process.argv.slice(1);\n"
+    "process.chdir(cwd);\n"
+    "let count = 0, conn = null;\n"
+    "const send = (ev) => { if (conn) conn.write(JSON.stringify(ev) + '\\n'); };\n"
+    "const fmt = (a) => a.map((x) => typeof x === 'string' ? x : util.inspect(x)).join(' ') + "
+    "'\\n';\n"
+    "const out = (...a) => send({ type: 'stdout', text: fmt(a) });\n"
+    "const err = (...a) => send({ type: 'stderr', text: fmt(a) });\n"
+    "const ctx = vm.createContext({ require, process, Buffer, URL, TextEncoder, TextDecoder,\n"
+    "  setTimeout, clearTimeout, setInterval, clearInterval,\n"
+    "  console: { log: out, info: out, debug: out, error: err, warn: err } });\n"
+    "process.on('SIGINT', () => {});\n"
+    "try { fs.unlinkSync(path); } catch {}\n"
+    "net.createServer((c) => {\n"
+    "  let code = '';\n"
+    "  c.setEncoding('utf8');\n"
+    "  c.on('data', (d) => { code += d; });\n"
+    "  c.on('end', () => {\n"
+    "    conn = c;\n"
+    "    send({ type: 'execution_count', execution_count: ++count });\n"
+    "    try {\n"
+    "      const v = vm.runInContext(code, ctx, { filename: '<cell>', breakOnSigint: true });\n"
+    "      if (v !== undefined) {\n"
+    "        const t = util.inspect(v);\n"
+    "        send({ type: 'result', results: { 'text/plain': t, text: t } });\n"
+    "      }\n"
+    "    } catch (e) {\n"
+    "      send({ type: 'error', error: { ename: (e && e.name) || 'Error',\n"
+    "        evalue: String(e && e.message !== undefined ? e.message : e),\n"
+    "        traceback: String((e && e.stack) || e).split('\\n') } });\n"
+    "    }\n"
+    "    conn = null;\n"
+    "    c.end();\n"
+    "  });\n"
+    "}).listen(path + '.new', () => {\n"
+    "  fs.renameSync(path + '.new', path);\n"
+    "  fs.writeFileSync(path + '.pid', String(process.pid));\n"
+    "});\n";
+
 /* argv: socket path; the code on stdin. */
 static const char CLIENT[] =
     "import json, os, socket, sys, time\n"
@@ -205,13 +249,17 @@ void os_ctxs_free(struct os_box *b)
         ctx_free(b, b->ctxs);
 }
 
-/* "python", "bash" (also "shell", "sh"), or NULL. */
+/* "python", "bash" (also "shell", "sh"), "javascript" (also "js", "node"),
+ * or NULL. */
 static const char *language(const char *l)
 {
     if (!l || !*l || strcmp(l, "python") == 0 || strcmp(l, "python3") == 0)
         return "python";
     if (strcmp(l, "bash") == 0 || strcmp(l, "shell") == 0 || strcmp(l, "sh") == 0)
         return "bash";
+    if (strcmp(l, "javascript") == 0 || strcmp(l, "js") == 0 || strcmp(l, "node") == 0 ||
+        strcmp(l, "nodejs") == 0)
+        return "javascript";
     return NULL;
 }
 
@@ -229,7 +277,14 @@ static struct os_ctx *ctx_new(struct os_box *b, const char *lang, const char *cw
     }
     snprintf(x->language, sizeof(x->language), "%s", lang);
     socket_path(x, path, sizeof(path));
-    const char *argv[] = {"python3", "-c", SERVER, path, lang, cwd ? cwd : "/workspace", NULL};
+    bool js = strcmp(lang, "javascript") == 0;
+    const char *argv[] = {js ? "node" : "python3",
+                          js ? "-e" : "-c",
+                          js ? SERVER_JS : SERVER,
+                          path,
+                          lang,
+                          cwd ? cwd : "/workspace",
+                          NULL};
     struct os_run run = {
         .argv = argv, .timeout_s = api_set(b->os->api)->max.timeout_s, .background = true};
     struct os_cmd *c = os_cmd_start(b, &run, err);
@@ -280,7 +335,7 @@ static void h_context_create(sbx_http_request *req, void *ud)
     if ((l && !json_is_string(l)) || !lang) {
         json_decref(body);
         sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST,
-                               "language must be python or bash (shell)");
+                               "language must be python, bash (shell) or javascript (js, node)");
         return;
     }
     json_decref(body);
@@ -299,7 +354,8 @@ static void h_contexts(sbx_http_request *req, void *ud)
     const char *l = sbx_http_req_query(req, "language");
     const char *lang = l ? language(l) : NULL;
     if (l && !lang) {
-        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "language must be python or bash");
+        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST,
+                               "language must be python, bash or javascript");
         return;
     }
     bool del = strcmp(sbx_http_req_method(req), "DELETE") == 0;
@@ -363,7 +419,7 @@ static void h_code(sbx_http_request *req, void *ud)
     else if (ctx && !json_is_object(ctx))
         sbx_err_set(&e, EINVAL, "context must be {id, language}");
     else if (!lang)
-        sbx_err_set(&e, EINVAL, "context.language must be python or bash");
+        sbx_err_set(&e, EINVAL, "context.language must be python, bash or javascript");
     else if (id && !(x = ctx_find(b, id)))
         sbx_err_set(&e, ENOENT, "no context %s", id);
     if (!e.errnum && !x) {

@@ -179,6 +179,10 @@ int sbx_runtime_session_start_limits(struct sbx_runtime *rt, const struct sbx_cl
  * again later), ENOENT without such a ready session. */
 int sbx_runtime_session_freeze(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
                                bool frozen, sbx_err *err);
+/* What a live session's cgroup has used (cpu, memory now) and its limits
+ * (zero fields: none). ENOENT without such a ready session. */
+int sbx_runtime_session_stats(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
+                              struct sbx_cg_stats *st, struct sbx_cg_limits *lim, sbx_err *err);
 /* Forget a waiter of sbx_runtime_session_start (its request went away). */
 void sbx_runtime_session_unwait(struct sbx_runtime *rt, void *ud);
 /* A session belongs to the one clone that started it: every lookup below

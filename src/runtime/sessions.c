@@ -420,3 +420,17 @@ int sbx_runtime_session_freeze(struct sbx_runtime *rt, const struct sbx_clone *c
         return sbx_err_set(err, ENOENT, "no live session %s", name);
     return sbx_cgroup_freeze_start(&x->sb.cg, frozen, err);
 }
+
+int sbx_runtime_session_stats(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
+                              struct sbx_cg_stats *st, struct sbx_cg_limits *lim, sbx_err *err)
+{
+    struct rt_session *x = rt_find_session(rt, c, name);
+    if (!x || !x->ready)
+        return sbx_err_set(err, ENOENT, "no live session %s", name);
+    const struct sbx_limits *d = &rt->settings.limits;
+    *lim = (struct sbx_cg_limits){
+        .memory_bytes = x->lim.memory_bytes ? x->lim.memory_bytes : d->memory_bytes,
+        .pids = x->lim.pids ? x->lim.pids : d->pids,
+        .cpu_cores = x->lim.cpu_cores > 0 ? x->lim.cpu_cores : d->cpu_cores};
+    return sbx_cgroup_stats(&x->sb.cg, st, err);
+}

@@ -533,6 +533,28 @@ def bash_sessions_keep_their_shell():
 
 
 @S.case
+def metrics_of_the_sandbox():
+    st, m, _ = D.req("GET", execd(SID, "/metrics"))
+    check(st == 200 and m["cpu_count"] == 0.5 and m["mem_total_mib"] == 256 and
+          0 < m["mem_used_mib"] < 256 and m["timestamp"] > 0, "its limits and use", m)
+    run(SID, {"command": "timeout 1 sh -c 'while :; do :; done'"})
+    st, m, _ = D.req("GET", execd(SID, "/metrics"))
+    check(m["cpu_used_pct"] > 0, "a busy second shows", m)
+    c = http.client.HTTPConnection("127.0.0.1", D.port, timeout=20)
+    c.request("GET", execd(SID, "/metrics/watch"), headers={"OPEN-SANDBOX-API-KEY": TOKEN})
+    r = c.getresponse()
+    lines = []
+    t0 = time.monotonic()
+    while len(lines) < 2:
+        ln = r.fp.readline().decode()
+        if ln.startswith("data:"):
+            lines.append(json.loads(ln[5:]))
+    c.close()
+    check(r.status == 200 and lines[1]["timestamp"] > lines[0]["timestamp"] and
+          time.monotonic() - t0 >= 0.5, "a stream of them, about one a second", lines)
+
+
+@S.case
 def tenancy():
     a = create(token=ACME)
     bb = create(token=BETA)

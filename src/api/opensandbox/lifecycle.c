@@ -118,6 +118,7 @@ static void box_stop(struct os_box *b, const char *state, const char *reason)
         event_del(b->freeze);
         sbx_runtime_session_freeze(rt, &b->clone, b->id, false, NULL);
     }
+    os_watches_free(b);
     os_ctxs_free(b);
     os_cmds_free(b);
     if (b->subscribed) {
@@ -805,7 +806,8 @@ int sbx_api_opensandbox_routes(sbx_http_server *srv, struct sbx_api *api, sbx_er
     for (size_t i = 0; i < SBX_ARRAY_LEN(routes); i++)
         if (sbx_http_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, os, 0, err) < 0)
             return -1;
-    if (os_execd_routes(srv, os, err) < 0 || os_interp_routes(srv, os, err) < 0)
+    if (os_execd_routes(srv, os, err) < 0 || os_interp_routes(srv, os, err) < 0 ||
+        os_metrics_routes(srv, os, err) < 0)
         return -1;
     return os_files_routes(srv, os, err);
 }

@@ -61,6 +61,10 @@ struct os_box {
     struct sbx_subscriber sub; /* its session's events: the commands' output */
     struct os_cmd *cmds;
     struct os_ctx *ctxs;      /* code interpreter contexts and bash sessions */
+    struct os_watch *watches; /* /metrics/watch streams */
+    int64_t cpu_at;           /* the last cpu sample of /metrics: when (ms) */
+    uint64_t cpu_usec_at;     /* ... and the cgroup's cpu time then */
+    double cpu_pct;           /* ... and the share it gave */
     sbx_http_request *create; /* the create request waiting for the session */
     struct os_box *next;
 };
@@ -116,6 +120,10 @@ struct os_ctx {
 };
 int os_interp_routes(sbx_http_server *srv, struct os_state *os, sbx_err *err);
 void os_ctxs_free(struct os_box *b);
+
+/* metrics.c: execd's /metrics and /metrics/watch */
+int os_metrics_routes(sbx_http_server *srv, struct os_state *os, sbx_err *err);
+void os_watches_free(struct os_box *b);
 
 /* files.c */
 int os_files_routes(sbx_http_server *srv, struct os_state *os, sbx_err *err);

@@ -183,6 +183,12 @@ int sbx_runtime_session_freeze(struct sbx_runtime *rt, const struct sbx_clone *c
  * (zero fields: none). ENOENT without such a ready session. */
 int sbx_runtime_session_stats(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
                               struct sbx_cg_stats *st, struct sbx_cg_limits *lim, sbx_err *err);
+/* A TCP connection to port on a live session's own loopback (its network
+ * namespace): a non-blocking fd whose connect is under way. ENOTSUP when
+ * sandboxes share the host's network (its loopback is the host's), ENOENT
+ * without such a ready session, ECONNREFUSED. */
+int sbx_runtime_session_connect(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
+                                uint16_t port, sbx_err *err);
 /* Forget a waiter of sbx_runtime_session_start (its request went away). */
 void sbx_runtime_session_unwait(struct sbx_runtime *rt, void *ud);
 /* A session belongs to the one clone that started it: every lookup below

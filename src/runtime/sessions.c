@@ -434,3 +434,15 @@ int sbx_runtime_session_stats(struct sbx_runtime *rt, const struct sbx_clone *c,
         .cpu_cores = x->lim.cpu_cores > 0 ? x->lim.cpu_cores : d->cpu_cores};
     return sbx_cgroup_stats(&x->sb.cg, st, err);
 }
+
+int sbx_runtime_session_connect(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
+                                uint16_t port, sbx_err *err)
+{
+    struct rt_session *x = rt_find_session(rt, c, name);
+    if (!x || !x->ready)
+        return sbx_err_set(err, ENOENT, "no live session %s", name);
+    if (rt->settings.net == SBX_NET_HOST)
+        return sbx_err_set(err, ENOTSUP,
+                           "sandboxes share the host's network here: their loopback is the host's");
+    return sbx_netns_connect_loopback(x->sb.init_pid, port, err);
+}

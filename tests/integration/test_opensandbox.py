@@ -6,6 +6,7 @@ another tenant's sandboxes). A real daemon on loopback, --net none."""
 import http.client
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -552,6 +553,44 @@ def metrics_of_the_sandbox():
     c.close()
     check(r.status == 200 and lines[1]["timestamp"] > lines[0]["timestamp"] and
           time.monotonic() - t0 >= 0.5, "a stream of them, about one a second", lines)
+
+
+@S.case
+def other_ports_reach_the_sandboxs_own_loopback():
+    sid = create({"entrypoint": ["python3", "-m", "http.server", "8000", "--bind", "127.0.0.1"]})
+    run(sid, {"command": "mkdir -p d; printf hello > 'd/a b.txt'"})
+    proxy = "/v1/sandboxes/%s/proxy/" % sid
+    deadline = time.monotonic() + 10
+    while True:
+        st, data, h = D.req("GET", proxy + "8000/d/a%20b.txt?x=1", raw=True)
+        if st == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    check(st == 200 and data == b"hello" and h["Server"].startswith("SimpleHTTP"),
+          "a server started inside answers through the endpoint", (st, data, h))
+    st, data, h = D.req("DELETE", proxy + "8000/d", raw=True)
+    check(st == 501, "its own status comes back", (st, data))
+    check(D.req("GET", proxy + "8000/d/a%20b.txt", token=None)[0] == 401, "behind the token")
+    check(D.req("GET", proxy + "8000/d/a%20b.txt", token=ACME)[0] == 404, "of its tenant only")
+    # a server on the host's loopback is not the sandbox's
+    host = socket.socket()
+    host.bind(("127.0.0.1", 0))
+    host.listen(1)
+    try:
+        st, b, _ = D.req("GET", proxy + "%d/x" % host.getsockname()[1])
+        check(st == 502 and b["error"]["code"] == "bad_gateway", "nothing there: 502", (st, b))
+        host.setblocking(False)
+        try:
+            host.accept()
+            reached = True
+        except BlockingIOError:
+            reached = False
+        check(not reached, "the host's loopback is never reached")
+    finally:
+        host.close()
+    check(D.req("GET", proxy + "44772/nothing")[0] == 404, "an unknown execd route: 404")
+    check(D.req("GET", proxy + "0/x")[0] == 400, "port 0: 400")
+    D.req("DELETE", "/v1/sandboxes/" + sid)
 
 
 @S.case

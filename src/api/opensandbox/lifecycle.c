@@ -807,7 +807,7 @@ int sbx_api_opensandbox_routes(sbx_http_server *srv, struct sbx_api *api, sbx_er
         if (sbx_http_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, os, 0, err) < 0)
             return -1;
     if (os_execd_routes(srv, os, err) < 0 || os_interp_routes(srv, os, err) < 0 ||
-        os_metrics_routes(srv, os, err) < 0)
+        os_metrics_routes(srv, os, err) < 0 || os_proxy_routes(srv, os, err) < 0)
         return -1;
     return os_files_routes(srv, os, err);
 }

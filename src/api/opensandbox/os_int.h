@@ -125,6 +125,9 @@ void os_ctxs_free(struct os_box *b);
 int os_metrics_routes(sbx_http_server *srv, struct os_state *os, sbx_err *err);
 void os_watches_free(struct os_box *b);
 
+/* proxy.c: any other port, to the sandbox's loopback */
+int os_proxy_routes(sbx_http_server *srv, struct os_state *os, sbx_err *err);
+
 /* files.c */
 int os_files_routes(sbx_http_server *srv, struct os_state *os, sbx_err *err);
 

@@ -133,8 +133,11 @@ static void box_stop(struct os_box *b, const char *state, const char *reason)
 static void box_free(struct os_box *b)
 {
     box_stop(b, "Terminated", "");
-    if (b->create)
+    if (b->create) { /* deleted while being set up: its create hears so */
         sbx_runtime_session_unwait(b->os->api->rt, b);
+        sbx_http_respond_error(b->create, SBX_HTTP_CONFLICT, "sandbox %s was deleted", b->id);
+        b->create = NULL;
+    }
     if (b->ttl)
         event_free(b->ttl);
     if (b->freeze)

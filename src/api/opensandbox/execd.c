@@ -207,6 +207,17 @@ struct os_cmd *os_cmd_start(struct os_box *b, const struct os_run *run, sbx_err 
     free(env);
     c->next = b->cmds;
     b->cmds = c;
+    /* The list is newest first: past OS_CMDS_KEPT ended ones, forget the rest. */
+    unsigned ended = 0;
+    for (struct os_cmd **p = &b->cmds; *p;) {
+        struct os_cmd *o = *p;
+        if (!o->running && ++ended > OS_CMDS_KEPT) {
+            *p = o->next;
+            cmd_free(o);
+        } else {
+            p = &o->next;
+        }
+    }
     return c;
 fail:
     for (size_t i = 0; env && i < n; i++)

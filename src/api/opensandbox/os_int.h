@@ -16,6 +16,9 @@
 
 #define OS_EXECD_PORT "44772"
 #define OS_EGRESS_PORT "18080"
+/* Ended commands kept per sandbox for their status and logs (the oldest
+ * beyond it are forgotten). */
+#define OS_CMDS_KEPT 256
 /* Output kept of one background command (beyond it, the oldest is dropped). */
 #define OS_LOG_MAX (4u << 20)
 

@@ -594,6 +594,20 @@ def other_ports_reach_the_sandboxs_own_loopback():
 
 
 @S.case
+def ended_commands_are_kept_up_to_a_bound():
+    sid = create()
+    first = run(sid, {"command": "true"})[0]["text"]
+    check(D.req("GET", execd(sid, "/command/status/" + first))[0] == 200, "kept")
+    last = None
+    for _ in range(257):  # checked as each new one starts
+        last = run(sid, {"command": "true"})[0]["text"]
+    check(D.req("GET", execd(sid, "/command/status/" + first))[0] == 404,
+          "the oldest is forgotten past 256 ended ones")
+    check(D.req("GET", execd(sid, "/command/status/" + last))[0] == 200, "the newest kept")
+    D.req("DELETE", "/v1/sandboxes/" + sid)
+
+
+@S.case
 def tenancy():
     a = create(token=ACME)
     bb = create(token=BETA)

@@ -117,13 +117,18 @@ static bool authenticate(sbx_http_request *req)
     const sbx_auth *auth = req->srv->cfg.auth;
     if (!auth || sbx_auth_is_public(auth, req->path))
         return true;
-    sbx_auth_result r = sbx_auth_check(auth, sbx_http_req_header(req, "Authorization"),
-                                       sbx_http_req_header(req, "X-Claw-Token"), &req->who);
+    /* OPEN-SANDBOX-API-KEY: the header OpenSandbox's SDKs send (docs/opensandbox.md). */
+    const char *token = sbx_http_req_header(req, "X-Claw-Token");
+    if (!token)
+        token = sbx_http_req_header(req, "OPEN-SANDBOX-API-KEY");
+    sbx_auth_result r =
+        sbx_auth_check(auth, sbx_http_req_header(req, "Authorization"), token, &req->who);
     if (r == SBX_AUTH_OK)
         return true;
     if (r == SBX_AUTH_MISSING) {
-        sbx_http_respond_error(req, SBX_HTTP_UNAUTHORIZED,
-                               "a token is required (Authorization: Bearer, or X-Claw-Token)");
+        sbx_http_respond_error(
+            req, SBX_HTTP_UNAUTHORIZED,
+            "a token is required (Authorization: Bearer, X-Claw-Token or OPEN-SANDBOX-API-KEY)");
     } else {
         sbx_http_add_header(req, "WWW-Authenticate",
                             "Bearer realm=\"sandboxd\", error=\"invalid_token\"");

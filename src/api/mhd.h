@@ -33,6 +33,10 @@
     X(create_response_from_callback)                                                               \
     X(create_response_from_fd_at_offset64)                                                         \
     X(add_response_header)                                                                         \
+    X(get_connection_values)                                                                       \
+    X(create_post_processor)                                                                       \
+    X(post_process)                                                                                \
+    X(destroy_post_processor)                                                                      \
     X(destroy_response)
 
 struct sbx_mhd_api {

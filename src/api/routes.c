@@ -6,6 +6,7 @@
 
 #include "api/extended.h"
 #include "api/mcp/mcp.h"
+#include "api/opensandbox/os_int.h"
 #include "base/log.h"
 #include "workspace/path.h"
 
@@ -229,5 +230,6 @@ int sbx_api_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err)
         if (sbx_http_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, api,
                            routes[i].flags, err) < 0)
             return -1;
-    return 0;
+    /* OpenSandbox's lifecycle and execd APIs (api/opensandbox/). */
+    return sbx_api_opensandbox_routes(srv, api, err);
 }

@@ -26,6 +26,7 @@ struct sbx_api {
      * /runtime/status; may be NULL. */
     void (*status_extra)(void *ud, json_t *status);
     void *status_extra_ud;
+    struct os_state *opensandbox; /* the OpenSandbox API's sandboxes (api/opensandbox/) */
 };
 
 /* One audit record for the tasks refused with 429 since the last one (none
@@ -33,3 +34,7 @@ struct sbx_api {
 void sbx_api_audit_refusals(struct sbx_api *api);
 
 int sbx_api_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err);
+/* Let go of what the routes keep between requests (the OpenSandbox API's
+ * sandboxes: their sessions are stopped): after the server, before the
+ * runtime is freed. */
+void sbx_api_close(struct sbx_api *api);

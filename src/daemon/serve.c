@@ -442,6 +442,7 @@ static void teardown(struct serve *s)
     if (s->rt)
         sbx_runtime_cancel_all(s->rt, "the daemon stopped");
     sbx_http_server_free(s->http);
+    sbx_api_close(&s->api);
     sbx_agent_free(s->agent);
     keys_free(s);
     sbx_runtime_free(s->rt);

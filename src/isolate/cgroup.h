@@ -145,6 +145,7 @@ int sbx_cgroup_kill_all(const struct sbx_cgroup *cg, sbx_err *err);
 struct sbx_cg_stats {
     uint64_t cpu_usec;       /* cpuacct.usage / cpu.stat usage_usec */
     uint64_t peak_mem_bytes; /* memory.max_usage_in_bytes / memory.peak */
+    uint64_t mem_bytes;      /* memory.usage_in_bytes / memory.current: now */
     uint64_t oom_kills;      /* memory.oom_control oom_kill / memory.events oom_kill */
     bool have_cpu, have_mem;
 };

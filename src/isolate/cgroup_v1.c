@@ -85,6 +85,8 @@ void cg_stats_v1(const struct sbx_cgroup *cg, struct sbx_cg_stats *st)
     if (mem[0] && cg_read_u64(mem, "memory.max_usage_in_bytes", &v) == 0) {
         st->peak_mem_bytes = v;
         st->have_mem = true;
+        if (cg_read_u64(mem, "memory.usage_in_bytes", &v) == 0)
+            st->mem_bytes = v;
         cleanup_free char *oom = NULL;
         if (cg_read(mem, "memory.oom_control", &oom, NULL) == 0 &&
             cg_keyed_u64(oom, "oom_kill", &v) == 0) /* absent before 4.13 */

@@ -67,6 +67,8 @@ void cg_stats_v2(const char *dir, struct sbx_cg_stats *st)
         st->peak_mem_bytes = v;
         st->have_mem = true;
     }
+    if (cg_read_u64(dir, "memory.current", &v) == 0)
+        st->mem_bytes = v;
     cleanup_free char *events = NULL;
     if (cg_read(dir, "memory.events", &events, NULL) == 0 &&
         cg_keyed_u64(events, "oom_kill", &v) == 0)

@@ -412,6 +412,33 @@ struct sbx_egress *sbx_egress_start_in(const struct sbx_egress_opts *o, pid_t pi
     return sbx_egress_start(o, ns, err);
 }
 
+int sbx_netns_connect_loopback(pid_t pid, uint16_t port, sbx_err *err)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+    cleanup_fd int ns = open(path, O_RDONLY | O_CLOEXEC);
+    cleanup_fd int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (ns < 0 || self < 0)
+        return sbx_err_set(err, errno, "open the network namespaces");
+    if (setns(ns, CLONE_NEWNET) < 0)
+        return sbx_err_set(err, errno, "enter the sandbox's network namespace");
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int saved = errno;
+    /* Back home whatever happened: the socket stays in the sandbox's. */
+    if (setns(self, CLONE_NEWNET) < 0)
+        abort();
+    if (fd < 0)
+        return sbx_err_set(err, saved, "socket in the sandbox's network namespace");
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 && errno != EINPROGRESS) {
+        saved = errno;
+        close(fd);
+        return sbx_err_set(err, saved, "connect to port %u in the sandbox", (unsigned)port);
+    }
+    return fd;
+}
+
 void sbx_egress_set_policy(struct sbx_egress *eg, const struct sbx_policy *policy)
 {
     eg->ctx.policy = policy;

@@ -70,6 +70,11 @@ struct sbx_egress *sbx_egress_start(const struct sbx_egress_opts *o, int netns_f
 /* The same inside the network namespace of process pid (opening and closing
  * /proc/PID/ns/net), e.g. a sandbox's init right after its clone. */
 struct sbx_egress *sbx_egress_start_in(const struct sbx_egress_opts *o, pid_t pid, sbx_err *err);
+/* A TCP connection to 127.0.0.1:port inside the network namespace of
+ * process pid: a non-blocking socket made in that namespace (the calling
+ * thread goes back to its own at once), its connect under way (or refused:
+ * -1 with ECONNREFUSED). */
+int sbx_netns_connect_loopback(pid_t pid, uint16_t port, sbx_err *err);
 /* Judge new connections and DNS questions by another policy, at once. The
  * caller keeps the old policy alive until the egress is freed (connections
  * being set up may still hold it). */

@@ -204,6 +204,26 @@ int sbx_runtime_set_network(struct sbx_runtime *rt, const char *id, int net_defa
 typedef void (*sbx_session_ready_fn)(void *ud, const sbx_err *err);
 int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
                               sbx_session_ready_fn ready, void *ud, sbx_err *err);
+/* The same, its cgroup limited by lim (NULL or zero fields: the defaults;
+ * the caller checks them against the maxima). */
+int sbx_runtime_session_start_limits(struct sbx_runtime *rt, const struct sbx_clone *c,
+                                     const char *name, const struct sbx_cg_limits *lim,
+                                     sbx_session_ready_fn ready, void *ud, sbx_err *err);
+/* Freeze (or thaw) everything in a live session, one try that never waits:
+ * -1 with EBUSY while the kernel has not stopped every process yet (try
+ * again later), ENOENT without such a ready session. */
+int sbx_runtime_session_freeze(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
+                               bool frozen, sbx_err *err);
+/* What a live session's cgroup has used (cpu, memory now) and its limits
+ * (zero fields: none). ENOENT without such a ready session. */
+int sbx_runtime_session_stats(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
+                              struct sbx_cg_stats *st, struct sbx_cg_limits *lim, sbx_err *err);
+/* A TCP connection to port on a live session's own loopback (its network
+ * namespace): a non-blocking fd whose connect is under way. ENOTSUP when
+ * sandboxes share the host's network (its loopback is the host's), ENOENT
+ * without such a ready session, ECONNREFUSED. */
+int sbx_runtime_session_connect(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
+                                uint16_t port, sbx_err *err);
 /* Forget a waiter of sbx_runtime_session_start (its request went away). */
 void sbx_runtime_session_unwait(struct sbx_runtime *rt, void *ud);
 /* A session belongs to the one clone that started it: every lookup below

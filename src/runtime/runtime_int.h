@@ -105,6 +105,7 @@ struct rt_session {
     bool formatting;        /* waiting for its workspace image, not spawned yet */
     struct rt_waiter *waiters;
     unsigned tasks;
+    struct sbx_cg_limits lim;       /* of its cgroup; zero fields: the settings' defaults */
     struct sbx_policy *own_policy;  /* set through the API, or NULL */
     struct retired_policy *retired; /* replaced ones, freed with the session */
     struct rt_session *next;

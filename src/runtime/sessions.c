@@ -281,9 +281,13 @@ static int session_spawn(struct rt_session *x, sbx_err *err)
                             .host_net = set->net == SBX_NET_HOST,
                             .net_rules = set->net == SBX_NET_PROXY ? sbx_egress_rules : NULL,
                             .cg_host = rt->o.cg_host,
-                            .cg_limits = {.memory_bytes = set->limits.memory_bytes,
-                                          .pids = set->limits.pids,
-                                          .cpu_cores = set->limits.cpu_cores},
+                            .cg_limits = {.memory_bytes = x->lim.memory_bytes
+                                                              ? x->lim.memory_bytes
+                                                              : set->limits.memory_bytes,
+                                          .pids = x->lim.pids ? x->lim.pids : set->limits.pids,
+                                          .cpu_cores = x->lim.cpu_cores > 0
+                                                           ? x->lim.cpu_cores
+                                                           : set->limits.cpu_cores},
                             .file_size_bytes = set->limits.file_size_bytes,
                             .tmp_size_bytes = set->limits.tmp_bytes,
                             .nofile = 1024,
@@ -339,6 +343,13 @@ static void on_session_workspace(void *ud, const sbx_err *err)
 int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
                               sbx_session_ready_fn ready, void *ud, sbx_err *err)
 {
+    return sbx_runtime_session_start_limits(rt, c, name, NULL, ready, ud, err);
+}
+
+int sbx_runtime_session_start_limits(struct sbx_runtime *rt, const struct sbx_clone *c,
+                                     const char *name, const struct sbx_cg_limits *lim,
+                                     sbx_session_ready_fn ready, void *ud, sbx_err *err)
+{
     struct rt_session *x = rt_find_session(rt, c, name);
     if (x && x->ready)
         return 1;
@@ -363,6 +374,8 @@ int sbx_runtime_session_start(struct sbx_runtime *rt, const struct sbx_clone *c,
         return -1;
     }
     x->rt = rt;
+    if (lim)
+        x->lim = *lim;
     x->sb.pidfd = x->sb.sync_fd = x->sb.stdin_fd = x->sb.stdout_fd = x->sb.stderr_fd = -1;
     snprintf(x->tenant, sizeof(x->tenant), "%s", c->tenant);
     snprintf(x->name, sizeof(x->name), "%s", name);
@@ -432,4 +445,39 @@ void sbx_runtime_session_touch(struct sbx_runtime *rt, const struct sbx_clone *c
         rt_session_touch(x);
         rt_clone_activity(rt, c); /* and its clone's runtime is not idle either */
     }
+}
+
+int sbx_runtime_session_freeze(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
+                               bool frozen, sbx_err *err)
+{
+    struct rt_session *x = rt_find_session(rt, c, name);
+    if (!x || !x->ready)
+        return sbx_err_set(err, ENOENT, "no live session %s", name);
+    return sbx_cgroup_freeze_start(&x->sb.cg, frozen, err);
+}
+
+int sbx_runtime_session_stats(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
+                              struct sbx_cg_stats *st, struct sbx_cg_limits *lim, sbx_err *err)
+{
+    struct rt_session *x = rt_find_session(rt, c, name);
+    if (!x || !x->ready)
+        return sbx_err_set(err, ENOENT, "no live session %s", name);
+    const struct sbx_limits *d = &rt->settings.limits;
+    *lim = (struct sbx_cg_limits){
+        .memory_bytes = x->lim.memory_bytes ? x->lim.memory_bytes : d->memory_bytes,
+        .pids = x->lim.pids ? x->lim.pids : d->pids,
+        .cpu_cores = x->lim.cpu_cores > 0 ? x->lim.cpu_cores : d->cpu_cores};
+    return sbx_cgroup_stats(&x->sb.cg, st, err);
+}
+
+int sbx_runtime_session_connect(struct sbx_runtime *rt, const struct sbx_clone *c, const char *name,
+                                uint16_t port, sbx_err *err)
+{
+    struct rt_session *x = rt_find_session(rt, c, name);
+    if (!x || !x->ready)
+        return sbx_err_set(err, ENOENT, "no live session %s", name);
+    if (rt->settings.net == SBX_NET_HOST)
+        return sbx_err_set(err, ENOTSUP,
+                           "sandboxes share the host's network here: their loopback is the host's");
+    return sbx_netns_connect_loopback(x->sb.init_pid, port, err);
 }

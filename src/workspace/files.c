@@ -637,16 +637,24 @@ static int rm_contents(struct rm_ctx *c, int dfd, unsigned depth)
     }
 }
 
+/* The existing directory holding p (O_PATH, resolved as a user path), and
+ * p's last component in *name; -1 with errno. */
+static int open_dir_of(int ws_fd, const struct sbx_ws_path *p, const char **name)
+{
+    *name = sbx_ws_path_base(p);
+    char parent[SBX_WS_PATH_MAX + 1];
+    size_t plen = *name > p->rel ? (size_t)(*name - p->rel) - 1 : 0;
+    memcpy(parent, p->rel, plen);
+    parent[plen] = '\0';
+    return ws_open(ws_fd, parent, O_PATH | O_DIRECTORY);
+}
+
 int sbx_ws_delete(int ws_fd, const struct sbx_ws_path *p, sbx_err *err)
 {
     if (p->len == 0)
         return sbx_err_set(err, EINVAL, "delete \"/\": the workspace root cannot be deleted");
-    const char *name = sbx_ws_path_base(p);
-    char parent[SBX_WS_PATH_MAX + 1];
-    size_t plen = name > p->rel ? (size_t)(name - p->rel) - 1 : 0;
-    memcpy(parent, p->rel, plen);
-    parent[plen] = '\0';
-    cleanup_fd int dir_fd = ws_open(ws_fd, parent, O_PATH | O_DIRECTORY);
+    const char *name;
+    cleanup_fd int dir_fd = open_dir_of(ws_fd, p, &name);
     if (dir_fd < 0)
         return fail_openat2(err, "delete", p->rel);
 
@@ -683,4 +691,77 @@ int sbx_ws_delete(int ws_fd, const struct sbx_ws_path *p, sbx_err *err)
         /* Something was added meanwhile: go again, a bounded number of times. */
     }
     return fail_path(err, EBUSY, "delete (the tree keeps changing)", p->rel);
+}
+
+/* ---- directories, renames, modes ---- */
+
+/* The parent of p, created as an upload's would be; its base name in *base. */
+static int parent_made(int ws_fd, const struct sbx_ws_path *p, uid_t uid, gid_t gid,
+                       const char **base, sbx_err *err)
+{
+    struct sbx_ws_upload up = {.fd = -1, .dir_fd = -1, .made_fd = -1};
+    int fd = open_parent(ws_fd, p, uid, gid, &up, err);
+    if (up.made_fd >= 0)
+        close(up.made_fd);
+    *base = sbx_ws_path_base(p);
+    return fd;
+}
+
+int sbx_ws_mkdir(int ws_fd, const struct sbx_ws_path *p, unsigned mode, uid_t uid, gid_t gid,
+                 sbx_err *err)
+{
+    if (p->len == 0)
+        return 0; /* the workspace is there */
+    const char *base;
+    cleanup_fd int dir = parent_made(ws_fd, p, uid, gid, &base, err);
+    if (dir < 0)
+        return -1;
+    if (mkdirat(dir, base, DIR_MODE) < 0) {
+        struct stat s;
+        if (errno == EEXIST && fstatat(dir, base, &s, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISDIR(s.st_mode))
+            return 0;
+        return fail_path(err, errno == EEXIST ? EEXIST : errno, "mkdir", p->rel);
+    }
+    cleanup_fd int fd =
+        sys_openat2(dir, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, RESOLVE_STEP);
+    if (fd < 0 || fchown(fd, uid, gid) < 0 || fchmod(fd, mode & 07777) < 0)
+        return fail_path(err, errno, "mkdir: chown/chmod", p->rel);
+    return 0;
+}
+
+int sbx_ws_rename(int ws_fd, const struct sbx_ws_path *from, const struct sbx_ws_path *to,
+                  uid_t uid, gid_t gid, sbx_err *err)
+{
+    if (from->len == 0 || to->len == 0)
+        return sbx_err_set(err, EINVAL, "rename: the workspace root cannot be moved");
+    const char *name, *base;
+    cleanup_fd int src = open_dir_of(ws_fd, from, &name);
+    if (src < 0)
+        return fail_openat2(err, "rename", from->rel);
+    cleanup_fd int dst = parent_made(ws_fd, to, uid, gid, &base, err);
+    if (dst < 0)
+        return -1;
+    if (renameat(src, name, dst, base) < 0)
+        return fail_path(err, errno, "rename", from->rel);
+    return 0;
+}
+
+int sbx_ws_chmod(int ws_fd, const struct sbx_ws_path *p, unsigned mode, sbx_err *err)
+{
+    cleanup_fd int fd = ws_open(ws_fd, p->rel, O_PATH | O_NOFOLLOW);
+    if (fd < 0)
+        return fail_openat2(err, "chmod", p->rel);
+    struct stat s;
+    if (fstat(fd, &s) < 0)
+        return fail_path(err, errno, "chmod", p->rel);
+    if (S_ISLNK(s.st_mode))
+        return fail_path(err, EINVAL, "chmod of a symlink", p->rel);
+    /* An O_PATH fd takes no fchmod; its /proc link names this very inode
+     * (resolved inside the workspace above), never a path looked up again. */
+    char proc[64];
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    if (chmod(proc, mode & 07777) < 0)
+        return fail_path(err, errno, "chmod", p->rel);
+    return 0;
 }

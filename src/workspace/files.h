@@ -142,3 +142,15 @@ void sbx_ws_upload_abort(struct sbx_ws_upload *up);
  * directory is ENOTDIR. Synchronous: time grows with the tree, so a caller on
  * the event loop may prefer to run it in a helper child for large trees. */
 int sbx_ws_delete(int ws_fd, const struct sbx_ws_path *p, sbx_err *err);
+
+/* Make the directory p (and its missing parents, as an upload does), mode
+ * mode, owned by uid:gid; an existing directory is fine, anything else
+ * there is EEXIST. */
+int sbx_ws_mkdir(int ws_fd, const struct sbx_ws_path *p, unsigned mode, uid_t uid, gid_t gid,
+                 sbx_err *err);
+/* Move from to to (missing parents of to are made), each resolved inside
+ * the workspace; a symlink is moved, not followed. The root is EINVAL. */
+int sbx_ws_rename(int ws_fd, const struct sbx_ws_path *from, const struct sbx_ws_path *to,
+                  uid_t uid, gid_t gid, sbx_err *err);
+/* Set p's permission bits (07777); a symlink is refused (EINVAL). */
+int sbx_ws_chmod(int ws_fd, const struct sbx_ws_path *p, unsigned mode, sbx_err *err);

@@ -31,6 +31,8 @@ static json_t *task_json(sbx_http_request *req, const struct sbx_store_task *t, 
         t->session_id ? t->session_id : "");
     if (t->language)
         json_object_set_new(o, "language", json_string(t->language));
+    if (t->skill_version && *t->skill_version)
+        json_object_set_new(o, "skillVersion", json_string(t->skill_version));
     json_t *report = t->result ? json_loads(t->result, 0, &je) : NULL;
     if (report) {
         json_t *r = json_object();

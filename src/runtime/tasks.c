@@ -554,6 +554,7 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
                                  .skill = t->skill[0],
                                  .skill_source = t->skill[1],
                                  .skill_trust_level = t->skill[2],
+                                 .skill_version = t->skill[3],
                                  .language = req->argv ? NULL : req->language,
                                  .code = req->argv ? NULL : req->code,
                                  .limits = limits};

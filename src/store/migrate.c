@@ -139,11 +139,15 @@ static const char schema_v4[] =
     " tools TEXT NOT NULL CONSTRAINT tools_is_json CHECK (json_valid(tools))"
     ");";
 
+/* v5: the version of a skill task's skill (the active one when it ran). */
+static const char schema_v5[] = "ALTER TABLE tasks ADD COLUMN skill_version TEXT NOT NULL DEFAULT '';";
+
 const struct store_migration store_migrations[] = {
     {1, schema_v1},
     {2, schema_v2},
     {3, schema_v3},
     {4, schema_v4},
+    {5, schema_v5},
 };
 const size_t store_n_migrations = SBX_ARRAY_LEN(store_migrations);
 

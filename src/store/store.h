@@ -31,7 +31,7 @@ struct sbx_store;
 /* The schema version this build writes. A file with a higher
  * PRAGMA user_version (written by a newer sandboxd) is refused with ENOTSUP,
  * never opened and never downgraded. */
-#define SBX_STORE_SCHEMA_VERSION 4
+#define SBX_STORE_SCHEMA_VERSION 5
 
 struct sbx_store_options {
     uint32_t busy_timeout_ms; /* 0: 50 ms */
@@ -112,6 +112,7 @@ struct sbx_store_task {
     const char *skill;
     const char *skill_source;
     const char *skill_trust_level;
+    const char *skill_version; /* "" for a flat skill, or not a skill task */
     const char *limits;  /* JSON object text of the applied limits, or NULL */
     const char *sandbox; /* the engine's sandbox (cgroup) name, "" until known */
     enum sbx_task_status status;

@@ -56,7 +56,8 @@ bool sbx_task_transition_legal(enum sbx_task_status from, enum sbx_task_status t
 
 #define TASK_COLUMNS                                                                               \
     "t.id, t.tenant, t.clone_key, t.clone_id, t.session_id, t.command, t.language, t.code,"        \
-    " t.backend, t.skill, t.skill_source, t.skill_trust_level, t.limits, t.sandbox, t.status,"     \
+    " t.backend, t.skill, t.skill_source, t.skill_trust_level, t.skill_version, t.limits,"         \
+    " t.sandbox, t.status,"                                                                         \
     " t.created_at, t.started_at, t.ended_at, t.error, t.result,"                                  \
     " coalesce(length(o.stdout), 0), coalesce(length(o.stderr), 0)"
 #define TASK_FROM " FROM tasks t LEFT JOIN task_output o ON o.task_id = t.id"
@@ -74,6 +75,7 @@ enum {
     COL_SKILL,
     COL_SKILL_SOURCE,
     COL_SKILL_TRUST,
+    COL_SKILL_VERSION,
     COL_LIMITS,
     COL_SANDBOX,
     COL_STATUS,
@@ -104,6 +106,7 @@ static const struct {
     {COL_SKILL, offsetof(struct sbx_store_task, skill)},
     {COL_SKILL_SOURCE, offsetof(struct sbx_store_task, skill_source)},
     {COL_SKILL_TRUST, offsetof(struct sbx_store_task, skill_trust_level)},
+    {COL_SKILL_VERSION, offsetof(struct sbx_store_task, skill_version)},
     {COL_LIMITS, offsetof(struct sbx_store_task, limits)},
     {COL_SANDBOX, offsetof(struct sbx_store_task, sandbox)},
     {COL_ERROR, offsetof(struct sbx_store_task, error)},
@@ -179,8 +182,9 @@ void sbx_store_task_free(struct sbx_store_task *t)
 
 static const char sql_insert[] =
     "INSERT INTO tasks (id, tenant, clone_key, clone_id, session_id, command, language, code,"
-    " backend, skill, skill_source, skill_trust_level, limits, sandbox, status, created_at)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'pending', ?15)";
+    " backend, skill, skill_source, skill_trust_level, skill_version, limits, sandbox, status,"
+    " created_at)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, 'pending', ?16)";
 
 static const char *or_empty(const char *s)
 {
@@ -222,6 +226,7 @@ int sbx_store_task_insert(struct sbx_store *st, struct sbx_store_task *t, sbx_er
         or_empty(t->skill),
         or_empty(t->skill_source),
         or_empty(t->skill_trust_level),
+        or_empty(t->skill_version),
         t->limits,
         or_empty(t->sandbox),
     };
@@ -229,7 +234,7 @@ int sbx_store_task_insert(struct sbx_store *st, struct sbx_store_task *t, sbx_er
     for (size_t i = 0; i < SBX_ARRAY_LEN(text) && rc == SQLITE_OK; i++)
         rc = store_bind_text(s, (int)i + 1, text[i]);
     if (rc == SQLITE_OK)
-        rc = sqlite3_bind_int64(s, 15, t->created_at);
+        rc = sqlite3_bind_int64(s, (int)SBX_ARRAY_LEN(text) + 1, t->created_at);
     if (rc != SQLITE_OK)
         return store_fail(st, err, rc, "insert task %s", t->id);
     char what[64];

@@ -492,6 +492,9 @@ def skill_shared():
     check(open(overlay).read() == "v2", "overlay written, no trailing newline", overlay)
     st, b = D.exec({"skill": "hello", "action": "greet", "args": ["x"]})
     check(st == 200 and b["stdout"] == "hello v2 x\n", "v2 takes effect on the next run", (st, b))
+    st, t, _ = D.req("GET", "/runtime/tasks/" + b["taskId"])
+    check(st == 200 and t["skill"] == "hello" and t["skillSource"] == "shared" and
+          t.get("skillVersion") == "v2", "the task's record names the version it ran", (st, t))
     b = D.sh("claw-skill hello greet y")
     check(b["stdout"] == "hello v2 y\n", "claw-skill runs v2 too", b)
     # another clone keeps its own active version

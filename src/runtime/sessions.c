@@ -62,13 +62,18 @@ static void on_release(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Kill x's sandbox and release it from the loop; without a record for it,
- * the bounded synchronous release (only when memory is short). */
+ * the bounded synchronous release (only when memory is short). The first
+ * step is never taken here: release_step is for an init that has exited,
+ * and this one was only just killed (whether it is dead yet is a race with
+ * the kernel), and a step's failure is logged only by release_try. */
 static void session_release(struct rt_session *x)
 {
     struct sbx_runtime *rt = x->rt;
+    if (x->sb.pidfd < 0 && !x->sb.cg_made) {
+        sbx_sandbox_abandon(&x->sb); /* never spawned: its fds, if any */
+        return;
+    }
     sbx_sandbox_kill(&x->sb);
-    if (sbx_sandbox_release_step(&x->sb, NULL) == 0)
-        return; /* never spawned, or gone already */
     struct rt_release *r = calloc(1, sizeof(*r));
     if (!r || !(r->ev = evtimer_new(rt->o.base, on_release, r))) {
         free(r);
@@ -82,8 +87,10 @@ static void session_release(struct rt_session *x)
     r->next = rt->releasing;
     rt->releasing = r;
     struct timeval tv = {.tv_usec = RELEASE_RETRY_MS * 1000};
-    if (event_add(r->ev, &tv) < 0)
-        release_try(r); /* not armed: given up on (or done) now */
+    if (event_add(r->ev, &tv) < 0) { /* not armed: the bounded synchronous one */
+        sbx_sandbox_release(&r->sb, NULL);
+        release_free(r);
+    }
 }
 
 void rt_releases_finish(struct sbx_runtime *rt)

@@ -263,8 +263,8 @@ class Sandbox:
         daemon sends a heartbeat every 15) is reopened with Last-Event-ID, so
         the daemon replays what followed the last event received; none is
         lost or repeated. last_event_id=N begins after event N; None sends no
-        Last-Event-ID at first, and the daemon then replays the session's
-        stored events from the start, as for 0. max_retries bounds
+        Last-Event-ID at first, and the daemon then sends live events only
+        (0: every stored event first). max_retries bounds
         the consecutive failed reopenings (None: no bound). Errors the daemon
         answers (401, 404...) are raised at once. Closing the generator (or
         leaving a for loop) closes the connection."""

@@ -9,8 +9,8 @@ from .client import (EXTENDED_HEADER, Files, Sandbox, Session, Sessions, Skills,
 from .errors import (BadRequest, Conflict, ConnectionFailed, Forbidden, NotFound, SandboxError,
                      ServerError, TaskTimeout, TooLarge, TooManyRequests, Unauthorized)
 from .models import (FINAL_STATUSES, Event, ExecResult, FileEntry, Limits, Listing, Report,
-                     RuntimeStatus, SessionState, SkillInfo, Task, TaskPage, TaskResult, ToolCallResult,
-                     ToolSpec, TurnResult, Upload)
+                     RuntimeStatus, SessionState, SkillInfo, Task, TaskPage, TaskResult,
+                     ToolCallResult, ToolSpec, TurnResult, Upload)
 
 __all__ = [
     "Sandbox", "Session", "Tasks", "Files", "Sessions", "Skills", "EXTENDED_HEADER", "__version__",

@@ -1,13 +1,13 @@
 // The TypeScript SDK (its compiled ESM package) against a real daemon, run by
 // test_sdk_typescript.py with Node: SBX_URL (the daemon), SBX_RELAY (a relay
 // to it that drops event streams mid-frame), SBX_TOKEN, SBX_ACME_TOKEN,
-// SBX_TMP. Prints "ok NAME" / "FAIL NAME" lines; exits 1 on a failure.
+// SBX_TMP, SBX_SKILL (the shared skill the daemon's config holds). Prints "ok NAME" / "FAIL NAME" lines; exits 1 on a failure.
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import {
   BadRequestError, ConflictError, ConnectionError, ForbiddenError, NotFoundError, Sandbox,
-  SandboxError, TaskTimeoutError, TooLargeError, UnauthorizedError, EXTENDED_HEADER,
+  SandboxError, TaskTimeoutError, TooLargeError, UnauthorizedError, EXTENDED_HEADER, toolCall, turnResult,
 } from "@sandbox/sdk";
 
 const E = process.env;
@@ -260,15 +260,87 @@ await test("errors_carry_the_api_code", async () => {
   check(e.status === 0, "no daemon", e);
 });
 
-await test("skills_routes_absent", async () => {
-  // The skills routes are not in this daemon yet: 404, thrown as NotFoundError.
-  for (const call of [() => sbx.skills.list(), () => sbx.skills.get("x"), () => sbx.skills.reload(),
-    () => sbx.skills.activate("x", "v2")]) {
-    const e = await rejects(NotFoundError, call);
-    check(e.status === 404 && e.code === "not_found", "skills route: 404", e);
-  }
-  const e = await rejects(BadRequestError, () => sbx.skills.run("x", "act"));
-  check(e.message.includes("skill"), "a skill task refused, named", e);
+await test("skills_list_get_reload_activate_run", async () => {
+  const c = sbx.forClone({ tenant: "tsskl", cloneId: "c1" });
+  const SK = E.SBX_SKILL;
+  const cat = new Map((await c.skills.list()).map((s) => [s.name, s]));
+  const u = cat.get("ur-api");
+  check(u && u.source === "builtin" && u.trustLevel === "builtin" && u.enabled === true &&
+        JSON.stringify(u.actions) === '["check","get-self"]', "ur-api in the catalog, builtin", [...cat.keys()]);
+  const h = await c.skills.get(SK);
+  check(h.source === "shared" && h.trustLevel === "trusted" && JSON.stringify(h.versions) === '["v1","v2"]' &&
+        h.version === "v1" && h.activeDir?.endsWith("/versions/v1") && h.description === "greets, v1",
+        "the shared skill made by the test, v1 current", h);
+  const names = (await c.skills.reload()).map((s) => s.name);
+  check(names.includes("ur-api") && names.includes(SK), "reload answers the fresh catalog", names);
+  let r = await c.skills.exec(SK, "greet", ["a", "b c"]);
+  check(r.exitCode === 0 && r.stdout === `${SK} v1 a b c\n`, "skills.exec runs v1", r);
+  let t = await c.skills.run(SK, "greet", ["x"]);
+  check(t.skill === SK && t.skillSource === "shared" && t.skillTrustLevel === "trusted", "the task names its skill", t);
+  t = await c.tasks.wait(t.id, { timeoutMs: 60000 });
+  check(t.status === "succeeded" && t.result?.stdout === `${SK} v1 x\n`, "skills.run ran the action", t);
+  const a = await c.skills.activate(SK, "v2");
+  check(a.version === "v2" && a.activeDir?.endsWith("/versions/v2"), "activated v2", a);
+  r = await c.skills.exec(SK, "greet", ["y"]);
+  check(r.stdout === `${SK} v2 y\n`, "the next run prints v2", r);
+  r = await sbx.forClone({ tenant: "tsskl", cloneId: "c2" }).skills.exec(SK, "greet");
+  check(r.stdout === `${SK} v1 \n`, "the activation is the clone's own", r);
+  let e = await rejects(BadRequestError, () => c.skills.activate("nosuchskill", "v1"));
+  check(e.status === 400 && e.code === "bad_request" && e.apiMessage.includes("skill not found: nosuchskill"),
+        "activate unknown: 400", e);
+  e = await rejects(BadRequestError, () => c.skills.activate(SK, "v9"));
+  check(e.code === "bad_request" && e.apiMessage.includes("version not found: v9"), "unknown version: 400", e);
+  e = await rejects(ConflictError, () => c.skills.activate("ur-api", "v1"));
+  check(e.status === 409 && e.code === "conflict", "a builtin skill: 409", e);
+  e = await rejects(NotFoundError, () => c.skills.get("nosuchskill"));
+  check(e.status === 404 && e.code === "not_found", "get unknown: 404", e);
+  e = await rejects(BadRequestError, () => c.skills.run(SK, "nosuchaction"));
+  check(e.apiMessage.includes("unsupported skill action"), "an unknown action named", e);
+});
+
+await test("turns_tool_calls_and_cancel", async () => {
+  const tools = await sbx.tools();
+  check(tools[0]?.name === "exec" && tools[0].parameters?.type === "object" &&
+        tools.some((t) => t.name === "python"), "GET /runtime/tools", tools);
+  await sbx.withSession("tsturns", async (s) => {
+    await s.exec("echo kept > /tmp/k");
+    const tid = await s.toolCalls([
+      toolCall("exec", { command: "cat /tmp/k; echo oops >&2; exit 3" }, "c1"),
+      toolCall("python", { code: "print(6*7)" }, "c2"),
+    ]);
+    check(typeof tid === "string" && tid.length > 0, "turn id", tid);
+    const res = await s.waitTurn(tid);
+    check(res.turnId === tid && res.stopReason === "completed" && !res.error, "done completed", res);
+    check(res.calls.map((c) => c.callId).join() === "c1,c2", "both calls, in order", res.calls);
+    const c1 = res.calls[0];
+    check(c1.name === "exec" && c1.exitCode === 3 && c1.outcome === "exited" && c1.result.includes("kept") &&
+          c1.result.includes("[stderr]") && c1.output.includes("oops") && typeof c1.usage?.wallSeconds === "number",
+          "tool_call_end of the exec call: ran in the session's sandbox", c1);
+    check(res.calls[1].result.trim() === "42", "python call", res.calls[1]);
+    check(res.events[0].type === "turn_started" && res.events.at(-1).type === "done", "start to done", res.events.map((e) => e.type));
+    // a turn running sleep 30, canceled
+    const long = await s.toolCalls([toolCall("exec", { command: "echo started; sleep 30" })]);
+    const e = await rejects(ConflictError, () => s.toolCalls([toolCall("exec", { command: "true" })]));
+    check(e.code === "conflict" && e.apiMessage.includes(long), "one turn at a time: 409", e);
+    const t0 = Date.now();
+    const seen = [];
+    for await (const ev of s.followTurn(long)) {
+      seen.push(ev);
+      if (ev.type === "tool_call_output" && ev.data.text?.includes("started")) {
+        const ans = await sbx.cancelTurn(long);
+        check(ans.ok === true && ans.turnId === long, "cancel accepted", ans);
+      }
+    }
+    const done = turnResult(long, seen);
+    check(done.stopReason === "canceled" && done.calls[0].outcome === "canceled", "done canceled, the call killed", done);
+    check(Date.now() - t0 < 25000, "well before the sleep's end");
+    const e2 = await rejects(NotFoundError, () => sbx.cancelTurn(long));
+    check(e2.status === 404, "an ended turn: 404", e2);
+    const again = await s.runToolCalls([toolCall("exec", { command: "echo again" }, "a")]);
+    check(again.calls[0].result.trim() === "again", "the session takes turns again", again);
+  });
+  const e = await rejects(NotFoundError, () => sbx.toolCalls("nosuchsession", []));
+  check(e.status === 404, "no live session: 404", e);
 });
 
 console.log(`sdk-node: ${passed} passed, ${failed} failed`);

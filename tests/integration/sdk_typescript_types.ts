@@ -3,6 +3,7 @@
 // misuse is a compile error.
 import {
   Sandbox, type ExecResult, type SandboxEvent, type Task, type TaskPage, NotFoundError, SandboxError,
+  type TurnResult, type SkillInfo, toolCall,
 } from "@sandbox/sdk";
 
 export async function typed(sbx: Sandbox): Promise<number> {
@@ -27,6 +28,14 @@ export async function typed(sbx: Sandbox): Promise<number> {
     }
     if (err instanceof SandboxError) return err.status;
   }
+  const tr: TurnResult = await sbx.runToolCalls("s1", [toolCall("exec", { command: "ls" })]);
+  const res: string = tr.calls[0].result;
+  const tid: string = await sbx.turn("s1", { type: "user_message", text: "hi" });
+  const sk: SkillInfo = await sbx.skills.activate("x", "v2");
+  // @ts-expect-error a turn's input has a known type
+  await sbx.turn("s1", { type: "chat", text: "hi" });
+  // @ts-expect-error skills.run takes its args as an array
+  await sbx.skills.run("x", "a", "b");
   // @ts-expect-error exitCode is a number
   const wrong: string = r.exitCode;
   // @ts-expect-error a command is a string or an array of strings
@@ -35,5 +44,6 @@ export async function typed(sbx: Sandbox): Promise<number> {
   await sbx.runCode("x", { languag: "python" });
   // @ts-expect-error tasks.list takes its query as an object
   await sbx.tasks.list("failed");
-  return code + (first ? 1 : 0) + cursor.length + bytes.length + wrong.length;
+  return code + (first ? 1 : 0) + cursor.length + bytes.length + wrong.length + res.length +
+    tid.length + sk.name.length;
 }

@@ -1,5 +1,6 @@
 """What the SDK tests share: the daemon they drive (operator and tenant
-tokens, an egress with a test host, a small workspace quota) and a loopback
+tokens, an egress with a test host, a small workspace quota, the repository's
+builtin skills and a shared root with a versioned skill made here) and a loopback
 TCP relay in front of it that drops event-stream connections in the middle of
 a frame, so a test can check that a client resumes losing nothing."""
 import atexit
@@ -12,6 +13,7 @@ import threading
 
 from sbxtest import ServeDaemon
 
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TOKEN = "op-" + "sdk0123456789abcdef0123456789"     # 32 chars, operator
 ACME_TOKEN = "acme-" + "sdkfedcba9876543210fedcba98"  # 32 chars, tenant acme
 assert len(TOKEN) == 32 and len(ACME_TOKEN) == 32
@@ -27,7 +29,39 @@ sandbox:
 network:
   hosts:
     svc.test: 203.0.113.10
-""" % ACME_TOKEN
+skills:
+  builtin_root: %s
+  shared_root: %%(shared)s
+  mapped_root: %%(mapped)s
+  common_root: %%(common)s
+""" % (ACME_TOKEN, os.path.join(REPO, "skills", "builtin"))
+
+# The shared skill the tests activate: versions v1 (current) and v2, each
+# with one action, greet, that prints its version and its arguments.
+SHARED_SKILL = "sdkhello"
+
+
+def make_skill_roots(tmp):
+    roots = {k: os.path.join(tmp, "skills", k) for k in ("shared", "mapped", "common")}
+    for d in roots.values():
+        os.makedirs(d)
+    for v in ("v1", "v2"):
+        d = os.path.join(roots["shared"], SHARED_SKILL, "versions", v)
+        os.makedirs(os.path.join(d, "scripts"))
+        with open(os.path.join(d, "SKILL.md"), "w") as f:
+            f.write("---\nname: %s\ndescription: greets, %s\n---\n# %s\n"
+                    % (SHARED_SKILL, v, SHARED_SKILL))
+        with open(os.path.join(d, "scripts", "greet.sh"), "w") as f:
+            f.write('echo "%s %s $*"\n' % (SHARED_SKILL, v))
+    with open(os.path.join(roots["shared"], SHARED_SKILL, "current"), "w") as f:
+        f.write("v1\n")
+    # readable by a sandbox's user all the way down
+    for base, dirs, files in os.walk(os.path.join(tmp, "skills")):
+        os.chmod(base, 0o755)
+        for n in files:
+            os.chmod(os.path.join(base, n), 0o644)
+    os.chmod(tmp, 0o755)
+    return roots
 
 
 class SdkDaemon(ServeDaemon):
@@ -37,7 +71,7 @@ class SdkDaemon(ServeDaemon):
     def __init__(self, tmp, registry=None):
         cfg = os.path.join(tmp, "sdk.yaml")
         with open(cfg, "w") as f:
-            f.write(CONFIG)
+            f.write(CONFIG % make_skill_roots(tmp))
         super().__init__(os.path.join(tmp, "state"), TOKEN, config=cfg,
                          extra=["--net", "proxy"], registry=registry)
 

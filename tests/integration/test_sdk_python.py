@@ -1,8 +1,10 @@
 """The Python SDK (sdk/python) against a real daemon: exec and code, tasks
 with paging and cancel, files (a multi-MB file streamed both ways), sessions
 and their network, the event stream resumed after connections dropped
-mid-frame, errors as exceptions carrying the API's code, and the package
-installed with pip from its folder."""
+mid-frame, skills (catalog, activation of a shared skill's version, skill
+tasks), agent turns of tool calls followed to their done and canceled, errors
+as exceptions carrying the API's code, and the package installed with pip
+from its folder."""
 import hashlib
 import io
 import os
@@ -17,7 +19,8 @@ SDK = os.path.join(HERE, "..", "..", "sdk", "python")
 sys.path.insert(0, HERE)
 sys.path.insert(0, SDK)  # the PYTHONPATH way: no install needed
 from sbxtest import Suite, check  # noqa: E402
-from sdkutil import ACME_TOKEN, TOKEN, CutRelay, SdkDaemon, scratch  # noqa: E402
+from sdkutil import (ACME_TOKEN, SHARED_SKILL, TOKEN, CutRelay, SdkDaemon,  # noqa: E402
+                     scratch)
 
 import sandbox_sdk as sdk  # noqa: E402
 from sandbox_sdk import Sandbox  # noqa: E402
@@ -285,18 +288,109 @@ def errors_carry_the_api_code():
 
 
 @S.case
-def skills_routes_absent_and_turns():
-    # The skills routes are not in this daemon yet: 404, raised as NotFound.
-    for call in (SBX.skills.list, lambda: SBX.skills.get("x"), SBX.skills.reload,
-                 lambda: SBX.skills.activate("x", "v2")):
-        e = raises(sdk.NotFound, call)
-        check(e.status == 404 and e.code == "not_found", "skills route: 404", vars(e))
-    e = raises(sdk.BadRequest, SBX.skills.run, "x", "act")
-    check("skill" in e.message, "a skill task refused, named", vars(e))
+def skills_list_get_reload_activate_run():
+    c = SBX.for_clone(tenant="skl", clone_id="c1")
+    cat = {s.name: s for s in c.skills.list()}
+    check(isinstance(cat.get("ur-api"), sdk.SkillInfo), "ur-api in the catalog", sorted(cat))
+    u = cat["ur-api"]
+    check(u.source == "builtin" and u.trust_level == "builtin" and u.enabled and
+          u.actions == ["check", "get-self"] and u.scan_verdict, "ur-api is builtin, enabled", u)
+    h = c.skills.get(SHARED_SKILL)
+    check(h.source == "shared" and h.trust_level == "trusted" and h.versions == ["v1", "v2"] and
+          h.version == "v1" and h.active_dir.endswith("/versions/v1") and h.actions == ["greet"],
+          "the shared skill made here, v1 current", h)
+    check(h.description == "greets, v1" and "description" in h.raw,
+          "the extended answer's SKILL.md fields", h.raw)
+    reloaded = {s.name for s in c.skills.reload()}
+    check({"ur-api", SHARED_SKILL} <= reloaded, "reload answers the fresh catalog", reloaded)
+    # a skill action, waited for (exec) and submitted (tasks)
+    r = c.skills.exec(SHARED_SKILL, "greet", "a", "b c")
+    check(isinstance(r, sdk.ExecResult) and r.exit_code == 0 and
+          r.stdout == "%s v1 a b c\n" % SHARED_SKILL, "skills.exec runs v1", r)
+    t = c.skills.run(SHARED_SKILL, "greet", "x")
+    check(t.skill == SHARED_SKILL and t.skill_source == "shared" and
+          t.skill_trust_level == "trusted", "the task names its skill", t)
+    t = c.tasks.wait(t.id, timeout=60)
+    check(t.status == "succeeded" and t.result.stdout == "%s v1 x\n" % SHARED_SKILL,
+          "skills.run ran the action", t)
+    # activate v2: the next run prints v2; another clone keeps v1
+    a = c.skills.activate(SHARED_SKILL, "v2")
+    check(isinstance(a, sdk.SkillInfo) and a.version == "v2" and
+          a.active_dir.endswith("/versions/v2"), "activated v2", a)
+    r = c.skills.exec(SHARED_SKILL, "greet", "y")
+    check(r.stdout == "%s v2 y\n" % SHARED_SKILL, "the next run prints v2", r)
+    check(c.skills.get(SHARED_SKILL).version == "v2", "get says v2")
+    other = SBX.for_clone(tenant="skl", clone_id="c2")
+    check(other.skills.exec(SHARED_SKILL, "greet").stdout == "%s v1 \n" % SHARED_SKILL,
+          "the activation is the clone's own")
+    # refusals, with the API's code
+    e = raises(sdk.BadRequest, c.skills.activate, "nosuchskill", "v1")
+    check(e.status == 400 and e.code == "bad_request" and
+          "skill not found: nosuchskill" in e.message, "activate unknown: 400", vars(e))
+    e = raises(sdk.BadRequest, c.skills.activate, SHARED_SKILL, "v9")
+    check(e.code == "bad_request" and "version not found: v9" in e.message,
+          "unknown version: 400", vars(e))
+    e = raises(sdk.Conflict, c.skills.activate, "ur-api", "v1")
+    check(e.status == 409 and e.code == "conflict" and "builtin" in e.message,
+          "a builtin skill cannot be activated: 409", vars(e))
+    e = raises(sdk.NotFound, c.skills.get, "nosuchskill")
+    check(e.status == 404 and e.code == "not_found", "get unknown: 404", vars(e))
+    e = raises(sdk.BadRequest, c.skills.run, SHARED_SKILL, "nosuchaction")
+    check("unsupported skill action" in e.message, "an unknown action named", vars(e))
     s = sdk.SkillInfo.from_dict({"name": "x", "trustLevel": "trusted", "actions": ["a"],
                                  "future": 1})
     check(s.trust_level == "trusted" and s.actions == ["a"] and s.raw["future"] == 1,
           "SkillInfo typed, unknown keys kept in raw", s)
+
+
+@S.case
+def turns_tool_calls_and_cancel():
+    tools = SBX.tools()
+    check(all(isinstance(t, sdk.ToolSpec) for t in tools) and
+          [t.name for t in tools][:2] == ["exec", "python"] and
+          tools[0].parameters.get("type") == "object", "GET /runtime/tools typed", tools)
+    with SBX.session("turns") as s:
+        s.exec("echo kept > /tmp/k")
+        calls = [sdk.tool_call("exec", {"command": "cat /tmp/k; echo oops >&2; exit 3"},
+                               id="c1"),
+                 sdk.tool_call("python", {"code": "print(6*7)"}, id="c2")]
+        tid = s.tool_calls(calls)
+        check(isinstance(tid, str) and tid, "turn() answers the turn id", tid)
+        res = s.wait_turn(tid)
+        check(isinstance(res, sdk.TurnResult) and res.turn_id == tid and
+              res.stop_reason == "completed" and res.error is None, "done completed", res)
+        check([c.call_id for c in res.calls] == ["c1", "c2"], "both calls, in order", res.calls)
+        c1 = res.call("c1")
+        check(isinstance(c1, sdk.ToolCallResult) and c1.name == "exec" and c1.exit_code == 3 and
+              c1.outcome == "exited" and "kept" in c1.result and "[stderr]" in c1.result and
+              "kept\n" in c1.output and "oops" in c1.output and "wallSeconds" in c1.usage,
+              "tool_call_end of the exec call: ran in the session's sandbox", c1)
+        check(res.call("c2").result.strip() == "42", "python call", res.call("c2"))
+        types = [e.type for e in res.events]
+        check(types[0] == "turn_started" and types[-1] == "done" and
+              types.count("tool_call_end") == 2, "the turn's events, start to done", types)
+        # a turn running sleep 30, canceled
+        tid = s.tool_calls([sdk.tool_call("exec", {"command": "echo started; sleep 30"})])
+        e = raises(sdk.Conflict, s.tool_calls, [sdk.tool_call("exec", {"command": "true"})])
+        check(e.code == "conflict" and tid in e.message, "one turn at a time: 409", vars(e))
+        t0 = time.monotonic()
+        seen = []
+        for ev in s.follow_turn(tid):
+            seen.append(ev)
+            if ev.type == "tool_call_output" and "started" in ev.data.get("text", ""):
+                ans = SBX.cancel_turn(tid)
+                check(ans.get("ok") is True and ans.get("turnId") == tid, "cancel accepted", ans)
+        res = sdk.TurnResult.from_events(tid, seen)
+        check(res.stop_reason == "canceled" and res.calls[0].outcome == "canceled",
+              "done canceled, the call killed", res)
+        check(time.monotonic() - t0 < 25, "well before the sleep's end")
+        e = raises(sdk.NotFound, SBX.cancel_turn, tid)
+        check(e.status == 404, "an ended turn: 404", vars(e))
+        again = s.run_tool_calls([sdk.tool_call("exec", {"command": "echo again"}, id="a")])
+        check(again.call("a").result.strip() == "again", "the session takes turns again", again)
+    e = raises(sdk.NotFound, SBX.tool_calls, "nosuchsession", [])
+    check(e.status == 404, "no live session: 404", vars(e))
+    e = raises(sdk.BadRequest, SBX.turn, "turns", {"type": "bogus"})
 
 
 @S.case

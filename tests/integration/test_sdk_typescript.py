@@ -3,7 +3,9 @@ in scripts/npm-deps.sh), its shipped .d.ts type-checked from a consumer, and
 its ESM package run by Node against a real daemon (sdk_typescript_test.mjs):
 exec and code, tasks with paging and cancel, files (a multi-MB file streamed
 both ways), sessions and their network, the event stream resumed after
-connections dropped mid-frame, errors carrying the API's code."""
+connections dropped mid-frame, skills (catalog, activation, skill tasks), agent
+turns of tool calls followed to their done and canceled, errors carrying the
+API's code."""
 import atexit
 import json
 import os
@@ -16,7 +18,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, HERE)
 from sbxtest import Suite, check, npm_clients  # noqa: E402
-from sdkutil import ACME_TOKEN, TOKEN, CutRelay, SdkDaemon, scratch  # noqa: E402
+from sdkutil import (ACME_TOKEN, SHARED_SKILL, TOKEN, CutRelay, SdkDaemon,  # noqa: E402
+                     scratch)
 
 NODE = "/usr/bin/node"  # Node 20 (the SDK asks for >= 18)
 S = Suite("sdk-typescript")
@@ -46,7 +49,8 @@ def compiles_with_tsc_and_ships_types():
     with open(os.path.join(PKG, "dist", "index.d.ts")) as f:
         dts = f.read()
     for name in ("class Sandbox", "interface ExecResult", "interface SandboxEvent",
-                 "class NotFoundError", "stream(session?: string"):
+                 "class NotFoundError", "stream(session?: string", "interface TurnResult",
+                 "interface ToolCallResult", "waitTurn(session: string"):
         check(name in dts, "the .d.ts declares " + name)
     with open(os.path.join(PKG, "dist", "index.js")) as f:
         js = f.read()
@@ -84,13 +88,14 @@ def node_runs_the_sdk_against_the_daemon():
     script = os.path.join(TMP, "sdk_test.mjs")
     shutil.copy(os.path.join(HERE, "sdk_typescript_test.mjs"), script)
     env = {"PATH": "/usr/bin:/bin", "SBX_URL": D.url, "SBX_RELAY": RELAY.url,
-           "SBX_TOKEN": TOKEN, "SBX_ACME_TOKEN": ACME_TOKEN, "SBX_TMP": TMP}
+           "SBX_TOKEN": TOKEN, "SBX_ACME_TOKEN": ACME_TOKEN, "SBX_TMP": TMP,
+           "SBX_SKILL": SHARED_SKILL}
     p = subprocess.run([NODE, script], capture_output=True, text=True, timeout=400, env=env,
                        cwd=TMP)
     print("\n".join("    node: " + line for line in p.stdout.splitlines()))
     check(p.returncode == 0 and re.search(r"sdk-node: \d+ passed, 0 failed", p.stdout),
           "every Node case passed", p.stdout[-4000:] + p.stderr[-3000:])
-    check(p.stdout.count("\nok   ") + p.stdout.startswith("ok   ") >= 8, "all eight ran",
+    check(p.stdout.count("\nok   ") + p.stdout.startswith("ok   ") >= 9, "all nine ran",
           p.stdout)
 
 

@@ -1,5 +1,5 @@
 """The client: one Sandbox per daemon and clone, with tasks, files, sessions
-and skills as attributes. Standard library only (http.client)."""
+and skills as attributes, and agent turns as methods. Standard library only (http.client)."""
 from __future__ import annotations
 
 import contextlib
@@ -16,7 +16,7 @@ from typing import (Any, BinaryIO, Dict, Iterator, List, Mapping, Optional, Sequ
 from . import _sse
 from .errors import ConnectionFailed, SandboxError, TaskTimeout, error_from_answer
 from .models import (Event, ExecResult, Listing, RuntimeStatus, SessionState, SkillInfo, Task,
-                     TaskPage, Upload)
+                     TaskPage, ToolSpec, TurnResult, Upload)
 
 __version__ = "0.1.0"
 
@@ -45,8 +45,8 @@ def _task_body(command: Optional[Command] = None, language: Optional[str] = None
                timeout_seconds: Optional[float] = None, memory_mb: Optional[float] = None,
                pids: Optional[int] = None, cpu: Optional[float] = None,
                session: Optional[str] = None, network: Optional[Mapping[str, Any]] = None,
-               skill: Optional[str] = None, args: Optional[Sequence[str]] = None
-               ) -> Dict[str, Any]:
+               skill: Optional[str] = None, action: Optional[str] = None,
+               args: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     body: Dict[str, Any] = {}
     if command is not None:
         body["command"] = _command(command)
@@ -55,6 +55,7 @@ def _task_body(command: Optional[Command] = None, language: Optional[str] = None
         body["code"] = code
     if skill is not None:
         body["skill"] = skill
+        body["action"] = action
         body["args"] = list(args or [])
     opt = {"env": dict(env) if env is not None else None,
            "stdin": stdin.decode() if isinstance(stdin, bytes) else stdin,
@@ -262,8 +263,8 @@ class Sandbox:
         daemon sends a heartbeat every 15) is reopened with Last-Event-ID, so
         the daemon replays what followed the last event received; none is
         lost or repeated. last_event_id=N begins after event N; None sends no
-        Last-Event-ID at first, and the daemon then replays the session's
-        stored events from the start, as for 0. max_retries bounds
+        Last-Event-ID at first, and the daemon then sends live events only
+        (0: every stored event first). max_retries bounds
         the consecutive failed reopenings (None: no bound). Errors the daemon
         answers (401, 404...) are raised at once. Closing the generator (or
         leaving a for loop) closes the connection."""
@@ -310,17 +311,100 @@ class Sandbox:
                 raise ConnectionFailed("event stream: %d reconnections failed" % max_retries)
             time.sleep(min(delay * failures, 10.0))
 
+    # ---- agent turns ----
+
+    def tools(self) -> List[ToolSpec]:
+        """The built-in tools a turn may call, with their JSON schemas."""
+        data = self._call("GET", "/runtime/tools") or {}
+        return [ToolSpec.from_dict(t) for t in data.get("tools", [])]
+
+    def turn(self, session: str, input: Mapping[str, Any]) -> str:
+        """Starts a turn on a live session; returns its id at once (the turn
+        runs on: follow it with follow_turn / wait_turn). input is the API's:
+        {"type": "tool_calls", ...}, {"type": "user_message", "text"} or
+        {"type": "tool_result", "callId", "output"}. A session with a turn
+        going on raises Conflict, an unknown session NotFound."""
+        data = self._call("POST", "/runtime/turn", {"sessionID": session, "input": dict(input)})
+        return (data or {}).get("turnId", "")
+
+    def tool_calls(self, session: str, calls: Sequence[Mapping[str, Any]],
+                   parallel: bool = False) -> str:
+        """A turn of tool calls run in the session's sandbox, no model
+        needed: calls are {"id", "name", "arguments"} (see tool_call());
+        in order, or all at once with parallel=True. Returns the turn id."""
+        inp: Dict[str, Any] = {"type": "tool_calls", "calls": [dict(c) for c in calls]}
+        if parallel:
+            inp["parallel"] = True
+        return self.turn(session, inp)
+
+    def user_message(self, session: str, text: str) -> str:
+        """A turn answered by the daemon's model (Conflict when none is
+        configured). Returns the turn id."""
+        return self.turn(session, {"type": "user_message", "text": text})
+
+    def tool_result(self, session: str, call_id: str, output: Any) -> str:
+        """The answer to an external tool the running turn waits for (a
+        string, or any JSON, sent as its text)."""
+        return self.turn(session, {"type": "tool_result", "callId": call_id, "output": output})
+
+    def cancel_turn(self, turn_id: str) -> Dict[str, Any]:
+        """Stops a turn: its tool processes are killed, `done` with
+        stopReason "canceled" follows on the stream. An ended or unknown
+        turn raises NotFound."""
+        return self._call("POST", "/runtime/turn/%s/cancel" % _seg(turn_id))
+
+    def follow_turn(self, session: str, turn_id: str, **stream_kw: Any) -> Iterator[Event]:
+        """The turn's events, from its turn_started to its done (included),
+        read from the session's resumable stream (stream()'s keyword
+        arguments; last_event_id defaults to 0: the stored events are
+        replayed from the start, so a turn started before the call is
+        followed from its beginning; give a later id to skip older turns)."""
+        stream_kw.setdefault("last_event_id", 0)
+        on = False
+        it = self.stream(session, **stream_kw)
+        try:
+            for ev in it:
+                tid = ev.data.get("turnId") if isinstance(ev.data, dict) else None
+                if ev.type == "turn_started" and tid == turn_id:
+                    on = True
+                if not on:
+                    continue
+                yield ev
+                if ev.type == "done" and tid == turn_id:
+                    return
+        finally:
+            it.close()
+
+    def wait_turn(self, session: str, turn_id: str, **stream_kw: Any) -> TurnResult:
+        """Follows the turn until its done; its calls, text, error and stop
+        reason typed (TurnResult)."""
+        return TurnResult.from_events(turn_id, list(self.follow_turn(session, turn_id,
+                                                                     **stream_kw)))
+
+    def run_tool_calls(self, session: str, calls: Sequence[Mapping[str, Any]],
+                       parallel: bool = False, **stream_kw: Any) -> TurnResult:
+        """tool_calls() then wait_turn()."""
+        return self.wait_turn(session, self.tool_calls(session, calls, parallel), **stream_kw)
+
     # ---- sessions as context managers ----
 
     @contextlib.contextmanager
-    def session(self, session_id: Optional[str] = None) -> Iterator["Session"]:
+    def session(self, session_id: Optional[str] = None,
+                tools: Optional[Sequence[Mapping[str, Any]]] = None) -> Iterator["Session"]:
         """with sbx.session("s1") as s: s.exec(...): started on entry,
         stopped on exit."""
-        st = self.sessions.start(session_id)
+        st = self.sessions.start(session_id, tools=tools)
         try:
             yield Session(self, st.session_id or session_id or "")
         finally:
             self.sessions.stop(st.session_id or session_id)
+
+
+def tool_call(name: str, arguments: Any = None, id: Optional[str] = None) -> Dict[str, Any]:
+    """One call of a tool_calls turn: {"id", "name", "arguments"} (an id made
+    up when none is given; arguments an object or a JSON string)."""
+    return {"id": id or "call-" + os.urandom(6).hex(), "name": name,
+            "arguments": {} if arguments is None else arguments}
 
 
 def _event(frame: _sse.Frame) -> Event:
@@ -363,6 +447,25 @@ class Session:
 
     def stream(self, **kw: Any) -> Iterator[Event]:
         return self.client.stream(self.id, **kw)
+
+    def turn(self, input: Mapping[str, Any]) -> str:
+        return self.client.turn(self.id, input)
+
+    def tool_calls(self, calls: Sequence[Mapping[str, Any]], parallel: bool = False) -> str:
+        return self.client.tool_calls(self.id, calls, parallel)
+
+    def run_tool_calls(self, calls: Sequence[Mapping[str, Any]], parallel: bool = False,
+                       **stream_kw: Any) -> TurnResult:
+        return self.client.run_tool_calls(self.id, calls, parallel, **stream_kw)
+
+    def tool_result(self, call_id: str, output: Any) -> str:
+        return self.client.tool_result(self.id, call_id, output)
+
+    def follow_turn(self, turn_id: str, **stream_kw: Any) -> Iterator[Event]:
+        return self.client.follow_turn(self.id, turn_id, **stream_kw)
+
+    def wait_turn(self, turn_id: str, **stream_kw: Any) -> TurnResult:
+        return self.client.wait_turn(self.id, turn_id, **stream_kw)
 
     def stop(self) -> SessionState:
         return self.client.sessions.stop(self.id)
@@ -550,9 +653,14 @@ class Sessions:
     def __init__(self, client: Sandbox) -> None:
         self._c = client
 
-    def start(self, session_id: Optional[str] = None) -> SessionState:
-        """Starts it (a new id when None); answered once it is set up."""
-        body = {"sessionID": session_id} if session_id is not None else {}
+    def start(self, session_id: Optional[str] = None,
+              tools: Optional[Sequence[Mapping[str, Any]]] = None) -> SessionState:
+        """Starts it (a new id when None); answered once it is set up. tools:
+        external tools its turns may call, [{name, description, parameters,
+        "external": True}] (the caller answers them with tool_result)."""
+        body: Dict[str, Any] = {"sessionID": session_id} if session_id is not None else {}
+        if tools is not None:
+            body["tools"] = [dict(t) for t in tools]
         return SessionState.from_dict(self._c._call("POST", "/runtime/start", body))
 
     def stop(self, session_id: Optional[str] = None) -> SessionState:
@@ -570,7 +678,8 @@ class Sessions:
 
 
 class Skills:
-    """Skills (the original's /runtime/skills routes)."""
+    """Skills (the original's /runtime/skills routes): the requesting clone's
+    catalog, activation of a version, and skill tasks."""
 
     def __init__(self, client: Sandbox) -> None:
         self._c = client
@@ -594,7 +703,14 @@ class Skills:
         return SkillInfo.from_dict((data or {}).get("skill"))
 
     def run(self, name: str, action: str, *args: str, **kw: Any) -> Task:
-        """Submits a task running a skill's action (claw-skill NAME ACTION
-        ARGS...); takes exec's keyword arguments."""
-        body = _task_body(skill=name, args=[action, *args], **kw)
+        """Submits a task running a skill's action ({"skill", "action",
+        "args"}, as claw-skill NAME ACTION ARGS...); answered at once with the
+        pending task. Takes exec's keyword arguments (env, stdin, session...)."""
+        body = _task_body(skill=name, action=action, args=args, **kw)
         return Task.from_dict(self._c._call("POST", "/runtime/tasks", body))
+
+    def exec(self, name: str, action: str, *args: str,
+             request_timeout: Optional[float] = None, **kw: Any) -> ExecResult:
+        """Runs a skill's action and waits for its end (POST /runtime/exec)."""
+        body = _task_body(skill=name, action=action, args=args, **kw)
+        return self._c._exec(body, kw.get("timeout_seconds"), request_timeout)

@@ -250,6 +250,11 @@ class SkillInfo(Model):
     enabled: bool = True
     scan_verdict: str = ""
     blocked_reason: str = ""
+    # what SKILL.md says (the extended answer, which the SDK asks for)
+    description: str = ""
+    homepage: str = ""
+    caution: Any = None
+    shadows: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -261,3 +266,89 @@ class Event(Model):
     time: Optional[str] = None
     session_id: str = ""
     data: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class ToolSpec(Model):
+    """A tool turns may call (GET /runtime/tools): its JSON schema."""
+    name: str = ""
+    description: str = ""
+    parameters: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    external: bool = False
+
+
+@dataclasses.dataclass
+class ToolCallResult(Model):
+    """One tool call of a turn, from its tool_call_start, tool_call_output and
+    tool_call_end events. `result` is what is fed back to the model (capped);
+    `output` the whole output the stream carried, stdout and stderr in order."""
+    call_id: str = ""
+    name: str = ""
+    arguments: Any = None
+    external: bool = False
+    exit_code: Optional[int] = None
+    outcome: str = ""
+    result: str = ""
+    truncated: bool = False
+    usage: Dict[str, Any] = dataclasses.field(default_factory=dict)
+    output: str = ""
+
+    @property
+    def ended(self) -> bool:
+        return bool(self.outcome)
+
+
+@dataclasses.dataclass
+class TurnResult(Model):
+    """A turn followed to its `done`: stop_reason (completed, canceled, the
+    model's finish reason, error...), its tool calls in the order they
+    started, the model's text, the runtime_error's data when there was one,
+    the token usage of a model turn, and every event of the turn."""
+    turn_id: str = ""
+    stop_reason: str = ""
+    calls: List[ToolCallResult] = dataclasses.field(default_factory=list)
+    text: str = ""
+    error: Optional[Dict[str, Any]] = None
+    usage: Optional[Dict[str, Any]] = None
+    events: List[Event] = dataclasses.field(default_factory=list, repr=False)
+
+    def call(self, call_id: str) -> Optional[ToolCallResult]:
+        return next((c for c in self.calls if c.call_id == call_id), None)
+
+    @classmethod
+    def from_events(cls, turn_id: str, events: List[Event]) -> "TurnResult":
+        t = cls(turn_id=turn_id, events=list(events))
+        calls: Dict[str, ToolCallResult] = {}
+        for ev in events:
+            d = ev.data
+            if ev.type == "tool_call_start":
+                c = ToolCallResult(raw=d, call_id=d.get("callId", ""), name=d.get("name", ""),
+                                   arguments=d.get("arguments"),
+                                   external=bool(d.get("external")))
+                calls[c.call_id] = c
+                t.calls.append(c)
+            elif ev.type == "tool_call_output":
+                c = calls.get(d.get("callId", ""))
+                if c is not None:
+                    c.output += d.get("text", "")
+            elif ev.type == "tool_call_end":
+                c = calls.get(d.get("callId", ""))
+                if c is None:
+                    c = ToolCallResult(call_id=d.get("callId", ""), name=d.get("name", ""))
+                    calls[c.call_id] = c
+                    t.calls.append(c)
+                c.raw = dict(c.raw, end=d)
+                c.exit_code = d.get("exitCode")
+                c.outcome = d.get("outcome", "")
+                c.result = d.get("result", "")
+                c.truncated = bool(d.get("truncated"))
+                c.usage = d.get("usage") or {}
+            elif ev.type == "text_delta":
+                t.text += d.get("text", "")
+            elif ev.type == "runtime_error":
+                t.error = d
+            elif ev.type == "done":
+                t.stop_reason = d.get("stopReason", "")
+                t.usage = d.get("usage")
+                t.raw = d
+        return t

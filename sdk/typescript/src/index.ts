@@ -180,7 +180,105 @@ export interface SkillInfo {
   enabled?: boolean;
   scanVerdict?: string;
   blockedReason?: string;
+  /** What SKILL.md says (the extended answer, which the SDK asks for). */
+  description?: string;
+  homepage?: string;
+  shadows?: { source: string; rootDir: string }[];
   [key: string]: unknown;
+}
+
+/** A tool turns may call (GET /runtime/tools): its JSON schema. */
+export interface ToolSpec {
+  name: string;
+  description?: string;
+  parameters?: Record<string, unknown>;
+  external?: boolean;
+  [key: string]: unknown;
+}
+
+/** One call of a tool_calls turn (OpenAI's shape); arguments an object or a JSON string. */
+export interface ToolCall {
+  id: string;
+  name: string;
+  arguments: Record<string, unknown> | string;
+}
+
+/** A turn's input, as POST /runtime/turn takes it. */
+export type TurnInput =
+  | { type: "tool_calls"; calls: ToolCall[]; parallel?: boolean }
+  | { type: "user_message"; text: string }
+  | { type: "tool_result"; callId: string; output: unknown };
+
+/** One tool call of a turn, from its tool_call_start, _output and _end
+ * events. `result` is what is fed back to the model (capped); `output` the
+ * whole output the stream carried. */
+export interface ToolCallResult {
+  callId: string;
+  name: string;
+  arguments?: unknown;
+  external?: boolean;
+  exitCode?: number | null;
+  /** exited, timeout, canceled, tool_error, external...; "" while running. */
+  outcome: string;
+  result: string;
+  truncated?: boolean;
+  usage?: { wallSeconds?: number; cpuSeconds?: number; peakMemoryBytes?: number };
+  output: string;
+}
+
+/** A turn followed to its done. */
+export interface TurnResult {
+  turnId: string;
+  /** completed, canceled, the model's finish reason, error, budget, interrupted. */
+  stopReason: string;
+  calls: ToolCallResult[];
+  /** The model's text (its text_delta events). */
+  text: string;
+  /** The runtime_error's data ({turnId, reason, message}) when there was one. */
+  error?: Record<string, any>;
+  usage?: Record<string, number>;
+  events: SandboxEvent[];
+}
+
+/** The typed summary of a turn's events (from turn_started to done). */
+export function turnResult(turnId: string, events: SandboxEvent[]): TurnResult {
+  const t: TurnResult = { turnId, stopReason: "", calls: [], text: "", events };
+  const byId = new Map<string, ToolCallResult>();
+  for (const ev of events) {
+    const d = ev.data ?? {};
+    if (ev.type === "tool_call_start") {
+      const c: ToolCallResult = { callId: d.callId, name: d.name, arguments: d.arguments,
+                                  external: !!d.external, outcome: "", result: "", output: "" };
+      byId.set(c.callId, c);
+      t.calls.push(c);
+    } else if (ev.type === "tool_call_output") {
+      const c = byId.get(d.callId);
+      if (c) c.output += d.text ?? "";
+    } else if (ev.type === "tool_call_end") {
+      let c = byId.get(d.callId);
+      if (!c) {
+        c = { callId: d.callId, name: d.name, outcome: "", result: "", output: "" };
+        byId.set(c.callId, c);
+        t.calls.push(c);
+      }
+      Object.assign(c, { exitCode: d.exitCode, outcome: d.outcome ?? "", result: d.result ?? "",
+                         truncated: !!d.truncated, usage: d.usage });
+    } else if (ev.type === "text_delta") {
+      t.text += d.text ?? "";
+    } else if (ev.type === "runtime_error") {
+      t.error = d;
+    } else if (ev.type === "done") {
+      t.stopReason = d.stopReason ?? "";
+      if (d.usage) t.usage = d.usage;
+    }
+  }
+  return t;
+}
+
+/** One call of a tool_calls turn (an id made up when none is given). */
+export function toolCall(name: string, args: Record<string, unknown> | string = {}, id?: string): ToolCall {
+  const rnd = Math.random().toString(16).slice(2, 14);
+  return { id: id ?? `call-${rnd}`, name, arguments: args };
 }
 
 /** One event of a session's stream. `id` orders it (a resume sends it as
@@ -238,8 +336,8 @@ export interface SandboxOptions {
 }
 
 export interface StreamOptions {
-  /** Begin after event N; without it no Last-Event-ID is sent at first, and
-   * the daemon replays the session's stored events from the start. */
+  /** Begin after event N (0: every stored event); without it no
+   * Last-Event-ID is sent at first, and the daemon sends live events only. */
   lastEventId?: number;
   /** Reopen after a drop (default true). */
   reconnect?: boolean;
@@ -625,6 +723,11 @@ export class Sandbox {
     return this.runSync(taskBody({ language: opts.language ?? "python", code }, opts), opts);
   }
 
+  /** @internal */
+  runSkill(body: Record<string, unknown>, opts: RunOptions): Promise<ExecResult> {
+    return this.runSync(body, opts);
+  }
+
   private runSync(body: Record<string, unknown>, opts: RunOptions): Promise<ExecResult> {
     // The answer comes at the task's end: its timeout (the daemon's default,
     // 300 s, when none is given) plus a margin for the queue.
@@ -703,9 +806,76 @@ export class Sandbox {
     }
   }
 
+  // ---- agent turns ----
+
+  /** The built-in tools a turn may call, with their JSON schemas. */
+  async tools(): Promise<ToolSpec[]> {
+    const data = await this.call<{ tools: ToolSpec[] }>("/runtime/tools");
+    return data?.tools ?? [];
+  }
+
+  /** Starts a turn on a live session; resolves to its id at once (follow it
+   * with followTurn / waitTurn). A session with a turn going on throws
+   * ConflictError, an unknown session NotFoundError. */
+  async turn(session: string, input: TurnInput): Promise<string> {
+    const data = await this.call<{ ok: boolean; turnId: string }>("/runtime/turn", {
+      method: "POST", json: { sessionID: session, input },
+    });
+    return data.turnId;
+  }
+
+  /** A turn of tool calls run in the session's sandbox (no model needed). */
+  toolCalls(session: string, calls: ToolCall[], opts: { parallel?: boolean } = {}): Promise<string> {
+    return this.turn(session, opts.parallel ? { type: "tool_calls", calls, parallel: true } : { type: "tool_calls", calls });
+  }
+
+  /** A turn answered by the daemon's model (ConflictError when none is configured). */
+  userMessage(session: string, text: string): Promise<string> {
+    return this.turn(session, { type: "user_message", text });
+  }
+
+  /** The answer to an external tool the running turn waits for. */
+  toolResult(session: string, callId: string, output: unknown): Promise<string> {
+    return this.turn(session, { type: "tool_result", callId, output });
+  }
+
+  /** Stops a turn: its tools are killed, done {stopReason: "canceled"}
+   * follows. An ended or unknown turn throws NotFoundError. */
+  cancelTurn(turnId: string): Promise<{ ok: boolean; turnId: string; status?: string }> {
+    return this.call(`/runtime/turn/${seg(turnId)}/cancel`, { method: "POST" });
+  }
+
+  /** The turn's events, from its turn_started to its done (included), read
+   * from the session's resumable stream. lastEventId defaults to 0 (the
+   * stored events replayed from the start, so a turn already started is
+   * followed from its beginning). */
+  async *followTurn(session: string, turnId: string, opts: StreamOptions = {}): AsyncGenerator<SandboxEvent, void, undefined> {
+    let on = false;
+    for await (const ev of this.stream(session, { lastEventId: 0, ...opts })) {
+      const tid = ev.data?.turnId;
+      if (ev.type === "turn_started" && tid === turnId) on = true;
+      if (!on) continue;
+      yield ev;
+      if (ev.type === "done" && tid === turnId) return;
+    }
+  }
+
+  /** Follows the turn until its done; its calls, text, error and stop reason typed. */
+  async waitTurn(session: string, turnId: string, opts: StreamOptions = {}): Promise<TurnResult> {
+    const evs: SandboxEvent[] = [];
+    for await (const ev of this.followTurn(session, turnId, opts)) evs.push(ev);
+    return turnResult(turnId, evs);
+  }
+
+  /** toolCalls then waitTurn. */
+  async runToolCalls(session: string, calls: ToolCall[], opts: StreamOptions & { parallel?: boolean } = {}): Promise<TurnResult> {
+    return this.waitTurn(session, await this.toolCalls(session, calls, opts), opts);
+  }
+
   /** Starts a session, runs fn with it, stops it (even when fn throws). */
-  async withSession<T>(sessionId: string | undefined, fn: (s: Session) => Promise<T>): Promise<T> {
-    const st = await this.sessions.start(sessionId);
+  async withSession<T>(sessionId: string | undefined, fn: (s: Session) => Promise<T>,
+                       opts: { tools?: ToolSpec[] } = {}): Promise<T> {
+    const st = await this.sessions.start(sessionId, opts);
     const s = new Session(this, st.sessionId ?? sessionId ?? "");
     try {
       return await fn(s);
@@ -732,6 +902,24 @@ export class Session {
   }
   stream(opts: StreamOptions = {}) {
     return this.client.stream(this.id, opts);
+  }
+  turn(input: TurnInput) {
+    return this.client.turn(this.id, input);
+  }
+  toolCalls(calls: ToolCall[], opts: { parallel?: boolean } = {}) {
+    return this.client.toolCalls(this.id, calls, opts);
+  }
+  runToolCalls(calls: ToolCall[], opts: StreamOptions & { parallel?: boolean } = {}) {
+    return this.client.runToolCalls(this.id, calls, opts);
+  }
+  toolResult(callId: string, output: unknown) {
+    return this.client.toolResult(this.id, callId, output);
+  }
+  followTurn(turnId: string, opts: StreamOptions = {}) {
+    return this.client.followTurn(this.id, turnId, opts);
+  }
+  waitTurn(turnId: string, opts: StreamOptions = {}) {
+    return this.client.waitTurn(this.id, turnId, opts);
   }
   stop() {
     return this.client.sessions.stop(this.id);
@@ -893,10 +1081,14 @@ export class Files {
 export class Sessions {
   constructor(private readonly c: Sandbox) {}
 
-  /** Starts a session (a new id when none is given); answered once it is set up. */
-  start(sessionId?: string): Promise<SessionState> {
+  /** Starts a session (a new id when none is given); answered once it is set
+   * up. tools: external tools its turns may call ({name, description,
+   * parameters, external: true}; the caller answers them with toolResult). */
+  start(sessionId?: string, opts: { tools?: ToolSpec[] } = {}): Promise<SessionState> {
+    const body: Record<string, unknown> = sessionId === undefined ? {} : { sessionID: sessionId };
+    if (opts.tools !== undefined) body.tools = opts.tools;
     return this.c.call<SessionState>("/runtime/start", {
-      method: "POST", json: sessionId === undefined ? {} : { sessionID: sessionId }, timeoutMs: null,
+      method: "POST", json: body, timeoutMs: null,
     }).then(sessionState);
   }
 
@@ -936,10 +1128,16 @@ export class Skills {
     return data.skill;
   }
 
-  /** Submits a task running a skill's action (claw-skill NAME ACTION ARGS...). */
+  /** Submits a task running a skill's action ({skill, action, args}, as
+   * claw-skill NAME ACTION ARGS...); answered at once with the pending task. */
   run(name: string, action: string, args: string[] = [], opts: RunOptions = {}): Promise<Task> {
     return this.c.call("/runtime/tasks", {
-      method: "POST", json: taskBody({ skill: name, args: [action, ...args] }, opts), signal: opts.signal,
+      method: "POST", json: taskBody({ skill: name, action, args }, opts), signal: opts.signal,
     });
+  }
+
+  /** Runs a skill's action and waits for its end (POST /runtime/exec). */
+  exec(name: string, action: string, args: string[] = [], opts: RunOptions = {}): Promise<ExecResult> {
+    return this.c.runSkill(taskBody({ skill: name, action, args }, opts), opts);
   }
 }

@@ -4,6 +4,7 @@
  * skill}). A SkillInfo has the original's keys only: name and enabled
  * always, the others left out when empty. The catalog is the clone's: its
  * overlay decides the active versions. */
+#include "api/extended.h"
 #include "api/routes_int.h"
 
 #include <stdlib.h>
@@ -36,21 +37,13 @@ static bool no_skills(sbx_http_request *req, struct sbx_api *api)
     return true;
 }
 
-/* The one switch for more than the original's keys (X-Sandbox-Extended: 1
- * or extended=1): what SKILL.md says is added to each SkillInfo. */
-static bool extended(sbx_http_request *req)
-{
-    const char *h = sbx_http_req_header(req, "X-Sandbox-Extended");
-    const char *q = sbx_http_req_query(req, "extended");
-    return (h && strcmp(h, "1") == 0) || (q && strcmp(q, "1") == 0);
-}
-
 static json_t *skills_json(struct skill_wait *w)
 {
     json_t *all = sbx_skills_list(w->api->skills, &w->clone);
     size_t i;
     json_t *s;
-    if (extended(w->req))
+    /* the drop-in switch: what SKILL.md says is added */
+    if (sbx_api_extended(w->req))
         json_array_foreach(all, i, s) sbx_skills_extend(w->api->skills, &w->clone, s);
     return all;
 }
@@ -63,7 +56,7 @@ static void answer_catalog(struct skill_wait *w)
     json_t *s = sbx_skills_get(w->api->skills, &w->clone, w->name, strlen(w->name), &e);
     if (!s)
         return (void)sbx_http_respond_err(w->req, &e);
-    if (extended(w->req))
+    if (sbx_api_extended(w->req))
         sbx_skills_extend(w->api->skills, &w->clone, s);
     sbx_http_respond_json(w->req, 200, s);
 }

@@ -22,8 +22,8 @@ const calls = {}; // "tool result" -> count, as the daemon should count them
 let tasks = 0; // tasks the calls made (a result with a taskId, or a cancelled call)
 let cancels = 0;
 
-const TOOLS = ['exec', 'list_files', 'read_file', 'run_code', 'set_network', 'start_session',
-  'stop_session', 'write_file'];
+const TOOLS = ['exec', 'list_files', 'list_skills', 'read_file', 'run_code', 'run_skill',
+  'set_network', 'start_session', 'stop_session', 'write_file'];
 
 function tally(name, result) {
   const key = `${name} ${result}`;
@@ -121,6 +121,26 @@ async function exercise(kind) {
   assert.equal(r.structuredContent.stdout, 'a b|c|');
   assert.equal(r.structuredContent.exitCode, 0);
   ok('exec (command and argv)');
+
+  // Skills: the catalog (the builtin ur-api, test_mcp.py's shared greeter), a run, refusals.
+  r = await call(client, 'list_skills', {});
+  assert.ok(!r.isError, text(r));
+  const names = r.structuredContent.skills.map((s) => s.name);
+  assert.ok(names.includes('ur-api') && names.includes('greeter'), text(r));
+  assert.match(text(r), /- greeter \(shared[^)]*\) actions: greet: greets whoever is named\n/);
+  assert.deepEqual(tools.find((t) => t.name === 'run_skill').inputSchema.required,
+    ['skill', 'action']);
+  r = await call(client, 'run_skill', { skill: 'greeter', action: 'greet', args: [kind, 'a b'] });
+  assert.ok(!r.isError, text(r));
+  assert.equal(r.structuredContent.stdout, `${kind}|a b|\n`);
+  assert.equal(r.structuredContent.exitCode, 0);
+  r = await call(client, 'run_skill', { skill: 'nosuch', action: 'x' });
+  assert.equal(r.isError, true);
+  assert.match(text(r), /unsupported skill: nosuch/);
+  r = await call(client, 'run_skill', { skill: 'greeter', action: 'nope' });
+  assert.equal(r.isError, true);
+  assert.match(text(r), /unsupported skill action: greeter\/nope/);
+  ok('list_skills, run_skill');
 
   // Output cut for the model, and said so.
   r = await call(client, 'exec', { command: "head -c 200000 /dev/zero | tr '\\0' a" });

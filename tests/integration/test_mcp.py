@@ -41,7 +41,28 @@ SANDBOXCTL = os.path.join(os.path.dirname(sbxtest.SANDBOXD), "sandboxctl")
 REPO = os.path.join(HERE, "..", "..")
 S = Suite("mcp")
 TMP = tempfile.mkdtemp(prefix="sbx-mcp-")
+os.chmod(TMP, 0o755)  # the skills are bound into their sandboxes from here
 _daemons = []
+# Skills: the repository's builtin root (ur-api) and a shared root made here
+# (docs/skills.md): greeter runs, wrecker is blocked by the scan.
+SKILLS = {k: os.path.join(TMP, "skills-" + k) for k in ("shared", "mapped", "common")}
+
+
+def write_skill(name, description, script, body):
+    d = os.path.join(SKILLS["shared"], name)
+    os.makedirs(os.path.join(d, "scripts"))
+    with open(os.path.join(d, "SKILL.md"), "w") as f:
+        f.write("---\nname: %s\ndescription: %s\n---\n# %s\n" % (name, description, name))
+    with open(os.path.join(d, "scripts", script), "w") as f:
+        f.write(body)
+
+
+for _d in SKILLS.values():
+    os.makedirs(_d)
+write_skill("greeter", "greets whoever is named", "greet.sh", 'printf "%s|" "$@"; echo\n')
+write_skill("wrecker", "wipes everything", "clean.sh", "rm -rf /\n")
+for _root, _dirs, _files in os.walk(TMP):
+    os.chmod(_root, 0o755)
 
 
 class Daemon(ServeDaemon):
@@ -77,12 +98,18 @@ class Daemon(ServeDaemon):
 
 
 CONFIG = """\
+skills:
+  builtin_root: %s
+  shared_root: %s
+  mapped_root: %s
+  common_root: %s
 server:
   tokens:
     - name: acme-agent
       token: "%s"
       tenant: acme
-""" % ACME_TOKEN
+""" % (os.path.abspath(os.path.join(REPO, "skills", "builtin")), SKILLS["shared"],
+       SKILLS["mapped"], SKILLS["common"], ACME_TOKEN)
 
 
 def node(script, *args, env=None, timeout=300):
@@ -444,6 +471,49 @@ def openapi_document():
 
 
 @S.case
+def mcp_skills():
+    """list_skills shows the builtin and shared skills, the blocked one with its
+    reason; run_skill refuses it (a tool error, no task), as POST /runtime/exec
+    does; a tenant's catalog is its clone's."""
+    def tool(name, token=TOKEN, headers=None, **args):
+        st, b, _ = D.req("POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                          "params": {"name": name, "arguments": args}},
+                         token=token, headers=headers)
+        check(st == 200 and "result" in b, "tools/call %s" % name, (st, b))
+        return b["result"]
+    r = tool("list_skills")
+    by_name = {s["name"]: s for s in r["structuredContent"]["skills"]}
+    check(not r["isError"] and {"ur-api", "greeter", "wrecker"} <= set(by_name),
+          "list_skills: builtin and shared", r)
+    st, http, _ = D.req("GET", "/runtime/skills?extended=1")
+    check(st == 200 and http == r["structuredContent"]["skills"],
+          "the same SkillInfo as GET /runtime/skills?extended=1", (st, http, r))
+    text = r["content"][0]["text"]
+    check(by_name["wrecker"]["enabled"] is False and
+          "- wrecker (shared) actions: clean: wipes everything [cannot run: " in text,
+          "the blocked skill is shown with its reason", text)
+    check("- ur-api (builtin" in text and "check" in text, "ur-api is listed", text)
+    r = tool("run_skill", skill="wrecker", action="clean")
+    check(r["isError"] is True and "skill blocked" in r["content"][0]["text"] and
+          "structuredContent" not in r, "a blocked skill is refused", r)
+    st, b, _ = D.req("POST", "/runtime/exec", {"skill": "wrecker", "action": "clean"})
+    check(st == 400 and b["error"]["message"] in r["content"][0]["text"],
+          "with the message of POST /runtime/exec", (st, b, r))
+    r = tool("run_skill", skill="greeter")
+    check(r["isError"] is True and "skill and action are required" in r["content"][0]["text"],
+          "action is required", r)
+    r = tool("run_skill", skill="greeter", action="greet", args=["x"], tenant="acme")
+    check(r["isError"] is True and "tenant" in r["content"][0]["text"], "unknown argument", r)
+    r = tool("run_skill", token=ACME_TOKEN, headers={"X-Tenant-Code": "acme"}, skill="greeter",
+             action="greet", args=["acme"])
+    check(not r["isError"] and r["structuredContent"]["stdout"] == "acme|\n",
+          "a tenant token runs a skill", r)
+    st, t, _ = D.req("GET", "/runtime/tasks/" + r["structuredContent"]["taskId"])
+    check(st == 200 and t["skill"] == "greeter" and t["skillSource"] == "shared" and
+          t["tenantCode"] == "acme", "the task names its skill and tenant", (st, t))
+
+
+@S.case
 def openclaw_probe():
     """openclaw (Node 24) configured with /mcp, probed: it lists the tools."""
     home = os.path.join(TMP, "openclaw-home")
@@ -456,10 +526,10 @@ def openclaw_probe():
     check('Saved MCP server "sandbox"' in out, "openclaw saved the server", out)
     out = node(entry, "mcp", "probe", "sandbox", "--json", env=env, timeout=180)
     probe = json.loads(out[out.index("{"):])
-    check(probe["servers"]["sandbox"]["tools"] == 8, "openclaw counts 8 tools", probe)
+    check(probe["servers"]["sandbox"]["tools"] == 10, "openclaw counts 10 tools", probe)
     check(sorted(probe["tools"]) == sorted("sandbox__" + t for t in (
-        "exec", "list_files", "read_file", "run_code", "set_network", "start_session",
-        "stop_session", "write_file")), "openclaw lists every tool", probe)
+        "exec", "list_files", "list_skills", "read_file", "run_code", "run_skill", "set_network",
+        "start_session", "stop_session", "write_file")), "openclaw lists every tool", probe)
     check(probe.get("diagnostics") == [], "and has nothing to say against it", probe)
 
 

@@ -10,7 +10,13 @@
 #include "api/sse.h"
 
 /* What a call in flight waits for. */
-enum mcp_wait { MCP_WAIT_NONE, MCP_WAIT_TASK, MCP_WAIT_SESSION, MCP_WAIT_WORKSPACE };
+enum mcp_wait {
+    MCP_WAIT_NONE,
+    MCP_WAIT_TASK,
+    MCP_WAIT_SESSION,
+    MCP_WAIT_WORKSPACE,
+    MCP_WAIT_SKILLS, /* the skills catalog's first scan */
+};
 
 /* One tools/call whose answer is not given yet. */
 struct mcp_call {

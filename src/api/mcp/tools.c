@@ -2,8 +2,7 @@
  * same way (the same request parsing, clone and token checks, audit, runtime
  * calls), its result told as text a model reads. A failure of the action is
  * a tool result with isError (the model can read it and try again), never a
- * protocol error. Skills (list_skills, run_skill) come with the skills
- * layer; this daemon has none yet. */
+ * protocol error. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 
 #include "api/json.h"
 #include "api/mcp/mcp_int.h"
+#include "skills/skills.h"
 #include "workspace/files.h"
 #include "workspace/path.h"
 
@@ -124,7 +124,7 @@ static void submit_task(struct mcp_call *c, sbx_http_request *req, json_t *body)
     struct sbx_api *api = c->api;
     struct parsed_task p;
     sbx_err e = {0};
-    if (task_request_parse(req, api, body, &p, &e) < 0) {
+    if (task_request_parse(req, api, body, &p, &e) < 0 || api_skill_task(req, api, &p, &e) < 0) {
         task_request_free(&p);
         return mcp_tool_error(c, "%s", e.msg);
     }
@@ -534,6 +534,115 @@ static void begin_set_network(struct mcp_call *c, sbx_http_request *req)
     mcp_call_result(c, mcp_text_content(text, false));
 }
 
+/* ---- skills: list_skills, run_skill ---- */
+
+/* One line a skill: name, where from, version, actions, what SKILL.md says
+ * of it, and why it cannot run when it cannot. */
+static void put_skill(FILE *out, json_t *s)
+{
+    const char *v;
+    size_t i;
+    json_t *a;
+    fprintf(out, "- %s (%s", json_string_value(json_object_get(s, "name")),
+            (v = json_string_value(json_object_get(s, "source"))) ? v : "?");
+    if ((v = json_string_value(json_object_get(s, "version"))))
+        fprintf(out, ", version %s", v);
+    fputs(")", out);
+    json_t *actions = json_object_get(s, "actions");
+    if (json_array_size(actions)) {
+        fputs(" actions:", out);
+        json_array_foreach(actions, i, a) fprintf(out, "%s %s", i ? "," : "", json_string_value(a));
+    }
+    if ((v = json_string_value(json_object_get(s, "description"))) && *v)
+        fprintf(out, ": %s", v);
+    if (!json_is_true(json_object_get(s, "enabled")))
+        fprintf(out, " [cannot run: %s]",
+                (v = json_string_value(json_object_get(s, "blockedReason"))) && *v
+                    ? v
+                    : "not runnable");
+    fputc('\n', out);
+}
+
+static void skills_answer(struct mcp_call *c)
+{
+    json_t *all = sbx_skills_list(c->api->skills, &c->clone);
+    if (!all)
+        return mcp_tool_error(c, "out of memory");
+    char *text = NULL;
+    size_t len = 0, i;
+    json_t *s;
+    FILE *out = open_memstream(&text, &len);
+    json_array_foreach(all, i, s)
+    {
+        sbx_skills_extend(c->api->skills, &c->clone, s);
+        if (out)
+            put_skill(out, s);
+    }
+    if (out) {
+        if (!json_array_size(all))
+            fputs("no skills are installed\n", out);
+        fputs("Run one with run_skill {skill, action, args}.\n", out);
+        fclose(out);
+    }
+    json_t *r = json_pack("{s:[{s:s, s:o}], s:b, s:{s:o}}", "content", "type", "text", "text",
+                          sbx_json_text(text ? text : "", text ? len : 0), "isError", 0,
+                          "structuredContent", "skills", all);
+    free(text);
+    if (!r)
+        return mcp_tool_error(c, "out of memory");
+    mcp_call_result(c, r);
+}
+
+static void skills_loaded(void *ud, const sbx_err *err)
+{
+    struct mcp_call *c = ud;
+    c->wait = MCP_WAIT_NONE;
+    if (err)
+        return mcp_tool_error(c, "%s", err->msg);
+    skills_answer(c);
+}
+
+static void begin_list_skills(struct mcp_call *c, sbx_http_request *req)
+{
+    static const char *const fields[] = {NULL};
+    sbx_err e = {0};
+    if (sbx_json_check_fields(c->args, "arguments", fields, &e) < 0 ||
+        api_request_clone(req, c->api, NULL, &c->clone, &e) < 0)
+        return mcp_tool_error(c, "%s", e.msg);
+    if (!c->api->skills)
+        return mcp_tool_error(c, "skills are not configured in this daemon");
+    if (sbx_skills_when_loaded(c->api->skills, skills_loaded, c) == 0) {
+        c->wait = MCP_WAIT_SKILLS;
+        return;
+    }
+    skills_answer(c);
+}
+
+/* A skill's action as a task, as POST /runtime/exec {skill, action, args}
+ * runs it: refused skills (unknown, blocked, an action it lacks) are tool
+ * errors. */
+static void begin_run_skill(struct mcp_call *c, sbx_http_request *req)
+{
+    static const char *const fields[] = {"skill", "action", "args",           "session",
+                                         "stdin", "env",    "timeoutSeconds", NULL};
+    sbx_err e = {0};
+    if (sbx_json_check_fields(c->args, "arguments", fields, &e) < 0)
+        return mcp_tool_error(c, "%s", e.msg);
+    json_t *skill = json_object_get(c->args, "skill"), *action = json_object_get(c->args, "action");
+    json_t *args = json_object_get(c->args, "args");
+    if (!json_is_string(skill) || !json_is_string(action))
+        return mcp_tool_error(c, "skill and action are required, both strings (list_skills "
+                                 "shows them)");
+    if (args && !json_is_null(args) && !json_is_array(args))
+        return mcp_tool_error(c, "args must be a list of strings");
+    json_t *body = json_pack("{s:O, s:O}", "skill", skill, "action", action);
+    if (body && args && !json_is_null(args))
+        json_object_set(body, "args", args);
+    task_options(c->args, body);
+    submit_task(c, req, body);
+    json_decref(body);
+}
+
 /* ---- the table ---- */
 
 #define SESSION_PROP                                                                               \
@@ -614,6 +723,22 @@ const struct mcp_tool mcp_tools[] = {
      "{\"type\": \"array\", \"items\": {\"type\": \"string\"}}, \"deny\": {\"type\": \"array\", "
      "\"items\": {\"type\": \"string\"}}}, \"additionalProperties\": false}",
      MCP_IDEMPOTENT, begin_set_network},
+    {"list_skills", "List skills",
+     "List the skills this caller can run: each one's name, where it comes from (builtin, "
+     "shared, mapped), its active version, its actions and what it is for, and why it cannot "
+     "run when it cannot. Run one with run_skill.",
+     "{\"type\": \"object\", \"properties\": {}, \"additionalProperties\": false}",
+     MCP_READ_ONLY | MCP_IDEMPOTENT, begin_list_skills},
+    {"run_skill", "Run a skill",
+     "Run an action of a skill (see list_skills) with its arguments, in the skill's own "
+     "sandbox with the caller's /workspace. Returns the exit code, stdout and stderr (each "
+     "shown up to 64 KiB); an unknown or blocked skill, or an action it lacks, is an error.",
+     "{\"type\": \"object\", \"properties\": {\"skill\": {\"type\": \"string\", "
+     "\"description\": \"The skill's name, e.g. ur-api\"}, \"action\": {\"type\": \"string\", "
+     "\"description\": \"One of the skill's actions\"}, \"args\": {\"type\": \"array\", "
+     "\"items\": {\"type\": \"string\"}, \"description\": \"The action's arguments.\"}, " TASK_PROPS
+     "}, \"required\": [\"skill\", \"action\"], \"additionalProperties\": false}",
+     MCP_DESTRUCTIVE | MCP_OPEN_WORLD, begin_run_skill},
 };
 const size_t mcp_tools_count = SBX_ARRAY_LEN(mcp_tools);
 
@@ -658,6 +783,9 @@ void mcp_tool_abandon(struct mcp_call *c)
         break;
     case MCP_WAIT_WORKSPACE:
         sbx_runtime_workspace_unwait(rt, c);
+        break;
+    case MCP_WAIT_SKILLS:
+        sbx_skills_unwait(c->api->skills, c);
         break;
     case MCP_WAIT_NONE:
         break;

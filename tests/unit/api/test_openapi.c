@@ -124,6 +124,7 @@ static void every_route_documented_and_back(void **state)
     json_decref(doc);
     clear(&routes);
     clear(&documented);
+    sbx_api_close(&api); /* what the OpenSandbox routes keep */
     sbx_http_server_free(srv);
     event_base_free(base);
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the libFuzzer targets (tests/fuzz, clang) and run each one for a
 # bounded time from its seed corpus: ./scripts/fuzz.sh [SECONDS_EACH] [TARGET...]
-# (default 25 s each, every target: ten, so about 5 minutes in all). A crash, leak or assertion fails the run
+# (default 25 s each, every target: twelve, so about 5 minutes in all). A crash, leak or assertion fails the run
 # and leaves the input in build-fuzz/artifacts/. The seeds are copied first:
 # libFuzzer adds what it finds to the corpus it is given.
 set -euo pipefail
@@ -13,7 +13,7 @@ cmake --build build-fuzz -j2 >/dev/null
 targets=("$@")
 if ((${#targets[@]} == 0)); then
   targets=(socks5 httpproxy dns http_request http_server task_request policy_rules config_yaml
-           skillmd model_stream)
+           skillmd model_stream mcp opensandbox)
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

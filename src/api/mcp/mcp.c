@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include "api/mcp/mcp_int.h"
+#include "api/mcp/message.h"
 #include "base/metrics.h"
 
 #define MCP_SERVER_VERSION "0.1.0"
@@ -187,31 +188,26 @@ static json_t *initialize(sbx_http_request *req, json_t *params)
         "(its /tmp, its processes) across calls until stop_session or idleness.");
 }
 
+static bool tool_known(const char *name)
+{
+    return mcp_tool_find(name) != NULL;
+}
+
 static void tools_call(sbx_http_request *req, struct sbx_api *api, const json_t *id, json_t *params)
 {
-    json_t *name = json_object_get(params, "name");
-    json_t *args = json_object_get(params, "arguments");
-    const struct mcp_tool *tool =
-        json_is_string(name) ? mcp_tool_find(json_string_value(name)) : NULL;
+    const char *name;
+    json_t *args, *token;
     char msg[200];
-    if (!tool) {
-        snprintf(msg, sizeof(msg), json_is_string(name) ? "unknown tool '%.100s'" : "%s",
-                 json_is_string(name) ? json_string_value(name) : "params.name must be a string");
+    if (mcp_call_params(params, tool_known, &name, &args, &token, msg, sizeof(msg)) < 0)
         return (void)sbx_http_respond_json(req, 200, rpc_error(id, -32602, msg));
-    }
-    if (args && !json_is_null(args) && !json_is_object(args))
-        return (void)sbx_http_respond_json(
-            req, 200, rpc_error(id, -32602, "params.arguments must be an object"));
     struct mcp_call *c = calloc(1, sizeof(*c));
     if (!c)
         return (void)sbx_http_respond_error(req, SBX_HTTP_INTERNAL, "out of memory");
     c->api = api;
-    c->tool = tool;
+    c->tool = mcp_tool_find(name);
     c->id = json_deep_copy(id);
-    c->args = json_is_object(args) ? json_incref(args) : json_object();
-    json_t *token = json_object_get(json_object_get(params, "_meta"), "progressToken");
-    if (json_is_string(token) || json_is_integer(token))
-        c->progress = json_incref(token);
+    c->args = args ? json_incref(args) : json_object();
+    c->progress = json_incref(token);
     owner_of(req, c->owner, sizeof(c->owner));
     c->next = api->mcp_calls;
     api->mcp_calls = c;
@@ -229,7 +225,7 @@ static void tools_call(sbx_http_request *req, struct sbx_api *api, const json_t 
         c->req = req;
         sbx_http_req_defer(req, on_req_gone, c);
     }
-    tool->begin(c, req);
+    c->tool->begin(c, req);
 }
 
 /* notifications/cancelled: the call it names stops (its task is
@@ -276,44 +272,35 @@ void sbx_mcp_post(sbx_http_request *req, void *ud)
     }
     size_t len;
     const char *body = sbx_http_req_body(req, &len);
-    json_error_t je;
-    json_t *m = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-    if (!m) {
-        snprintf(msg, sizeof(msg), "parse error: body:%d:%d: %s", je.line, je.column, je.text);
-        return (void)sbx_http_respond_json(req, 400, rpc_error(NULL, -32700, msg));
-    }
-    json_t *method = json_object_get(m, "method"), *id = json_object_get(m, "id");
-    json_t *params = json_object_get(m, "params");
-    const char *name = json_string_value(method);
-    const char *version = json_string_value(json_object_get(m, "jsonrpc"));
-    if (json_is_array(m))
+    struct mcp_msg m;
+    enum mcp_msg_kind kind = mcp_message_parse(body, len, &m, msg, sizeof(msg));
+    const char *name = m.method;
+    if (kind == MCP_MSG_PARSE_ERROR)
+        sbx_http_respond_json(req, 400, rpc_error(NULL, -32700, msg));
+    else if (kind == MCP_MSG_BATCH)
         sbx_http_respond_json(req, 400,
                               rpc_error(NULL, -32600,
                                         "batches are not supported: one message "
                                         "per POST"));
-    else if (!json_is_object(m) || !version || strcmp(version, "2.0") != 0 || (method && !name) ||
-             (id && !json_is_string(id) && !json_is_integer(id)) ||
-             (params && !json_is_object(params)))
-        sbx_http_respond_json(req, 400,
-                              rpc_error(json_is_string(id) || json_is_integer(id) ? id : NULL,
-                                        -32600, "not a JSON-RPC 2.0 request"));
-    else if (!name || !id) {
+    else if (kind == MCP_MSG_INVALID)
+        sbx_http_respond_json(req, 400, rpc_error(m.id, -32600, "not a JSON-RPC 2.0 request"));
+    else if (kind == MCP_MSG_NOTIFICATION) {
         /* A notification, or a response to a request we never send. */
         if (name && strcmp(name, "notifications/cancelled") == 0)
-            cancelled(req, api, params);
+            cancelled(req, api, m.params);
         sbx_http_respond_data(req, 202, "application/json", "", 0);
     } else if (strcmp(name, "initialize") == 0)
-        sbx_http_respond_json(req, 200, rpc_result(id, initialize(req, params)));
+        sbx_http_respond_json(req, 200, rpc_result(m.id, initialize(req, m.params)));
     else if (strcmp(name, "ping") == 0)
-        sbx_http_respond_json(req, 200, rpc_result(id, json_object()));
+        sbx_http_respond_json(req, 200, rpc_result(m.id, json_object()));
     else if (strcmp(name, "tools/list") == 0)
         sbx_http_respond_json(req, 200,
-                              rpc_result(id, json_pack("{s:o}", "tools", mcp_tools_json())));
+                              rpc_result(m.id, json_pack("{s:o}", "tools", mcp_tools_json())));
     else if (strcmp(name, "tools/call") == 0)
-        tools_call(req, api, id, params);
+        tools_call(req, api, m.id, m.params);
     else {
         snprintf(msg, sizeof(msg), "method not found: %.100s", name);
-        sbx_http_respond_json(req, 200, rpc_error(id, -32601, msg));
+        sbx_http_respond_json(req, 200, rpc_error(m.id, -32601, msg));
     }
-    json_decref(m);
+    json_decref(m.root);
 }

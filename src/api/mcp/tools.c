@@ -11,6 +11,7 @@
 #include "api/json.h"
 #include "api/mcp/mcp_int.h"
 #include "skills/skills.h"
+#include "api/mcp/message.h"
 #include "workspace/files.h"
 #include "workspace/path.h"
 
@@ -154,58 +155,14 @@ static void submit_task(struct mcp_call *c, sbx_http_request *req, json_t *body)
     c->subscribed = sbx_runtime_subscribe_live(api->rt, &c->sub, NULL) == 0;
 }
 
-/* Copy the optional arguments shared by run_code and exec into body. */
-static void task_options(json_t *args, json_t *body)
+/* run_code and exec: their arguments as the task body POST /runtime/exec
+ * takes. */
+static void begin_task(struct mcp_call *c, sbx_http_request *req)
 {
-    static const struct {
-        const char *arg, *field;
-    } map[] = {{"session", "sessionID"},
-               {"timeoutSeconds", "timeoutSeconds"},
-               {"stdin", "stdin"},
-               {"env", "env"}};
-    for (size_t i = 0; i < SBX_ARRAY_LEN(map); i++) {
-        json_t *v = json_object_get(args, map[i].arg);
-        if (v && !json_is_null(v))
-            json_object_set(body, map[i].field, v);
-    }
-}
-
-static void begin_run_code(struct mcp_call *c, sbx_http_request *req)
-{
-    static const char *const fields[] = {"language", "code", "session", "timeoutSeconds",
-                                         "stdin",    "env",  NULL};
     sbx_err e = {0};
-    if (sbx_json_check_fields(c->args, "arguments", fields, &e) < 0)
+    json_t *body = mcp_task_body(c->tool->name, c->args, &e);
+    if (!body)
         return mcp_tool_error(c, "%s", e.msg);
-    json_t *lang = json_object_get(c->args, "language"), *code = json_object_get(c->args, "code");
-    if (!json_is_string(lang) || !json_is_string(code))
-        return mcp_tool_error(c, "language and code are required, both strings");
-    json_t *body = json_pack("{s:O, s:O}", "language", lang, "code", code);
-    task_options(c->args, body);
-    submit_task(c, req, body);
-    json_decref(body);
-}
-
-static void begin_exec(struct mcp_call *c, sbx_http_request *req)
-{
-    static const char *const fields[] = {"command", "argv", "session", "timeoutSeconds",
-                                         "stdin",   "env",  NULL};
-    sbx_err e = {0};
-    if (sbx_json_check_fields(c->args, "arguments", fields, &e) < 0)
-        return mcp_tool_error(c, "%s", e.msg);
-    json_t *cmd = json_object_get(c->args, "command"), *argv = json_object_get(c->args, "argv");
-    if (!!cmd == !!argv)
-        return mcp_tool_error(c, "give either command (a shell command line) or argv (a list "
-                                 "of strings), not both");
-    if (cmd && !json_is_string(cmd))
-        return mcp_tool_error(c, "command must be a string (a shell command line)");
-    if (argv && (!json_is_array(argv) || !json_array_size(argv)))
-        return mcp_tool_error(c, "argv must be a non-empty list of strings");
-    json_t *body =
-        json_pack("{s:O}", "command", cmd ? json_pack("[s, s, O]", "/bin/sh", "-c", cmd) : argv);
-    if (cmd) /* the array made above: drop the extra reference */
-        json_decref(json_object_get(body, "command"));
-    task_options(c->args, body);
     submit_task(c, req, body);
     json_decref(body);
 }
@@ -666,7 +623,7 @@ const struct mcp_tool mcp_tools[] = {
      "\"description\": \"python, node, shell, or another environment the daemon has\"}, "
      "\"code\": {\"type\": \"string\", \"description\": \"The program text.\"}, " TASK_PROPS
      "}, \"required\": [\"language\", \"code\"], \"additionalProperties\": false}",
-     MCP_DESTRUCTIVE | MCP_OPEN_WORLD, begin_run_code},
+     MCP_DESTRUCTIVE | MCP_OPEN_WORLD, begin_task},
     {"exec", "Run a command",
      "Run a command in an isolated sandbox: either command, a shell command line (run by "
      "/bin/sh -c), or argv, the program and its arguments. The working directory is /workspace. "
@@ -676,7 +633,7 @@ const struct mcp_tool mcp_tools[] = {
      "\"array\", \"items\": {\"type\": \"string\"}, \"minItems\": 1, \"description\": \"The "
      "program and its arguments, run without a shell (give this or command).\"}, " TASK_PROPS
      "}, \"additionalProperties\": false}",
-     MCP_DESTRUCTIVE | MCP_OPEN_WORLD, begin_exec},
+     MCP_DESTRUCTIVE | MCP_OPEN_WORLD, begin_task},
     {"read_file", "Read a file",
      "Read a text file of the workspace (shown up to 1 MiB). Paths are relative to /workspace; "
      "a leading / means /workspace.",

@@ -259,48 +259,10 @@ static void h_command(sbx_http_request *req, void *ud)
     json_t *body = sbx_http_req_json(req, fields);
     if (!body)
         return;
-    json_t *cmd = json_object_get(body, "command"), *cwd = json_object_get(body, "cwd");
-    json_t *bg = json_object_get(body, "background"), *to = json_object_get(body, "timeout");
-    json_t *envs = json_object_get(body, "envs");
     sbx_err e = {0};
-    const struct sbx_runtime_settings *set = api_set(b->os->api);
-    double timeout_s = 0;
-    if (!json_is_string(cmd) || !json_string_length(cmd) ||
-        strlen(json_string_value(cmd)) != json_string_length(cmd))
-        sbx_err_set(&e, EINVAL, "command must be a non-empty string");
-    else if (cwd && !json_is_null(cwd) && (!json_is_string(cwd) || !json_string_length(cwd)))
-        sbx_err_set(&e, EINVAL, "cwd must be a path");
-    else if (bg && !json_is_boolean(bg))
-        sbx_err_set(&e, EINVAL, "background must be true or false");
-    else if (to && !json_is_null(to) && (!json_is_integer(to) || json_integer_value(to) < 1))
-        sbx_err_set(&e, EINVAL, "timeout must be a number of milliseconds");
-    else if (json_object_get(body, "uid") || json_object_get(body, "gid"))
-        sbx_err_set(&e, EINVAL,
-                    "uid and gid are not supported: commands run as the sandbox's user");
-    else if (envs && !json_is_object(envs))
-        sbx_err_set(&e, EINVAL, "envs must be an object of strings");
-    if (!e.errnum && envs) {
-        const char *k;
-        json_t *v;
-        json_object_foreach(envs, k, v)
-        {
-            if (!json_is_string(v) && !e.errnum)
-                sbx_err_set(&e, EINVAL, "envs.%s must be a string", k);
-        }
-    }
-    if (!e.errnum && to && json_is_integer(to)) {
-        timeout_s = (double)json_integer_value(to) / 1000.0;
-        if (timeout_s > set->max.timeout_s)
-            sbx_err_set(&e, EINVAL, "timeout %lld ms is above the maximum %g s",
-                        (long long)json_integer_value(to), set->max.timeout_s);
-    }
-    struct os_run run = {.command = json_string_value(cmd),
-                         .cwd = json_string_value(cwd),
-                         .envs = envs,
-                         .timeout_s = timeout_s,
-                         .background = json_is_true(bg)};
+    struct os_run run;
     struct os_cmd *c = NULL;
-    if (!e.errnum)
+    if (os_command_parse(api_set(b->os->api), body, &run, &e) == 0)
         c = os_cmd_start(b, &run, &e);
     json_decref(body);
     if (!c) {

@@ -24,24 +24,6 @@
 #define WALK_DEPTH_MAX 32       /* of a search or a deep listing */
 #define WALK_RESULTS_MAX 10000  /* entries one search or listing returns */
 
-/* A path of the sandbox's view into p: "/workspace/a", "a". */
-static int os_path(const char *path, struct sbx_ws_path *p, sbx_err *err)
-{
-    if (!path)
-        return sbx_err_set(err, EINVAL, "path is required");
-    const char *rel = path;
-    if (strncmp(path, MOUNT, strlen(MOUNT)) == 0 &&
-        (path[strlen(MOUNT)] == '/' || path[strlen(MOUNT)] == '\0'))
-        rel = path + strlen(MOUNT);
-    else if (path[0] == '/')
-        return sbx_err_set(
-            err, EINVAL,
-            "path \"%.200s\" is outside " MOUNT ", the part of the sandbox this API reaches", path);
-    if (!*rel)
-        rel = "/";
-    return sbx_ws_path_parse(rel, strlen(rel), p, err);
-}
-
 static json_t *shown(const char *rel)
 {
     char buf[SBX_WS_PATH_MAX + 16];
@@ -53,27 +35,6 @@ static json_t *shown(const char *rel)
 static int mode_digits(unsigned m)
 {
     return (int)(((m >> 9) & 7) * 1000 + ((m >> 6) & 7) * 100 + ((m >> 3) & 7) * 10 + (m & 7));
-}
-
-/* 755 (or "755") as the API writes a mode: 0755; -1 when not octal digits. */
-static int mode_parse(json_t *v)
-{
-    char buf[16];
-    if (json_is_integer(v))
-        snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(v));
-    else if (json_is_string(v))
-        snprintf(buf, sizeof(buf), "%s", json_string_value(v));
-    else
-        return -1;
-    unsigned m = 0;
-    if (!buf[0] || strlen(buf) > 4)
-        return -1;
-    for (const char *c = buf; *c; c++) {
-        if (*c < '0' || *c > '7')
-            return -1;
-        m = m * 8 + (unsigned)(*c - '0');
-    }
-    return (int)m;
 }
 
 static json_t *info_json(const char *rel, const struct sbx_ws_stat *st)
@@ -218,13 +179,8 @@ static void path_modes(sbx_http_request *req, void *ud, bool mkdir)
     json_object_foreach(body, k, v)
     {
         struct sbx_ws_path p;
-        json_t *m = json_object_get(v, "mode");
-        int mode = m ? mode_parse(m) : (mkdir ? 0755 : -2);
-        if (e.errnum)
-            break;
-        if (!json_is_object(v) || mode == -1)
-            sbx_err_set(&e, EINVAL, "%s: {mode: octal digits like 755} expected", k);
-        else if (os_path(k, &p, &e) < 0)
+        int mode;
+        if (e.errnum || os_mode_entry(k, v, mkdir, &p, &mode, &e) < 0)
             break;
         else if (mkdir)
             sbx_ws_mkdir(ws, &p, (unsigned)mode, uid, gid, &e);
@@ -269,8 +225,7 @@ static void h_mv(sbx_http_request *req, void *ud)
         struct sbx_ws_path from, to;
         if (e.errnum)
             break;
-        if (os_path(json_string_value(json_object_get(item, "src")), &from, &e) < 0 ||
-            os_path(json_string_value(json_object_get(item, "dest")), &to, &e) < 0)
+        if (os_move_entry(item, &from, &to, &e) < 0)
             break;
         sbx_ws_rename(ws, &from, &to, uid, gid, &e);
     }
@@ -383,16 +338,9 @@ static void h_replace(sbx_http_request *req, void *ud)
     json_t *v;
     json_object_foreach(body, k, v)
     {
-        const char *old = json_string_value(json_object_get(v, "old"));
-        const char *new = json_string_value(json_object_get(v, "new"));
+        const char *old, *new;
         struct sbx_ws_path p;
-        if (e.errnum)
-            break;
-        if (!old || !*old || !new) {
-            sbx_err_set(&e, EINVAL, "%s: {old, new} strings expected (old not empty)", k);
-            break;
-        }
-        if (os_path(k, &p, &e) < 0)
+        if (e.errnum || os_replace_entry(k, v, &p, &old, &new, &e) < 0)
             break;
         struct evbuffer *in = evbuffer_new(), *res = evbuffer_new();
         unsigned mode = 0644;
@@ -529,18 +477,11 @@ static void upload_free(struct upload *u)
 static int upload_begin(struct upload *u)
 {
     evbuffer_add(u->meta, "", 1);
-    json_t *m = json_loads((const char *)evbuffer_pullup(u->meta, -1), 0, NULL);
+    int rc =
+        os_upload_meta_parse((const char *)evbuffer_pullup(u->meta, -1), &u->p, &u->mode, &u->e);
     evbuffer_drain(u->meta, evbuffer_get_length(u->meta));
-    json_t *mode = json_object_get(m, "mode");
-    int rc = -1;
-    if (!json_is_object(m))
-        sbx_err_set(&u->e, EINVAL, "the metadata part must be JSON {path, mode}");
-    else if (mode && (u->mode = mode_parse(mode)) < 0)
-        sbx_err_set(&u->e, EINVAL, "metadata.mode must be octal digits like 644");
-    else if (os_path(json_string_value(json_object_get(m, "path")), &u->p, &u->e) == 0 &&
-             sbx_ws_upload_begin(u->ws, &u->p, u->uid, u->gid, &u->up, &u->e) == 0)
-        rc = 0;
-    json_decref(m);
+    if (rc == 0 && sbx_ws_upload_begin(u->ws, &u->p, u->uid, u->gid, &u->up, &u->e) < 0)
+        rc = -1;
     u->begun = rc == 0;
     return rc;
 }

@@ -14,7 +14,6 @@
 #include "base/time.h"
 
 /* The longest timeout (TTL) a sandbox may ask for, and renew to. */
-#define OS_TTL_MAX_S (7 * 24 * 3600)
 
 static struct event_base *req_base(sbx_http_request *req)
 {
@@ -195,117 +194,13 @@ static int on_event(void *ud, uint64_t id, const char *type, const char *json)
 
 /* ---- create ---- */
 
-/* "1", "0.5", "500m" cores; "512Mi", "2Gi", "1G", bytes. */
-static int parse_limits(struct os_state *os, json_t *lim, struct sbx_cg_limits *out, sbx_err *err)
-{
-    const struct sbx_runtime_settings *set = api_set(os->api);
-    if (!lim || json_is_null(lim))
-        return 0;
-    if (!json_is_object(lim))
-        return sbx_err_set(err, EINVAL, "resourceLimits must be an object of strings");
-    const char *k;
-    json_t *v;
-    json_object_foreach(lim, k, v)
-    {
-        if (!json_is_string(v))
-            return sbx_err_set(err, EINVAL, "resourceLimits.%s must be a string", k);
-        const char *s = json_string_value(v);
-        if (strcmp(k, "cpu") == 0) {
-            char buf[64];
-            double cores;
-            size_t n = strlen(s);
-            bool milli = n > 1 && n < sizeof(buf) && s[n - 1] == 'm';
-            snprintf(buf, sizeof(buf), "%.*s", (int)(milli ? n - 1 : n), s);
-            if (sbx_parse_cpu(buf, 1e6, &cores, err) < 0)
-                return sbx_err_set(err, EINVAL, "resourceLimits.cpu '%s' is not a cpu amount", s);
-            if (milli)
-                cores /= 1000;
-            if (cores > set->max.cpu_cores)
-                return sbx_err_set(err, EINVAL, "resourceLimits.cpu %s is above the maximum %g", s,
-                                   set->max.cpu_cores);
-            out->cpu_cores = cores;
-        } else if (strcmp(k, "memory") == 0) {
-            uint64_t bytes;
-            if (sbx_parse_size(s, &bytes, err) < 0)
-                return sbx_err_set(err, EINVAL, "resourceLimits.memory '%s' is not a size", s);
-            if (bytes > set->max.memory_bytes)
-                return sbx_err_set(err, EINVAL,
-                                   "resourceLimits.memory %s is above the maximum %llu MiB", s,
-                                   (unsigned long long)(set->max.memory_bytes >> 20));
-            out->memory_bytes = bytes;
-        } else {
-            return sbx_err_set(err, EINVAL, "resourceLimits.%s is not one we limit (cpu, memory)",
-                               k);
-        }
-    }
-    return 0;
-}
-
-static int check_strings(json_t *o, const char *name, sbx_err *err)
-{
-    if (!o)
-        return 0;
-    if (!json_is_object(o))
-        return sbx_err_set(err, EINVAL, "%s must be an object of strings", name);
-    const char *k;
-    json_t *v;
-    json_object_foreach(o, k, v)
-    {
-        if (!json_is_string(v) || !*k)
-            return sbx_err_set(err, EINVAL, "%s.%s must be a string", name, k);
-    }
-    return 0;
-}
-
-/* The names of our environments, for the message of an unknown image. */
-static void environment_names(const struct sbx_runtime_settings *set, char *buf, size_t len)
-{
-    size_t off = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; i < set->n_environments && off < len; i++)
-        off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? ", " : "",
-                                set->environments[i].name);
-}
-
-/* networkPolicy {defaultAction, egress: [{action, target}]} as our network
- * request {default, allow, deny}; NULL when there is none. */
-static json_t *policy_network(json_t *np, sbx_err *err)
-{
-    if (!np || json_is_null(np))
-        return NULL;
-    json_t *d = json_object_get(np, "defaultAction"), *eg = json_object_get(np, "egress");
-    if (!json_is_object(np) || (d && !json_is_string(d)) || (eg && !json_is_array(eg))) {
-        sbx_err_set(err, EINVAL,
-                    "networkPolicy must be {defaultAction, egress: [{action, "
-                    "target}]}");
-        return NULL;
-    }
-    json_t *net = json_pack("{s:s, s:[], s:[]}", "default", d ? json_string_value(d) : "deny",
-                            "allow", "deny");
-    size_t i;
-    json_t *r;
-    json_array_foreach(eg, i, r)
-    {
-        json_t *a = json_object_get(r, "action"), *t = json_object_get(r, "target");
-        const char *as = json_is_string(a) ? json_string_value(a) : "";
-        if (!json_is_string(t) || (strcmp(as, "allow") != 0 && strcmp(as, "deny") != 0)) {
-            json_decref(net);
-            sbx_err_set(err, EINVAL,
-                        "networkPolicy.egress[%zu] must be {action: allow|deny, target}", i);
-            return NULL;
-        }
-        json_array_append(json_object_get(net, as), t);
-    }
-    return net;
-}
-
 /* Apply the box's networkPolicy to its session's egress. Without an egress
  * (the daemon's network is none) the sandbox has no network at all, which
  * is narrower than any policy: the policy is kept and reported. */
 int os_box_apply_policy(sbx_http_request *req, struct os_box *b, sbx_err *err)
 {
     sbx_err e = {0};
-    json_t *net = policy_network(b->policy, &e);
+    json_t *net = os_policy_network(b->policy, &e);
     if (!net)
         return e.errnum ? (sbx_err_set(err, e.errnum, "%s", e.msg), -1) : 0;
     struct parsed_task p = {.r = {.net = -1, .net_default = -1}};
@@ -390,66 +285,24 @@ static void h_create(sbx_http_request *req, void *ud)
     if (!body)
         return;
     sbx_err e = {0};
-    const struct sbx_runtime_settings *set = api_set(os->api);
-    struct sbx_cg_limits lim = {0};
+    struct os_create cr = {0};
     struct os_box *b = calloc(1, sizeof(*b));
-    json_t *img = json_object_get(body, "image"), *uri = json_object_get(img, "uri");
-    json_t *ep = json_object_get(body, "entrypoint"), *to = json_object_get(body, "timeout");
-    char names[512];
     if (!b) {
         sbx_err_set(&e, ENOMEM, "sandbox");
         goto fail;
     }
     b->os = os;
     b->state = "Pending";
-    if (request_tenant(req, os, &b->clone, &e) < 0)
+    if (request_tenant(req, os, &b->clone, &e) < 0 ||
+        os_create_parse(api_set(os->api), body, &cr, &e) < 0)
         goto fail;
-    if (json_object_get(body, "snapshotId") || json_object_get(body, "volumes")) {
-        sbx_err_set(&e, EINVAL, "snapshotId and volumes are not supported here (use image)");
-        goto fail;
-    }
-    if (!json_is_string(uri)) {
-        sbx_err_set(&e, EINVAL, "image.uri is required: the name of one of our environments");
-        goto fail;
-    }
-    if (!sbx_settings_environment(set, json_string_value(uri))) {
-        environment_names(set, names, sizeof(names));
-        sbx_err_set(&e, EINVAL, "image '%s' is not one of our environments (%s)",
-                    json_string_value(uri), names);
-        goto fail;
-    }
-    b->image = strdup(json_string_value(uri));
-    if (ep && !json_is_array(ep)) {
-        sbx_err_set(&e, EINVAL, "entrypoint must be a list of strings");
-        goto fail;
-    }
-    for (size_t i = 0; i < json_array_size(ep); i++)
-        if (!json_is_string(json_array_get(ep, i))) {
-            sbx_err_set(&e, EINVAL, "entrypoint[%zu] must be a string", i);
-            goto fail;
-        }
-    if (to && !json_is_null(to) &&
-        (!json_is_integer(to) || json_integer_value(to) < 1 ||
-         json_integer_value(to) > OS_TTL_MAX_S)) {
-        sbx_err_set(&e, EINVAL, "timeout must be whole seconds from 1 to %d", OS_TTL_MAX_S);
-        goto fail;
-    }
-    if (check_strings(json_object_get(body, "env"), "env", &e) < 0 ||
-        check_strings(json_object_get(body, "metadata"), "metadata", &e) < 0 ||
-        parse_limits(os, json_object_get(body, "resourceLimits"), &lim, &e) < 0)
-        goto fail;
+    b->image = strdup(cr.image);
     b->policy = json_incref(json_object_get(body, "networkPolicy"));
-    {
-        json_t *net = policy_network(b->policy, &e);
-        json_decref(net);
-        if (e.errnum)
-            goto fail;
-    }
     if (sbx_id_new(b->id, &e) < 0)
         goto fail;
     snprintf(b->clone.id, sizeof(b->clone.id), "%s", b->id);
     b->clone.key[0] = '\0';
-    b->entrypoint = ep ? json_incref(ep) : json_array();
+    b->entrypoint = cr.entrypoint ? json_incref(cr.entrypoint) : json_array();
     b->metadata = json_object_get(body, "metadata")
                       ? json_deep_copy(json_object_get(body, "metadata"))
                       : json_object();
@@ -459,8 +312,8 @@ static void h_create(sbx_http_request *req, void *ud)
                     ? json_deep_copy(json_object_get(body, "resourceLimits"))
                     : json_object();
     b->created_at = sbx_now_ms();
-    if (to && json_is_integer(to))
-        b->expires_at = b->created_at + json_integer_value(to) * 1000;
+    if (json_is_integer(cr.to))
+        b->expires_at = b->created_at + json_integer_value(cr.to) * 1000;
     if (!(b->ttl = evtimer_new(req_base(req), on_ttl, b))) {
         sbx_err_set(&e, ENOMEM, "sandbox timer");
         goto fail;
@@ -471,7 +324,8 @@ static void h_create(sbx_http_request *req, void *ud)
     b->create = req;
     b->next = os->boxes;
     os->boxes = b;
-    int rc = sbx_runtime_session_start_limits(os->api->rt, &b->clone, b->id, &lim, created, b, &e);
+    int rc =
+        sbx_runtime_session_start_limits(os->api->rt, &b->clone, b->id, &cr.lim, created, b, &e);
     if (rc < 0) {
         b->create = NULL;
         box_unlink(b);
@@ -586,23 +440,11 @@ static void h_metadata(sbx_http_request *req, void *ud)
     if (!body)
         return;
     /* A merge patch: null removes a key. */
-    const char *k;
-    json_t *v;
-    json_object_foreach(body, k, v)
-    {
-        if (!json_is_string(v) && !json_is_null(v)) {
-            sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST,
-                                   "metadata.%s must be a string or null", k);
-            json_decref(body); /* k is one of its keys */
-            return;
-        }
-    }
-    json_object_foreach(body, k, v)
-    {
-        if (json_is_null(v))
-            json_object_del(b->metadata, k);
-        else
-            json_object_set(b->metadata, k, v);
+    sbx_err e = {0};
+    if (os_metadata_merge(b->metadata, body, &e) < 0) {
+        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "%s", e.msg);
+        json_decref(body); /* e.msg names one of its keys */
+        return;
     }
     json_decref(body);
     sbx_http_respond_json(req, 200, box_json(b));

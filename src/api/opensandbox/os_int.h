@@ -11,6 +11,7 @@
 #include <event2/event.h>
 #include <jansson.h>
 
+#include "api/opensandbox/bodies.h"
 #include "api/routes_int.h"
 #include "api/sse.h"
 
@@ -98,15 +99,6 @@ void os_cmd_event(struct os_box *b, const char *type, json_t *data);
 void os_cmds_free(struct os_box *b);
 /* What a command runs: text through the shell (in cwd, NULL: the
  * workspace), or argv as is; stdin_data may be NULL. */
-struct os_run {
-    const char *command;
-    const char *const *argv;
-    const char *cwd;
-    json_t *envs;
-    const char *stdin_data;
-    double timeout_s;
-    bool background, code;
-};
 /* Start a command as a task of b's session. */
 struct os_cmd *os_cmd_start(struct os_box *b, const struct os_run *r, sbx_err *err);
 /* The command's event stream (answering req), init sent; background ones

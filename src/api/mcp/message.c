@@ -50,8 +50,8 @@ int mcp_call_params(json_t *params, bool (*known)(const char *name), const char 
     return 0;
 }
 
-/* Copy the optional arguments shared by run_code and exec into body. */
-static void task_options(json_t *args, json_t *body)
+/* (message.h) */
+void mcp_task_options(json_t *args, json_t *body)
 {
     static const struct {
         const char *arg, *field;
@@ -103,7 +103,7 @@ json_t *mcp_task_body(const char *tool, json_t *args, sbx_err *err)
 {
     json_t *body = strcmp(tool, "exec") == 0 ? exec_body(args, err) : run_code_body(args, err);
     if (body)
-        task_options(args, body);
+        mcp_task_options(args, body);
     else if (!err->errnum)
         sbx_err_set(err, ENOMEM, "the task's body");
     return body;

@@ -40,4 +40,7 @@ int mcp_call_params(json_t *params, bool (*known)(const char *name), const char 
 
 /* The arguments of run_code or exec (tool) as the body of POST
  * /runtime/exec (a new reference); NULL with err set when refused. */
+/* Copy a task tool's shared optional arguments (session, timeoutSeconds,
+ * stdin, env) into body, as POST /runtime/exec names them. */
+void mcp_task_options(json_t *args, json_t *body);
 json_t *mcp_task_body(const char *tool, json_t *args, sbx_err *err);

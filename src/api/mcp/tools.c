@@ -595,7 +595,7 @@ static void begin_run_skill(struct mcp_call *c, sbx_http_request *req)
     json_t *body = json_pack("{s:O, s:O}", "skill", skill, "action", action);
     if (body && args && !json_is_null(args))
         json_object_set(body, "args", args);
-    task_options(c->args, body);
+    mcp_task_options(c->args, body);
     submit_task(c, req, body);
     json_decref(body);
 }

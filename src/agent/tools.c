@@ -252,7 +252,14 @@ static int task_tool(struct ag_call *c)
         req.language = c->name;
         req.code = json_string_value(code);
     }
-    int rc = submit(c, &req);
+    /* as for POST /runtime/exec: a shared or mapped skill runs only as a
+     * skill, in its tier's sandbox */
+    sbx_err e = {0};
+    int rc = 1;
+    if (t->a->o.skills && sbx_skills_check_command(t->a->o.skills, req.argv, req.code, &e) < 0)
+        tool_error(c, "%s: %s (the skill tool runs a skill)", c->name, e.msg);
+    else
+        rc = submit(c, &req);
     free(argv);
     return rc;
 }

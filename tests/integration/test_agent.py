@@ -512,6 +512,8 @@ def skill_tool_runs_the_skill_as_its_own_task():
         {"id": "s6", "name": "skill", "arguments": {"name": "greeter", "action": "nope"}},
         {"id": "s7", "name": "skill", "arguments": {"name": "greeter", "action": "greet", "args": "a"}},
         {"id": "s8", "name": "skill", "arguments": {"name": "greeter"}},
+        {"id": "s9", "name": "exec", "arguments": {"command": ["/bin/sh", SHARED + "/greeter/scripts/greet.sh"]}},
+        {"id": "s10", "name": "python", "arguments": {"code": "open('%s/danger/scripts/clean.sh')" % SHARED}},
     ]
     tid, evs = run_turn("sk", {"type": "tool_calls", "calls": calls})
     ends = {e["callId"]: e for e in of(evs, "tool_call_end")}
@@ -532,6 +534,10 @@ def skill_tool_runs_the_skill_as_its_own_task():
                     ("s8", "name and action must be strings")):
         check(ends[c]["outcome"] == "tool_error" and ends[c]["result"].startswith("error: skill: ")
               and want in ends[c]["result"], "%s: a tool error naming why" % c, ends[c])
+    for c in ("s9", "s10"):
+        check(ends[c]["outcome"] == "tool_error" and
+              "direct external skill path execution is blocked" in ends[c]["result"],
+              "%s: a skill's path is not run directly (as for /runtime/exec)" % c, ends[c])
     check(of(evs, "done")[-1] == {"turnId": tid, "stopReason": "completed"}, "the turn ended",
           of(evs, "done"))
 

@@ -20,10 +20,13 @@ struct sbx_agent_model {
     const char *key;      /* the API key (never given to a sandbox), or NULL */
 };
 
+struct sbx_skills;
+
 struct sbx_agent_opts {
     struct event_base *base;
     struct sbx_runtime *rt;
     struct sbx_store *store;
+    struct sbx_skills *skills;    /* runs the skill tool; NULL: that tool is a tool error */
     struct sbx_agent_model model; /* the default */
     /* Per tenant (NULL: the default): the caller's lookup. */
     const struct sbx_agent_model *(*tenant_model)(void *ud, const char *tenant);

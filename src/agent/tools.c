@@ -1,8 +1,11 @@
 /* The built-in tools: exec, python and node run as tasks in the session's
- * sandbox; read_file, write_file and list_files act on the clone's workspace
+ * sandbox; skill runs a skill's action as a task of its own through skills/
+ * (the sandbox its tier decides, its events on the session's stream);
+ * read_file, write_file and list_files act on the clone's workspace
  * through workspace/ (paths resolved inside it by the kernel). A call that
  * cannot run (bad arguments, an unknown tool) ends as a tool error, fed back
  * like any result. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +14,7 @@
 
 #include "agent/agent_int.h"
 #include "base/strv.h"
+#include "skills/skills.h"
 #include "workspace/files.h"
 
 static const char tools_json[] =
@@ -35,7 +39,12 @@ static const char tools_json[] =
     "\"additionalProperties\":false}},"
     "{\"name\":\"list_files\",\"description\":\"List a directory of the workspace.\","
     "\"parameters\":{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"}},"
-    "\"additionalProperties\":false}}"
+    "\"additionalProperties\":false}},"
+    "{\"name\":\"skill\",\"description\":\"Run an action of an installed skill, in the "
+    "sandbox its tier decides; its output is the result.\",\"parameters\":{\"type\":\"object\","
+    "\"properties\":{\"name\":{\"type\":\"string\"},\"action\":{\"type\":\"string\"},"
+    "\"args\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},\"required\":[\"name\","
+    "\"action\"],\"additionalProperties\":false}}"
     "]";
 
 json_t *sbx_agent_tools(void)
@@ -171,6 +180,27 @@ static void on_task_done(void *ud, const struct sbx_store_task *rec)
     ag_turn_advance(t);
 }
 
+/* Submit c's task: 0 when it runs, 1 when it ended at once as a tool error. */
+static int submit(struct ag_call *c, const struct sbx_task_request *req)
+{
+    struct ag_turn *t = c->turn;
+    sbx_err e = {0};
+    /* Never without the session: the session's sandbox (or, for a skill,
+     * its stream), or not at all. */
+    if (!sbx_runtime_session_live(t->a->o.rt, &t->clone, t->session)) {
+        tool_error(c, "%s: session '%s' is not live any more (stopped, or its idle timeout)",
+                   c->name, t->session);
+        return 1;
+    }
+    if (sbx_runtime_submit(t->a->o.rt, req, on_task_done, c, c->task_id, &e) < 0) {
+        char msg[600];
+        c->task_id[0] = '\0';
+        tool_error(c, "%s could not run: %s", c->name, sbx_err_format(&e, msg, sizeof(msg)));
+        return 1;
+    }
+    return 0;
+}
+
 static int task_tool(struct ag_call *c)
 {
     struct ag_turn *t = c->turn;
@@ -222,23 +252,75 @@ static int task_tool(struct ag_call *c)
         req.language = c->name;
         req.code = json_string_value(code);
     }
+    /* as for POST /runtime/exec: a shared or mapped skill runs only as a
+     * skill, in its tier's sandbox */
     sbx_err e = {0};
-    /* Never in a sandbox of its own: the session's, or not at all. */
-    if (!sbx_runtime_session_live(t->a->o.rt, &t->clone, t->session)) {
-        free(argv);
-        tool_error(c, "%s: session '%s' is not live any more (stopped, or its idle timeout)",
-                   c->name, t->session);
-        return 1;
-    }
-    int rc = sbx_runtime_submit(t->a->o.rt, &req, on_task_done, c, c->task_id, &e);
+    int rc = 1;
+    if (t->a->o.skills && sbx_skills_check_command(t->a->o.skills, req.argv, req.code, &e) < 0)
+        tool_error(c, "%s: %s (the skill tool runs a skill)", c->name, e.msg);
+    else
+        rc = submit(c, &req);
     free(argv);
-    if (rc < 0) {
-        char msg[600];
-        c->task_id[0] = '\0';
-        tool_error(c, "%s could not run: %s", c->name, sbx_err_format(&e, msg, sizeof(msg)));
+    return rc;
+}
+
+static bool string_ok(json_t *v)
+{
+    return json_is_string(v) && strlen(json_string_value(v)) == json_string_length(v);
+}
+
+/* skill {name, action, args}: the skill's task, as POST /runtime/exec
+ * {"skill", "action", "args"} runs it (its tier's sandbox, never the
+ * session's; its events on the session's stream). A refusal is a tool error. */
+static int skill_tool(struct ag_call *c)
+{
+    struct ag_turn *t = c->turn;
+    json_t *name = json_object_get(c->args, "name"), *action = json_object_get(c->args, "action");
+    json_t *args = json_object_get(c->args, "args");
+    size_t n = json_is_array(args) ? json_array_size(args) : 0;
+    if (!string_ok(name) || !string_ok(action)) {
+        tool_error(c, "skill: name and action must be strings without NUL");
         return 1;
     }
-    return 0;
+    if (args && !json_is_null(args) && (!json_is_array(args) || n > 4096)) {
+        tool_error(c, "skill: args must be an array of strings");
+        return 1;
+    }
+    if (!t->a->o.skills) {
+        tool_error(c, "skill: skills are not configured in this daemon");
+        return 1;
+    }
+    const char **argv = calloc(n + 1, sizeof(*argv));
+    if (!argv) {
+        tool_error(c, "skill: out of memory");
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_t *a = json_array_get(args, i);
+        if (!string_ok(a)) {
+            free(argv);
+            tool_error(c, "skill: args[%zu] must be a string without NUL", i);
+            return 1;
+        }
+        argv[i] = json_string_value(a);
+    }
+    struct sbx_task_request req = {
+        .clone = t->clone, .session = t->session, .net = -1, .net_default = -1, .call_id = c->id};
+    struct sbx_skill_task hold;
+    sbx_err e = {0};
+    int rc = 1;
+    if (sbx_skills_task(t->a->o.skills, json_string_value(name), json_string_value(action), argv,
+                        &req, &hold, &e) < 0) {
+        char msg[600];
+        tool_error(c, "skill: %s",
+                   e.errnum == EINVAL || e.errnum == EAGAIN ? e.msg
+                                                            : sbx_err_format(&e, msg, sizeof(msg)));
+    } else {
+        rc = submit(c, &req);
+    }
+    sbx_skill_task_free(&hold);
+    free(argv);
+    return rc;
 }
 
 /* ---- files of the workspace ---- */
@@ -369,14 +451,16 @@ int ag_tool_start(struct ag_call *c)
     for (size_t i = 0; i < 3; i++)
         if (strcmp(c->name, tasks[i]) == 0)
             return task_tool(c);
+    if (strcmp(c->name, "skill") == 0)
+        return skill_tool(c);
     for (size_t i = 0; i < 3; i++)
         if (strcmp(c->name, files[i]) == 0) {
             file_tool(c);
             return 1;
         }
     tool_error(c,
-               "unknown tool '%s' (the tools are exec, python, node, read_file, write_file, "
-               "list_files%s)",
+               "unknown tool '%s' (the tools are exec, python, node, skill, read_file, "
+               "write_file, list_files%s)",
                c->name, t->conv && json_array_size(t->conv->tools) ? " and the session's own" : "");
     return 1;
 }

@@ -408,6 +408,7 @@ static int setup_agent(struct serve *s, sbx_err *err)
     struct sbx_agent_opts ao = {.base = s->base,
                                 .rt = s->rt,
                                 .store = s->store,
+                                .skills = s->skills,
                                 .model = s->model_key.m,
                                 .tenant_model = tenant_model,
                                 .tenant_ud = s,

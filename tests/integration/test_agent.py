@@ -303,6 +303,22 @@ with open(os.path.join(TMP, "beta.key"), "w") as f:
     f.write("beta-key-from-file\n")
 os.chmod(os.path.join(TMP, "beta.key"), 0o600)
 os.environ["ACME_MODEL_KEY"] = "acme-key-" + os.urandom(6).hex()
+# Skills for the skill tool: the repo's builtin root and a shared root made here.
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SHARED = os.path.join(TMP, "skills-shared")
+os.chmod(TMP, 0o755)
+for name, script, text in (
+        ("greeter", "greet.sh", 'echo "hello $* from $SKILL_NAME/$SKILL_ACTION"\n'
+                                'echo note >&2\necho mark > /tmp/skill-mark\n'),
+        ("danger", "clean.sh", "rm -rf /\n")):
+    os.makedirs(os.path.join(SHARED, name, "scripts"))
+    with open(os.path.join(SHARED, name, "SKILL.md"), "w") as f:
+        f.write("---\nname: %s\ndescription: a test skill\n---\n# %s\n" % (name, name))
+    with open(os.path.join(SHARED, name, "scripts", script), "w") as f:
+        f.write(text)
+with open(CFG, "a") as f:
+    f.write("skills:\n  builtin_root: %s\n  shared_root: %s\n"
+            % (os.path.join(REPO, "skills", "builtin"), SHARED))
 
 D = Daemon(os.path.join(TMP, "state"), config=CFG)
 D.start()
@@ -328,8 +344,11 @@ def tools_are_published_with_schemas():
     st, b, _ = D.req("GET", "/runtime/tools")
     check(st == 200, "GET /runtime/tools", (st, b))
     names = [t["name"] for t in b["tools"]]
-    check(names == ["exec", "python", "node", "read_file", "write_file", "list_files"],
+    check(names == ["exec", "python", "node", "read_file", "write_file", "list_files", "skill"],
           "the built-in tools", names)
+    sk = b["tools"][6]["parameters"]
+    check(sk["required"] == ["name", "action"] and sk["properties"]["args"]["type"] == "array",
+          "skill {name, action, args}", sk)
     for t in b["tools"]:
         check(t["parameters"]["type"] == "object" and t["description"], "a schema", t)
     ex = b["tools"][0]["parameters"]
@@ -477,6 +496,52 @@ def bad_turns_are_refused_clearly():
 
 # ---- the model loop, over HTTP to the fake model ----
 
+@S.case
+def skill_tool_runs_the_skill_as_its_own_task():
+    D.start_session("sk")
+    st, b, _ = D.req("GET", "/runtime/skills")  # the first scan has ended
+    check(st == 200 and {"greeter", "danger"} <= {s["name"] for s in b}, "the test's skills", b)
+    calls = [
+        {"id": "s1", "name": "skill", "arguments": {"name": "greeter", "action": "greet",
+                                                    "args": ["a", "b c"]}},
+        {"id": "s2", "name": "exec", "arguments": {
+            "command": "test -e /tmp/skill-mark && echo joined || echo apart; test -e /skill || echo no-skill"}},
+        {"id": "s3", "name": "skill", "arguments": {"name": "nope", "action": "greet"}},
+        {"id": "s4", "name": "skill", "arguments": {"name": "danger", "action": "clean"}},
+        {"id": "s5", "name": "skill", "arguments": {"name": "../greeter", "action": "greet"}},
+        {"id": "s6", "name": "skill", "arguments": {"name": "greeter", "action": "nope"}},
+        {"id": "s7", "name": "skill", "arguments": {"name": "greeter", "action": "greet", "args": "a"}},
+        {"id": "s8", "name": "skill", "arguments": {"name": "greeter"}},
+        {"id": "s9", "name": "exec", "arguments": {"command": ["/bin/sh", SHARED + "/greeter/scripts/greet.sh"]}},
+        {"id": "s10", "name": "python", "arguments": {"code": "open('%s/danger/scripts/clean.sh')" % SHARED}},
+    ]
+    tid, evs = run_turn("sk", {"type": "tool_calls", "calls": calls})
+    ends = {e["callId"]: e for e in of(evs, "tool_call_end")}
+    check(sorted(ends) == sorted(c["id"] for c in calls), "every call ended", ends)
+    s1 = ends["s1"]
+    check(s1["exitCode"] == 0 and s1["outcome"] == "exited" and
+          s1["result"].startswith("hello a b c from greeter/greet\n") and "[stderr]\nnote" in s1["result"]
+          and "wallSeconds" in s1["usage"], "the skill's output is the result", s1)
+    outs = [o for o in of(evs, "tool_call_output") if o["callId"] == "s1"]
+    check(any(o["stream"] == "stdout" and "hello a b c" in o["text"] for o in outs),
+          "its output streamed as tool_call_output", outs)
+    check(ends["s2"]["result"] == "apart\nno-skill\n",
+          "the skill ran in a sandbox of its own, not the session's", ends["s2"])
+    for c, want in (("s3", "unsupported skill: nope"), ("s4", "skill blocked: dangerous pattern"),
+                    ("s5", "unsupported skill: ../greeter"),
+                    ("s6", "unsupported skill action: greeter/nope"),
+                    ("s7", "args must be an array of strings"),
+                    ("s8", "name and action must be strings")):
+        check(ends[c]["outcome"] == "tool_error" and ends[c]["result"].startswith("error: skill: ")
+              and want in ends[c]["result"], "%s: a tool error naming why" % c, ends[c])
+    for c in ("s9", "s10"):
+        check(ends[c]["outcome"] == "tool_error" and
+              "direct external skill path execution is blocked" in ends[c]["result"],
+              "%s: a skill's path is not run directly (as for /runtime/exec)" % c, ends[c])
+    check(of(evs, "done")[-1] == {"turnId": tid, "stopReason": "completed"}, "the turn ended",
+          of(evs, "done"))
+
+
 def user_turn(session, text, timeout=60):
     return run_turn(session, {"type": "user_message", "text": text}, timeout)
 
@@ -554,6 +619,32 @@ def malformed_arguments_and_unknown_tools_are_fed_back_as_errors():
     check(len(tools) == 2 and all(m["content"].startswith("error:") for m in tools),
           "the errors fed back to the model", tools)
     check(of(evs, "done")[-1]["stopReason"] == "stop", "the turn went on", of(evs, "done"))
+
+
+@S.case
+def the_model_calls_a_skill():
+    D.start_session("m4")
+    args = json.dumps({"name": "greeter", "action": "greet", "args": ["model"]})
+    MODEL.set({"events": tool_call_chunks([("call_s", "skill", args),
+                                            ("call_u", "skill", '{"name": "ghost", "action": "x"}')])},
+              {"events": [text_chunk("greeted"), stop_chunk()]})
+    tid, evs = user_turn("m4", "greet me")
+    offered = [t["function"] for t in MODEL.requests[0]["body"]["tools"]]
+    check(any(f["name"] == "skill" and f["parameters"]["required"] == ["name", "action"]
+              for f in offered), "the skill tool is offered to the model", offered)
+    ends = {e["callId"]: e for e in of(evs, "tool_call_end")}
+    check(ends["call_s"]["exitCode"] == 0 and
+          ends["call_s"]["result"].startswith("hello model from greeter/greet"),
+          "the model's skill call ran", ends["call_s"])
+    check(ends["call_u"]["outcome"] == "tool_error" and
+          "unsupported skill: ghost" in ends["call_u"]["result"], "an unknown skill: a tool error",
+          ends["call_u"])
+    tools = {m["tool_call_id"]: m["content"] for m in MODEL.requests[1]["body"]["messages"]
+             if m["role"] == "tool"}
+    check(tools["call_s"].startswith("hello model from greeter/greet") and
+          tools["call_u"].startswith("error: skill: unsupported skill: ghost"),
+          "both fed back to the model", tools)
+    check(of(evs, "done")[-1]["stopReason"] == "stop", "the turn went on to the end", of(evs, "done"))
 
 
 @S.case

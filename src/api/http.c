@@ -172,6 +172,9 @@ static void on_body_closed(evutil_socket_t fd, short what, void *arg)
     if (recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) != 0)
         return; /* data still to read first: MHD reads it; the timer stays */
     logf_srv(cc->srv, "closing a connection: the client ended within its request body");
+    /* Once: a socket shut both ways stays readable (its end), and a body we
+     * paused keeps libmicrohttpd from closing it until it is resumed. */
+    event_del(cc->body_watch);
     evtimer_del(cc->body_timer);
     shutdown(cc->fd, SHUT_RDWR);
     kick(cc->srv);

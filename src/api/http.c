@@ -169,8 +169,16 @@ static void on_body_closed(evutil_socket_t fd, short what, void *arg)
 {
     struct conn_ctx *cc = arg;
     char c;
-    if (recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) != 0)
-        return; /* data still to read first: MHD reads it; the timer stays */
+    ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n != 0) {
+        /* Data still to read first: MHD reads it. The end came with it and
+         * makes no new edge: look again soon, until the data is read. */
+        if (n > 0) {
+            struct timeval tv = {0, 50000};
+            event_add(cc->body_watch, &tv);
+        }
+        return;
+    }
     logf_srv(cc->srv, "closing a connection: the client ended within its request body");
     /* Once: a socket shut both ways stays readable (its end), and a body we
      * paused keeps libmicrohttpd from closing it until it is resumed. */

@@ -28,26 +28,10 @@ class Daemon(ServeDaemon):
         super().__init__(state_dir, TOKEN, config=config, extra=extra, registry=_daemons)
 
     def req(self, method, path, body=None, token=TOKEN, headers=None, timeout=10):
-        h = dict(headers or {})
-        for k, v in EXTENDED.items():  # our answers on the original's routes
-            h.setdefault(k, v)
-        if token is not None:
-            h["Authorization"] = "Bearer " + token
-        if body is not None and not isinstance(body, (bytes, str)):
-            body = json.dumps(body)
-            h.setdefault("Content-Type", "application/json")
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            c.request(method, path, body=body, headers=h)
-            r = c.getresponse()
-            data = r.read()
-            try:
-                parsed = json.loads(data) if data else None
-            except ValueError:
-                parsed = data.decode(errors="replace")
-            return r.status, parsed, dict(r.getheaders())
-        finally:
-            c.close()
+        """sbxtest's request with this file's token and our answers on the
+        original's routes (EXTENDED)."""
+        return super().req(method, path, body, token=token, headers={**EXTENDED, **(headers or {})},
+                           timeout=timeout)
 
     def sock(self, timeout=5):
         return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)

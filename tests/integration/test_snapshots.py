@@ -4,7 +4,6 @@ way a task's files land there): round trips of every file type, rollback
 against planted symlinks, refusals while tasks run, a full store, retention,
 clone isolation, bad input, and the loop answering during a large snapshot."""
 import hashlib
-import http.client
 import json
 import os
 import shutil

@@ -10,6 +10,7 @@
 
 #include "daemon/cmd.h"
 #include "isolate/probe_host.h"
+#include "isolate/probe_steps.h"
 
 #define KEY_WIDTH 20
 
@@ -17,6 +18,7 @@ struct doctor {
     struct sbx_host_probe probe;
     struct sbx_cg_host cg;
     struct sbx_isolation_plan plan;
+    struct sbx_steps steps;
 };
 
 static void doctor_usage(FILE *f)
@@ -153,6 +155,28 @@ static void text_host(const struct doctor *d)
     "shares the host's network namespace, its abstract unix sockets included (dbus, X11, "         \
     "container shims): trusted code only"
 
+static const char *step_state(const struct sbx_step_result *r, char *buf, size_t len)
+{
+    if (r->state == SBX_STEP_OK)
+        return "ok";
+    if (r->state == SBX_STEP_NOT_TRIED)
+        return "not tried (an earlier step failed)";
+    return no_because(r->errnum, buf, len);
+}
+
+/* Each step tried for real, and the fix of each that failed. */
+static void text_steps(const struct sbx_steps *st)
+{
+    char buf[160];
+    printf("\nSteps tried%s\n", st->in_container ? " (in a container)" : "");
+    for (int i = 0; i < SBX_STEP_COUNT; i++) {
+        const struct sbx_step_result *r = &st->step[i];
+        line(sbx_step_name((enum sbx_step)i), "%s  %s", step_state(r, buf, sizeof(buf)), r->detail);
+        if (r->state == SBX_STEP_FAILED && r->fix[0])
+            line("  fix", "%s", r->fix);
+    }
+}
+
 static void text_plan(const struct sbx_isolation_plan *plan)
 {
     char ns[128] = "";
@@ -247,6 +271,28 @@ static json_t *plan_json(const struct sbx_isolation_plan *plan)
     return o;
 }
 
+static json_t *steps_json(const struct sbx_steps *st)
+{
+    static const char *const states[] = {"ok", "failed", "not-tried"};
+    json_t *a = json_array();
+    for (int i = 0; i < SBX_STEP_COUNT; i++) {
+        const struct sbx_step_result *r = &st->step[i];
+        json_t *o =
+            json_pack("{s:s, s:s, s:b, s:s}", "step", sbx_step_name((enum sbx_step)i), "state",
+                      states[r->state], "required", r->required, "detail", r->detail);
+        if (r->state == SBX_STEP_FAILED) {
+            char buf[128] = "";
+            if (r->errnum)
+                snprintf(buf, sizeof(buf), "%s: %s", sbx_errno_name(r->errnum),
+                         strerror(r->errnum));
+            json_object_set_new(o, "error", r->errnum ? json_string(buf) : json_null());
+            json_object_set_new(o, "fix", json_string(r->fix));
+        }
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
 static json_t *doctor_json(const struct doctor *d)
 {
     const struct sbx_host_probe *p = &d->probe;
@@ -284,6 +330,8 @@ static json_t *doctor_json(const struct doctor *d)
     json_object_set_new(o, "clone3", json_boolean(p->clone3.ok));
     json_object_set_new(o, "pidfd", json_boolean(p->pidfd.ok));
 
+    json_object_set_new(o, "inContainer", json_boolean(d->steps.in_container));
+    json_object_set_new(o, "steps", steps_json(&d->steps));
     json_object_set_new(o, "isolation", plan_json(&d->plan));
     json_t *warnings = json_array(), *missing = json_array();
     for (size_t i = 0; i < d->plan.n_warn; i++) {
@@ -342,16 +390,19 @@ int sbx_cmd_doctor(int argc, char **argv)
     struct doctor d;
     sbx_err e = {0};
     char msg[600];
-    if (sbx_host_probe(&d.probe, &e) < 0 || sbx_cg_host_detect(false, &d.cg, &e) < 0) {
+    if (sbx_host_probe(&d.probe, &e) < 0 || sbx_cg_host_detect(false, &d.cg, &e) < 0 ||
+        sbx_steps_try(&d.probe, &d.cg, &d.steps, &e) < 0) {
         fprintf(stderr, "sandboxd doctor: %s\n", sbx_err_format(&e, msg, sizeof(msg)));
         return 1;
     }
     sbx_isolation_plan_make(&d.probe, &d.cg, &d.plan);
+    sbx_steps_to_plan(&d.steps, &d.plan);
     if (json) {
         if (print_json(&d) < 0)
             return 1;
     } else {
         text_host(&d);
+        text_steps(&d.steps);
         text_plan(&d.plan);
     }
     fflush(stdout);

@@ -74,7 +74,7 @@ struct sbx_host_probe {
 int sbx_host_probe(struct sbx_host_probe *p, sbx_err *err);
 
 #define SBX_PLAN_WARN_MAX 24
-#define SBX_PLAN_WARN_LEN 320
+#define SBX_PLAN_WARN_LEN 640
 
 struct sbx_plan_warning {
     bool required; /* run cannot give full isolation without it */

@@ -103,4 +103,61 @@ def rlimit_host_is_reported_as_degraded():
     check(any("CPU share is NOT enforced" in w for w in d["warnings"]), "cpu warned", d)
 
 
+def steps(d):
+    return {s["step"]: s for s in d["steps"]}
+
+
+@S.case
+def every_step_tried_and_ok_here():
+    d = json.loads(doctor("--json").stdout)
+    st = steps(d)
+    for name in ("capabilities", "user namespace", "id map", "other namespaces", "mount tmpfs",
+                 "mount procfs", "pivot_root", "cgroup write", "seccomp load", "loop device"):
+        check(name in st and st[name]["state"] == "ok", f"step {name} ok", st.get(name))
+    check(isinstance(d["inContainer"], bool), "inContainer said", d)
+
+
+@S.case
+def masked_proc_is_found_with_its_fix():
+    """Docker's masking of /proc paths, made here by one bind mount over a
+    /proc file in a private mount namespace: the fresh procfs is refused, and
+    doctor says so (not "full isolation available") with the fix; a spare
+    unmasked procfs, as deploy/docker/entrypoint.sh mounts, makes it pass."""
+    masked = "mount --bind /dev/null /proc/timer_list"
+    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                        f'{masked} && exec "$0" doctor --json', SANDBOXD],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 1, "exit 1: not full", p)
+    d = json.loads(p.stdout)
+    st = steps(d)["mount procfs"]
+    check(st["state"] == "failed" and st["error"].startswith("EPERM"), "procfs refused", st)
+    check("systempaths=unconfined" in st["fix"] and "mount -t proc" in st["fix"], "fix named", st)
+    check(steps(d)["pivot_root"]["state"] == "ok", "the steps after it still tried", d["steps"])
+    check(d["isolation"]["full"] is False, "plan not full", d["isolation"])
+    check(any("mount procfs" in m and "Fix:" in m for m in d["missing"]), "missing names it",
+          d["missing"])
+    p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                        f'{masked} && d=$(mktemp -d) && mount -t proc proc "$d" && '
+                        'exec "$0" doctor', SANDBOXD],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and "full isolation available" in p.stdout, "spare procfs fixes it",
+          p)
+
+
+@S.case
+def missing_capabilities_named_with_flags():
+    """Without CAP_SETUID and CAP_SETGID (dropped from the bounding set) the
+    id map is refused: doctor names the step and the --cap-add flags, and
+    the steps that need the map are reported as not tried."""
+    p = subprocess.run(["setpriv", "--bounding-set", "-setuid,-setgid", "--inh-caps",
+                        "-setuid,-setgid", SANDBOXD, "doctor"],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 1, "exit 1", p)
+    out = p.stdout
+    check("full isolation NOT possible" in out, "verdict", out)
+    check("--cap-add SETUID --cap-add SETGID" in out, "flags named", out)
+    check("id map:" in out and "EPERM" in out, "id map step failed", out)
+    check("not tried (an earlier step failed)" in out, "later steps not tried", out)
+
+
 S.finish()

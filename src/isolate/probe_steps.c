@@ -20,11 +20,17 @@
 #include "isolate/sandbox.h"
 
 static const char *const step_names[SBX_STEP_COUNT] = {
-    [SBX_STEP_CAPS] = "capabilities",    [SBX_STEP_USERNS] = "user namespace",
-    [SBX_STEP_IDMAP] = "id map",         [SBX_STEP_NAMESPACES] = "other namespaces",
-    [SBX_STEP_TMPFS] = "mount tmpfs",    [SBX_STEP_PROCFS] = "mount procfs",
-    [SBX_STEP_PIVOT] = "pivot_root",     [SBX_STEP_CGROUP] = "cgroup write",
-    [SBX_STEP_SECCOMP] = "seccomp load", [SBX_STEP_LOOP] = "loop device",
+    [SBX_STEP_CAPS] = "capabilities",
+    [SBX_STEP_USERNS] = "user namespace",
+    [SBX_STEP_IDMAP] = "id map",
+    [SBX_STEP_NAMESPACES] = "other namespaces",
+    [SBX_STEP_USER_LIMITS] = "user limits",
+    [SBX_STEP_TMPFS] = "mount tmpfs",
+    [SBX_STEP_PROCFS] = "mount procfs",
+    [SBX_STEP_PIVOT] = "pivot_root",
+    [SBX_STEP_CGROUP] = "cgroup write",
+    [SBX_STEP_SECCOMP] = "seccomp load",
+    [SBX_STEP_LOOP] = "loop device",
 };
 
 const char *sbx_step_name(enum sbx_step s)
@@ -83,6 +89,13 @@ void sbx_step_fix(enum sbx_step s, int errnum, bool in_container, char *buf, siz
                              "into each sandbox's user namespace)"
                            : "run as root: mapping 65536 ids needs CAP_SETUID and CAP_SETGID";
         break;
+    case SBX_STEP_USER_LIMITS:
+        fix = in_container ? "/proc/sys is read-only in the container: bind a writable "
+                             "/proc/sys/user over it before the daemon starts (deploy/docker/"
+                             "entrypoint.sh does, from its spare procfs: mount --bind "
+                             "/run/sandbox/proc/sys/user /proc/sys/user)"
+                           : "make /proc/sys/user writable";
+        break;
     case SBX_STEP_TMPFS:
         fix = in_container ? "add --cap-add SYS_ADMIN and " UNCONFINED
                              " (and --security-opt apparmor=unconfined where AppArmor "
@@ -121,9 +134,9 @@ void sbx_step_fix(enum sbx_step s, int errnum, bool in_container, char *buf, siz
         fix = "a kernel with CONFIG_SECCOMP_FILTER is needed";
         break;
     case SBX_STEP_LOOP:
-        fix = in_container ? "add --device /dev/loop-control and the loop nodes "
-                             "(--device /dev/loop0 ... ), with --cap-add MKNOD: serve keeps each "
-                             "workspace's quota on a loop-mounted image"
+        fix = in_container ? "add --device /dev/loop-control --device-cgroup-rule 'b 7:* rwm' "
+                             "--cap-add MKNOD (serve makes the loop nodes it needs): serve keeps "
+                             "each workspace's quota on a loop-mounted image"
                            : "load the loop module (modprobe loop): serve keeps each workspace's "
                              "quota on a loop-mounted image";
         break;
@@ -167,6 +180,18 @@ static void mark(struct chain *c, enum sbx_step s, int rc)
 {
     c->r[s].state = rc == 0 ? SBX_STEP_OK : SBX_STEP_FAILED;
     c->r[s].errnum = rc == 0 ? 0 : (errno ? errno : EIO);
+}
+
+static int write_file(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = write(fd, text, strlen(text));
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return n == (ssize_t)strlen(text) ? 0 : -1;
 }
 
 /* pid 1 of the new pid namespace: the new root, as the sandbox builds it. */
@@ -227,6 +252,10 @@ static void userns_child(struct chain *c, int ready_fd, int go_fd, const char *d
     mark(c, SBX_STEP_NAMESPACES, rc);
     if (rc < 0)
         _exit(0);
+    /* as the sandbox bounds its own user namespace (a limit of this one only) */
+    errno = 0;
+    rc = write_file("/proc/sys/user/max_inotify_instances", "16");
+    mark(c, SBX_STEP_USER_LIMITS, rc < 0 && errno == ENOENT ? 0 : rc);
     pid_t pid = fork();
     if (pid == 0) {
         try_mounts(c, dir);
@@ -234,18 +263,6 @@ static void userns_child(struct chain *c, int ready_fd, int go_fd, const char *d
     }
     reap(pid);
     _exit(0);
-}
-
-static int write_file(const char *path, const char *text)
-{
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = write(fd, text, strlen(text));
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return n == (ssize_t)strlen(text) ? 0 : -1;
 }
 
 static void write_idmap(struct chain *c, pid_t pid)
@@ -421,6 +438,7 @@ int sbx_steps_try(const struct sbx_host_probe *p, const struct sbx_cg_host *cg,
         [SBX_STEP_USERNS] = "unshare(CLONE_NEWUSER)",
         [SBX_STEP_IDMAP] = "0 100000 65536 into uid_map and gid_map",
         [SBX_STEP_NAMESPACES] = "unshare pid mount net ipc uts cgroup in the user namespace",
+        [SBX_STEP_USER_LIMITS] = "/proc/sys/user/max_inotify_instances of the user namespace",
         [SBX_STEP_TMPFS] = "a tmpfs as the new root",
         [SBX_STEP_PROCFS] = "a fresh procfs in the new pid namespace",
         [SBX_STEP_PIVOT] = "pivot_root into the new root",

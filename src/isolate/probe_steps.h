@@ -15,16 +15,17 @@
 #include "isolate/probe_host.h"
 
 enum sbx_step {
-    SBX_STEP_CAPS,       /* the capabilities run (and serve) need */
-    SBX_STEP_USERNS,     /* unshare(CLONE_NEWUSER) */
-    SBX_STEP_IDMAP,      /* uid_map/gid_map of 65536 ids from the host id base */
-    SBX_STEP_NAMESPACES, /* pid mount net ipc uts cgroup, inside that user namespace */
-    SBX_STEP_TMPFS,      /* a tmpfs for the new root */
-    SBX_STEP_PROCFS,     /* a fresh procfs for the new pid namespace */
-    SBX_STEP_PIVOT,      /* pivot_root into the new root */
-    SBX_STEP_CGROUP,     /* a child cgroup made, limited and removed */
-    SBX_STEP_SECCOMP,    /* the default profile loaded */
-    SBX_STEP_LOOP,       /* a free loop device opened (serve's workspace quota) */
+    SBX_STEP_CAPS,        /* the capabilities run (and serve) need */
+    SBX_STEP_USERNS,      /* unshare(CLONE_NEWUSER) */
+    SBX_STEP_IDMAP,       /* uid_map/gid_map of 65536 ids from the host id base */
+    SBX_STEP_NAMESPACES,  /* pid mount net ipc uts cgroup, inside that user namespace */
+    SBX_STEP_USER_LIMITS, /* /proc/sys/user of the new user namespace written */
+    SBX_STEP_TMPFS,       /* a tmpfs for the new root */
+    SBX_STEP_PROCFS,      /* a fresh procfs for the new pid namespace */
+    SBX_STEP_PIVOT,       /* pivot_root into the new root */
+    SBX_STEP_CGROUP,      /* a child cgroup made, limited and removed */
+    SBX_STEP_SECCOMP,     /* the default profile loaded */
+    SBX_STEP_LOOP,        /* a free loop device opened (serve's workspace quota) */
     SBX_STEP_COUNT,
 };
 

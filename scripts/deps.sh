@@ -5,7 +5,10 @@ pkgs=(build-essential cmake pkg-config clang-format libevent-dev libseccomp-dev 
       libcmocka-dev libcurl4-openssl-dev musl-tools libnftables-dev libmnl-dev
       libhttp-parser-dev libmicrohttpd-dev libssl-dev openssl nftables curl libsqlite3-dev
       libyaml-dev python3 nodejs bubblewrap hyperfine iproute2 e2fsprogs golang-go
-      clang libclang-rt-dev)
+      clang libclang-rt-dev docker.io docker-compose podman debootstrap iptables)
+# docker.io, docker-compose, podman, debootstrap: tests/deploy builds the image of
+# deploy/docker from the Debian archive (no registry) and runs it under Docker,
+# compose and podman; iptables closes the test bridges to the outside.
 # golang-go: the strict Go client of the original's API (tests/compat/go, standard
 # library only, built offline by tests/integration/test_compat_go.py).
 # clang and its runtime libraries (libFuzzer, ASan, UBSan) for the fuzz

@@ -147,11 +147,13 @@ def image_builds_without_a_registry():
     runtime, build = base_image("runtime"), base_image("build")
     timings["bases"] = time.monotonic() - t0
     t0 = time.monotonic()
-    # The documented command, in the repository's root, with the bases and no network.
+    check((runtime, build) == ("sandbox-base:bookworm", "sandbox-build-base:bookworm"),
+          "the Dockerfile's default bases", (runtime, build))
+    # The documented command (docker build -t sandbox:dev .) in the
+    # repository's root, with our tag and no network.
     made["images"].insert(0, TAG)
-    docker("build", "--network", "none", "--build-arg", f"BUILD_ID={RUN_ID}",
-           "--build-arg", f"BUILD_BASE={build}",
-           "--build-arg", f"BASE={runtime}", "-t", TAG, ".", cwd=ROOT, timeout=1200)
+    docker("build", "--network", "none", "--build-arg", f"BUILD_ID={RUN_ID}", "-t", TAG, ".",
+           cwd=ROOT, timeout=1200)
     timings["build"] = time.monotonic() - t0
     ep = json.loads(docker("image", "inspect", TAG).stdout)[0]["Config"]
     check(ep["Entrypoint"] == ["/usr/local/bin/sandbox-entrypoint"], "entrypoint", ep)
@@ -354,8 +356,6 @@ def compose_up_restart_down():
         "SANDBOX_STATE_DIR": dirs["skills-state"],
         "SANDBOX_MAPPED_SKILLS_DIR": dirs["skills-mapped"],
         "SANDBOX_SHARED_SKILLS_DIR": dirs["skills-shared"],
-        "SANDBOX_BUILD_BASE": "sandbox-build-base:bookworm",
-        "SANDBOX_BASE": "sandbox-base:bookworm", "SANDBOX_BUILD_NETWORK": "none",
         "SANDBOX_BUILD_ID": RUN_ID}.items())
     env_file = os.path.join(d, ".env")
     open(env_file, "w").write(env)

@@ -361,7 +361,9 @@ def compose_up_restart_down():
     open(env_file, "w").write(env)
     closed_bridge(bridge)
     made["compose"].append((env_file, project))
-    compose("up", "-d", "--build", env_file=env_file, project=project)
+    # The image is the one built above (SANDBOX_IMAGE): compose v1's own build
+    # context misses the layer cache of `docker build` and would compile again.
+    compose("up", "-d", env_file=env_file, project=project)
     ps = compose("ps", env_file=env_file, project=project).stdout
     check("Up" in ps, "compose ps: up", ps)
     wait_ready(port)

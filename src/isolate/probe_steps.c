@@ -162,8 +162,8 @@ void sbx_steps_to_plan(const struct sbx_steps *st, struct sbx_isolation_plan *pl
         char why[96] = "";
         if (r->errnum)
             snprintf(why, sizeof(why), " (%s)", sbx_errno_name(r->errnum));
-        snprintf(w->text, sizeof(w->text), "%s failed%s: %s. Fix: %s", sbx_step_name(i), why,
-                 r->detail, r->fix);
+        snprintf(w->text, sizeof(w->text), "%s failed%.40s: %.180s. Fix: %.359s", sbx_step_name(i),
+                 why, r->detail, r->fix);
     }
 }
 

@@ -5,8 +5,8 @@
 #   packages.sh install runtime|build  apt-get install those missing (none
 #                                      missing: no network is needed)
 set -eu
-runtime="ca-certificates libcurl4 libjansson4 libmnl0 libnftables1 libmicrohttpd12 e2fsprogs mount python3-minimal curl"
-build="build-essential cmake pkg-config libevent-dev libseccomp-dev libjansson-dev libcmocka-dev libcurl4-openssl-dev musl-tools libnftables-dev libmnl-dev libhttp-parser-dev libmicrohttpd-dev libssl-dev libsqlite3-dev libyaml-dev"
+runtime="ca-certificates libarchive13 libcurl4 libjansson4 libmnl0 libnftables1 libmicrohttpd12 e2fsprogs mount python3-minimal curl"
+build="build-essential cmake pkg-config libarchive-dev libevent-dev libseccomp-dev libjansson-dev libcmocka-dev libcurl4-openssl-dev musl-tools libnftables-dev libmnl-dev libhttp-parser-dev libmicrohttpd-dev libssl-dev libsqlite3-dev libyaml-dev"
 case "${2:-}" in
   runtime) pkgs=$runtime ;;
   build) pkgs=$build ;;

@@ -123,7 +123,12 @@ def masked_proc_is_found_with_its_fix():
     /proc file in a private mount namespace: the fresh procfs is refused, and
     doctor says so (not "full isolation available") with the fix; a spare
     unmasked procfs, as deploy/docker/entrypoint.sh mounts, makes it pass."""
-    masked = "mount --bind /dev/null /proc/timer_list"
+    # ... and no other procfs in that namespace (a debootstrap's chroot may
+    # have one on the host meanwhile): as in a container.
+    masked = ("mount --bind /dev/null /proc/timer_list && "
+              "for m in $(awk '{ for (i = 7; $i != \"-\"; i++); "
+              "if ($(i+1) == \"proc\" && $5 != \"/proc\") print $5 }' /proc/self/mountinfo); "
+              "do umount -l \"$m\"; done")
     p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
                         f'{masked} && exec "$0" doctor --json', SANDBOXD],
                        capture_output=True, text=True, timeout=60)

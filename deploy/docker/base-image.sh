@@ -47,6 +47,8 @@ if [[ ! -s $tarball ]]; then
   rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb
   tar -C "$root" --numeric-owner -cf "$tarball.part" .
   mv "$tarball.part" "$tarball"
+  # tarballs of this kind for another package list are stale now
+  find "$cache" -maxdepth 1 -name "$kind-bookworm-*.tar" ! -name "${tarball##*/}" -delete
   rm -rf "$root"
   trap - EXIT
 fi

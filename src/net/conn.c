@@ -121,6 +121,11 @@ static void report(struct sbx_conn_ctx *ctx, const struct sbx_flow *f)
         ctx->on_flow(ctx->ud, f);
 }
 
+void sbx_conn_report_flow(struct sbx_conn_ctx *ctx, const struct sbx_flow *f)
+{
+    report(ctx, f);
+}
+
 void conn_end(struct sbx_conn *c)
 {
     struct sbx_conn_ctx *ctx = c->ctx;

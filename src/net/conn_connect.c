@@ -128,6 +128,24 @@ static void try_next(struct sbx_conn *c)
     conn_end_failed(c, c->last_err ? c->last_err : EHOSTUNREACH, "connect");
 }
 
+void sbx_conn_target_connected(struct sbx_conn *c, const char *name, const struct sbx_addr *addr,
+                               uint16_t port, int ufd, const char *rule)
+{
+    if (c->cev)
+        event_del(c->cev);
+    c->phase = CONN_CONNECT;
+    c->port = port;
+    c->flow.port = port;
+    if (name)
+        snprintf(c->flow.name, sizeof(c->flow.name), "%s", name);
+    c->flow.addr = *addr;
+    c->allow.verdict = SBX_VERDICT_ALLOW;
+    snprintf(c->allow.rule, sizeof(c->allow.rule), "%s", rule);
+    c->allowed_one = true;
+    c->ufd = ufd;
+    connected(c);
+}
+
 static void resolved(struct sbx_conn *c)
 {
     if (c->res_err || c->naddrs == 0) {

@@ -22,3 +22,10 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+# The egress's SYN queue (src/net/synq.h) needs nfnetlink_queue and the
+# xtables NFQUEUE target through nft_compat. A kernel that builds them as
+# modules gets them loaded here; one with them built in (CONFIG_*=y) needs
+# nothing, and modprobe's absence is not an error.
+if command -v modprobe >/dev/null; then
+  for m in nfnetlink_queue nft_compat xt_NFQUEUE; do modprobe -q "$m" || true; done
+fi

@@ -121,11 +121,6 @@ static void report(struct sbx_conn_ctx *ctx, const struct sbx_flow *f)
         ctx->on_flow(ctx->ud, f);
 }
 
-void sbx_conn_report_flow(struct sbx_conn_ctx *ctx, const struct sbx_flow *f)
-{
-    report(ctx, f);
-}
-
 void conn_end(struct sbx_conn *c)
 {
     struct sbx_conn_ctx *ctx = c->ctx;
@@ -240,6 +235,16 @@ static bool over_limit(const struct sbx_conn_ctx *ctx, char *rule, size_t len)
         return true;
     }
     return false;
+}
+
+void sbx_conn_report_flow(struct sbx_conn_ctx *ctx, const struct sbx_flow *f)
+{
+    report(ctx, f);
+}
+
+bool sbx_conn_over_limit(const struct sbx_conn_ctx *ctx, char *rule, size_t len)
+{
+    return over_limit(ctx, rule, len);
 }
 
 static void init_flow(struct sbx_flow *f, enum sbx_flow_via via, const struct sbx_addr *addr,

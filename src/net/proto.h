@@ -160,6 +160,9 @@ void sbx_conn_target_connected(struct sbx_conn *c, const char *name, const struc
 /* A flow that never had a connection of its own (judged at the SYN): into
  * the metrics and the context's on_flow. */
 void sbx_conn_report_flow(struct sbx_conn_ctx *ctx, const struct sbx_flow *f);
+/* Whether a new connection would pass the context's limits (connections,
+ * all sandboxes' connections, bytes); rule says which when not. */
+bool sbx_conn_over_limit(const struct sbx_conn_ctx *ctx, char *rule, size_t len);
 /* The handshake failed: close, reporting a denied flow with rule
  * "<proto>: <why>". The reply, if any, was sent by the caller. */
 void sbx_conn_fail(struct sbx_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -383,6 +383,10 @@ static void on_syn(struct sbx_synq *q, uint32_t id, const uint8_t *p, size_t len
     }
     struct sbx_decision d;
     sbx_policy_check(ctx->policy, name, &probe.real, probe.dport, &d);
+    /* Over a limit the listener would reset it after accepting it: refused
+     * now, before the upstream sees anything. */
+    if (d.verdict == SBX_VERDICT_ALLOW && sbx_conn_over_limit(ctx, d.rule, sizeof(d.rule)))
+        d.verdict = SBX_VERDICT_DENY;
     if (d.verdict != SBX_VERDICT_ALLOW) {
         refuse_now(q, id);
         report(q, &probe, SBX_VERDICT_DENY, d.rule);

@@ -181,7 +181,7 @@ def live_rule_change_applies_to_new_connects():
     token = "synq-live-" + "0123456789abcdef0123456"
     cfg = os.path.join(tmp, "net.yaml")
     with open(cfg, "w") as f:
-        f.write("network:\n  dns:\n    upstream: [\"%s\"]\n" % DNS)
+        f.write("network:\n  limits:\n    max_connections: 3\n  dns:\n    upstream: [\"%s\"]\n" % DNS)
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("CLAW_") and not k.startswith("SANDBOX_")}
     shutil.copy(os.path.join(WS, "synprobe.py"), tmp)
@@ -257,6 +257,18 @@ def live_rule_change_applies_to_new_connects():
         check(st == 200, "rules reset live", (st, b))
         r = until(internal, (INTERNAL, 5432), "ECONNREFUSED", "refused again after the reset")
         check(r[1] < 1, "at once (%.3fs)" % r[1])
+        # The sandbox's connection limit (network.limits.max_connections: 3) refuses
+        # the fourth at connect, not after accepting it.
+        hold = ("import errno, socket\nheld = []\nfor i in range(4):\n"
+                "    s = socket.socket(); s.settimeout(5)\n"
+                "    try:\n        s.connect((%r, 22)); held.append(s); print(i, 'ok')\n"
+                "    except OSError as e:\n        print(i, errno.errorcode.get(e.errno))\n"
+                "    if len(held) == 3:\n        s2 = held[0]; s2.sendall(b'x' * 16)\n"
+                "        s2.recv(16)\n" % PUBLIC)
+        st, b = req("POST", "/runtime/exec", {"sessionID": "live", "timeoutSeconds": 30,
+                                              "command": ["python3", "-c", hold]})
+        check(st == 200 and b["stdout"] == "0 ok\n1 ok\n2 ok\n3 ECONNREFUSED\n",
+              "three held, the fourth refused at connect", b)
     finally:
         p.terminate()
         try:

@@ -153,9 +153,12 @@ int sbx_synq_open(sbx_err *err)
 
 /* ---- on the loop ---- */
 
+/* A SYN being judged: made at its first packet, gone once the listener takes
+ * its upstream, or at its refusal or timeout. */
 struct entry {
+    struct entry *next, **pprev; /* q->live */
     struct sbx_synq *q;
-    bool used, held, ready;
+    bool held, ready;
     uint32_t id; /* of the held packet */
     struct sbx_addr src, dst, real;
     uint16_t sport, dport;
@@ -171,8 +174,8 @@ struct sbx_synq {
     struct sbx_conn_ctx *ctx;
     int fd;
     struct event *ev;
-    uint32_t portid;
-    struct entry e[SBX_SYNQ_MAX];
+    struct entry *live;
+    unsigned n; /* in live, at most SBX_SYNQ_MAX */
 };
 
 static void verdict(struct sbx_synq *q, uint32_t id, uint32_t v, bool mark)
@@ -215,8 +218,11 @@ static void release(struct entry *en)
         event_free(en->timer);
     if (en->ufd >= 0)
         close(en->ufd);
-    memset(en, 0, sizeof(*en));
-    en->ufd = -1;
+    *en->pprev = en->next;
+    if (en->next)
+        en->next->pprev = en->pprev;
+    en->q->n--;
+    free(en);
 }
 
 static double connect_s(const struct sbx_conn_ctx *ctx)
@@ -332,21 +338,29 @@ static bool parse_syn(const uint8_t *p, size_t len, struct entry *en)
 static struct entry *find(struct sbx_synq *q, const struct sbx_addr *src, uint16_t sport,
                           const struct sbx_addr *dst, uint16_t dport)
 {
-    for (size_t i = 0; i < SBX_SYNQ_MAX; i++) {
-        struct entry *en = &q->e[i];
-        if (en->used && en->sport == sport && en->dport == dport && sbx_addr_eq(&en->src, src) &&
+    for (struct entry *en = q->live; en; en = en->next)
+        if (en->sport == sport && en->dport == dport && sbx_addr_eq(&en->src, src) &&
             sbx_addr_eq(&en->dst, dst))
             return en;
-    }
     return NULL;
 }
 
-static struct entry *free_entry(struct sbx_synq *q)
+/* A new entry (a copy of probe) in q->live, or NULL when q is full. */
+static struct entry *add_entry(struct sbx_synq *q, const struct entry *probe)
 {
-    for (size_t i = 0; i < SBX_SYNQ_MAX; i++)
-        if (!q->e[i].used)
-            return &q->e[i];
-    return NULL;
+    struct entry *en = q->n < SBX_SYNQ_MAX ? malloc(sizeof(*en)) : NULL;
+    if (!en)
+        return NULL;
+    *en = *probe;
+    en->q = q;
+    en->ufd = -1;
+    en->next = q->live;
+    en->pprev = &q->live;
+    if (q->live)
+        q->live->pprev = &en->next;
+    q->live = en;
+    q->n++;
+    return en;
 }
 
 static void on_syn(struct sbx_synq *q, uint32_t id, const uint8_t *p, size_t len)
@@ -392,14 +406,10 @@ static void on_syn(struct sbx_synq *q, uint32_t id, const uint8_t *p, size_t len
         report(q, &probe, SBX_VERDICT_DENY, d.rule);
         return;
     }
-    if (!(en = free_entry(q))) {
+    if (!(en = add_entry(q, &probe))) {
         verdict(q, id, NF_DROP, false); /* full: the retransmission tries again */
         return;
     }
-    *en = probe;
-    en->q = q;
-    en->used = true;
-    en->ufd = -1;
     snprintf(en->rule, sizeof(en->rule), "%s", d.rule);
     en->timer = evtimer_new(ctx->base, on_timer, en);
     struct sockaddr_storage ss;
@@ -481,8 +491,6 @@ struct sbx_synq *sbx_synq_new(struct sbx_conn_ctx *ctx, int fd, sbx_err *err)
     if (q) {
         q->ctx = ctx;
         q->fd = fd;
-        for (size_t i = 0; i < SBX_SYNQ_MAX; i++)
-            q->e[i].ufd = -1;
         q->ev = event_new(ctx->base, fd, EV_READ | EV_PERSIST, on_readable, q);
     }
     if (!q || !q->ev || event_add(q->ev, NULL) < 0) {
@@ -513,9 +521,8 @@ void sbx_synq_free(struct sbx_synq *q)
 {
     if (!q)
         return;
-    for (size_t i = 0; i < SBX_SYNQ_MAX; i++)
-        if (q->e[i].used)
-            release(&q->e[i]);
+    while (q->live)
+        release(q->live);
     event_free(q->ev);
     close(q->fd); /* the kernel drops what is still queued */
     free(q);

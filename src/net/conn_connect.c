@@ -50,7 +50,7 @@ static void on_connect_ready(evutil_socket_t fd, short what, void *arg)
     try_next(c);
 }
 
-static socklen_t sockaddr_of(const struct sbx_addr *a, uint16_t port, struct sockaddr_storage *ss)
+socklen_t sbx_sockaddr_of(const struct sbx_addr *a, uint16_t port, struct sockaddr_storage *ss)
 {
     memset(ss, 0, sizeof(*ss));
     if (a->family == AF_INET) {
@@ -72,7 +72,7 @@ static socklen_t sockaddr_of(const struct sbx_addr *a, uint16_t port, struct soc
 static int start_connect(struct sbx_conn *c, const struct sbx_addr *a)
 {
     struct sockaddr_storage ss;
-    socklen_t sl = sockaddr_of(a, c->port, &ss);
+    socklen_t sl = sbx_sockaddr_of(a, c->port, &ss);
     c->ufd = socket(a->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->ufd < 0) {
         c->last_err = errno;

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "net/policy.h"
@@ -157,6 +158,8 @@ void sbx_conn_target(struct sbx_conn *c, const char *name, const struct sbx_addr
  * decision. The relay starts at once. */
 void sbx_conn_target_connected(struct sbx_conn *c, const char *name, const struct sbx_addr *addr,
                                uint16_t port, int ufd, const char *rule);
+/* a:port as a socket address in ss; its length. */
+socklen_t sbx_sockaddr_of(const struct sbx_addr *a, uint16_t port, struct sockaddr_storage *ss);
 /* A flow that never had a connection of its own (judged at the SYN): into
  * the metrics and the context's on_flow. */
 void sbx_conn_report_flow(struct sbx_conn_ctx *ctx, const struct sbx_flow *f);

@@ -289,21 +289,6 @@ static void on_upstream(evutil_socket_t fd, short what, void *arg)
     release(en);
 }
 
-static socklen_t sockaddr_of(const struct sbx_addr *a, uint16_t port, struct sockaddr_storage *ss)
-{
-    memset(ss, 0, sizeof(*ss));
-    if (a->family == AF_INET) {
-        struct sockaddr_in *sin = (struct sockaddr_in *)ss;
-        *sin = (struct sockaddr_in){
-            .sin_family = AF_INET, .sin_addr = a->u.v4, .sin_port = htons(port)};
-        return sizeof(*sin);
-    }
-    struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
-    *sin6 = (struct sockaddr_in6){
-        .sin6_family = AF_INET6, .sin6_addr = a->u.v6, .sin6_port = htons(port)};
-    return sizeof(*sin6);
-}
-
 /* The SYN's addresses and ports from its IP and TCP headers. */
 static bool parse_syn(const uint8_t *p, size_t len, struct entry *en)
 {
@@ -413,7 +398,7 @@ static void on_syn(struct sbx_synq *q, uint32_t id, const uint8_t *p, size_t len
     snprintf(en->rule, sizeof(en->rule), "%s", d.rule);
     en->timer = evtimer_new(ctx->base, on_timer, en);
     struct sockaddr_storage ss;
-    socklen_t sl = sockaddr_of(&en->real, en->dport, &ss);
+    socklen_t sl = sbx_sockaddr_of(&en->real, en->dport, &ss);
     en->ufd = socket(en->real.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int rc = en->ufd < 0 ? -1 : connect(en->ufd, (struct sockaddr *)&ss, sl);
     int err = rc < 0 ? errno : 0;

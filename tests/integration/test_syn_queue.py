@@ -14,7 +14,6 @@ connection is accepted (net/synq.h). In netlab's isolated network only
 - a live session's rule changed through POST /runtime/network applies to its
   next connect(), also when the change opens an address the sandbox's
   nftables sets refused."""
-import http.client
 import json
 import os
 import shutil
@@ -163,16 +162,6 @@ def denied_destinations_are_refused_at_once():
         check(not lab_saw(mark, port, local), "%s: nothing reached the lab" % what)
 
 
-class UnixHTTP(http.client.HTTPConnection):
-    def __init__(self, path, timeout=60):
-        super().__init__("localhost", timeout=timeout)
-        self.path_ = path
-
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.path_)
-
 
 @suite.case
 def live_rule_change_applies_to_new_connects():
@@ -194,7 +183,7 @@ def live_rule_change_applies_to_new_connects():
                          env=env, stdout=log, stderr=subprocess.STDOUT)
 
     def req(method, path, body=None):
-        c = UnixHTTP(sock)
+        c = netlab.UnixHTTP(sock)
         h = {"Authorization": "Bearer " + token, "X-Sandbox-Extended": "1"}
         if body is not None:
             h["Content-Type"] = "application/json"

@@ -182,6 +182,14 @@ int cfg_load_file(struct loader *L, const char *path);
 
 /* Environments (config_environments.c). */
 void cfg_env_free(struct sbx_environment *env);
+/* Seed 004's seccomp table {default_action, syscalls: [{names, action}]}
+ * into *out (replacing what was there); unknown syscalls and actions are
+ * errors naming them. */
+int cfg_yseccomp_table(struct loader *L, const yaml_node_t *k, const yaml_node_t *v,
+                       const char *path, struct sbx_seccomp_table **out);
+/* An environment's mounts against sandbox.mount_roots: each source is cut
+ * into its root and the part beneath; one outside every root is an error. */
+int cfg_env_mounts_check(struct loader *L, struct sbx_environment *env);
 int cfg_env_add_builtins(struct loader *L);
 int cfg_check_name(const char *s, bool arg, sbx_err *e);
 int cfg_yenvironments(struct loader *L, const yaml_node_t *n, const char *path);

@@ -224,6 +224,13 @@ static int setup_engine(struct serve *s, sbx_err *err)
         if (s->fds[p].seccomp < 0)
             return -1;
     }
+    /* the environments' seccomp tables, each stacked on the default profile */
+    for (size_t i = 0; i < s->cfg.n_environments; i++) {
+        struct sbx_environment *env = &s->cfg.environments[i];
+        if (env->seccomp_table &&
+            (env->seccomp_fd = sbx_seccomp_table_compile_fd(env->seccomp_table, err)) < 0)
+            return sbx_err_wrap(err, "environment %s: seccomp_profile", env->name);
+    }
     struct sbx_policy_opts po = {
         .def = s->cfg.network.def,
         .allow = (const char *const *)s->cfg.network.allow.v,

@@ -242,6 +242,9 @@ static int finish(struct loader *L, char **envp)
             env->seccomp = c->seccomp;
             env->seccomp_table = c->seccomp_table;
         }
+        if (env->rootfs && env->image)
+            return sbx_err_set(L->err, EINVAL, "environments.%s: give rootfs or image, not both",
+                               env->name);
         if (cfg_env_mounts_check(L, env) < 0)
             return -1;
     }

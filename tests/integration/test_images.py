@@ -12,13 +12,14 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tarfile
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sbxtest import EXTENDED, ServeDaemon, Suite, check  # noqa: E402
+from sbxtest import EXTENDED, SANDBOXD, ServeDaemon, Suite, check  # noqa: E402
 
 S = Suite("images")
 TOKEN = "op-" + "0123456789abcdef0123456789abc"
@@ -289,6 +290,23 @@ def unpacked_once():
     envs = env_status(D)
     check(envs["oci"]["imageState"] == "ready", "ready again", envs["oci"])
     check(os.stat(root).st_ino == before, "the cache was kept, not unpacked again")
+
+
+@S.case
+def doctor_lists_images():
+    cfg = os.path.join(TMP, "doctor.yaml")
+    with open(cfg, "w") as f:
+        f.write("server:\n  state_dir: %s\n%s" % (STATE, CONFIG))
+    p = subprocess.run([SANDBOXD, "doctor", "--json", "--config", cfg], capture_output=True,
+                       text=True, timeout=60)
+    envs = {e["name"]: e for e in json.loads(p.stdout)["environments"]}
+    check(envs["oci"]["digest"] == OCI_DIGEST and envs["oci"]["unpacked"] is True, "oci",
+          envs["oci"])
+    check(envs["saved"]["digest"] == SAVE_DIGEST and envs["saved"]["readOnlyRootfs"] is False,
+          "saved", envs["saved"])
+    p = subprocess.run([SANDBOXD, "doctor", "--config", cfg], capture_output=True, text=True,
+                       timeout=60)
+    check(("image %s: %s (unpacked)" % (OCI, OCI_DIGEST)) in p.stdout, "text", p.stdout[-1500:])
 
 
 S.finish()

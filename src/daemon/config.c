@@ -133,6 +133,7 @@ static int set_defaults(struct loader *L)
     c->net = SBX_NET_PROXY;
     c->mount_sandbox = true;
     c->seccomp = SBX_SECCOMP_DEFAULT;
+    c->read_only_rootfs = true;
     c->runner_uid = c->runner_gid = SBX_RUNNER_ID;
     c->host_id_base = SBX_DEFAULT_HOST_ID_BASE;
 
@@ -242,6 +243,8 @@ static int finish(struct loader *L, char **envp)
             env->seccomp = c->seccomp;
             env->seccomp_table = c->seccomp_table;
         }
+        if (!(L->env_set[i] & ENV_SET_ROOTFS_RW))
+            env->writable_root = !c->read_only_rootfs;
         if (env->rootfs && env->image)
             return sbx_err_set(L->err, EINVAL, "environments.%s: give rootfs or image, not both",
                                env->name);

@@ -231,6 +231,9 @@ struct sbx_config {
     /* sandbox.seccomp_profile given as seed 004's table: the environments
      * that set no profile of their own take it (they borrow it) */
     struct sbx_seccomp_table *seccomp_table;
+    /* sandbox.read_only_rootfs: the environments' default (false: each
+     * task's system directories are tmpfs overlays) */
+    bool read_only_rootfs;
     /* sandbox.mount_roots: the host directories environments' mounts may
      * take their sources from (absolute, no trailing slash) */
     struct sbx_strv mount_roots;

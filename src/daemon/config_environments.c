@@ -431,6 +431,7 @@ static int yenv_body(struct loader *L, const char *name, const yaml_node_t *name
             bool ro = true;
             rc = cfg_yapply(L, K_BOOL, &ro, 0, 0, k, v, kpath, NULL, 0);
             env->writable_root = !ro;
+            L->env_set[ei] |= ENV_SET_ROOTFS_RW;
         } else if (strcmp(key, "image") == 0) {
             struct stat st;
             cfg_where_node(L, k, kpath, where, sizeof(where));

@@ -78,6 +78,7 @@ extern const struct lim_field cfg_lim_fields[N_LIM];
 /* Bits of an environment's explicitly set fields, besides the limits. */
 #define ENV_SET_NET (1u << N_LIM)
 #define ENV_SET_SECCOMP (1u << (N_LIM + 1))
+#define ENV_SET_ROOTFS_RW (1u << (N_LIM + 2))
 
 /* One scalar setting and the names it has in each source. */
 struct setting {

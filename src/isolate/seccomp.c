@@ -467,10 +467,11 @@ static int attr_set(scmp_filter_ctx ctx, enum scmp_filter_attr attr, uint32_t va
     return 0;
 }
 
-/* On success *out is the caller's, to seccomp_release(). */
-static int filter_build(const struct filter_spec *spec, scmp_filter_ctx *out, sbx_err *err)
+/* An empty filter with our attributes; on success *out is the caller's, to
+ * seccomp_release(). */
+static int filter_new(uint32_t default_action, scmp_filter_ctx *out, sbx_err *err)
 {
-    cleanup_scmp scmp_filter_ctx ctx = seccomp_init(spec->default_action);
+    cleanup_scmp scmp_filter_ctx ctx = seccomp_init(default_action);
     if (!ctx)
         return sbx_err_at(err, SBX_STAGE_SECCOMP, ENOMEM, "seccomp_init");
     /* Binary-tree dispatch: a syscall costs a few comparisons, not a walk of
@@ -479,7 +480,15 @@ static int filter_build(const struct filter_spec *spec, scmp_filter_ctx *out, sb
         attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2, "optimize", err) < 0 ||
         attr_set(ctx, SCMP_FLTATR_API_SYSRAWRC, 1, "raw return codes", err) < 0)
         return -1;
-    if (spec->add_rules(ctx, err) < 0)
+    *out = sbx_steal_pointer(&ctx);
+    return 0;
+}
+
+/* On success *out is the caller's, to seccomp_release(). */
+static int filter_build(const struct filter_spec *spec, scmp_filter_ctx *out, sbx_err *err)
+{
+    cleanup_scmp scmp_filter_ctx ctx = NULL;
+    if (filter_new(spec->default_action, &ctx, err) < 0 || spec->add_rules(ctx, err) < 0)
         return -1;
     *out = sbx_steal_pointer(&ctx);
     return 0;
@@ -635,12 +644,8 @@ static uint32_t table_action(enum sbx_sc_table_action a)
 static int table_filter(const struct sbx_seccomp_table *t, int out, sbx_err *err)
 {
     uint32_t def = table_action(t->default_action);
-    cleanup_scmp scmp_filter_ctx ctx = seccomp_init(def);
-    if (!ctx)
-        return sbx_err_at(err, SBX_STAGE_SECCOMP, ENOMEM, "seccomp_init");
-    if (attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS, "bad-arch action", err) < 0 ||
-        attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2, "optimize", err) < 0 ||
-        attr_set(ctx, SCMP_FLTATR_API_SYSRAWRC, 1, "raw return codes", err) < 0)
+    cleanup_scmp scmp_filter_ctx ctx = NULL;
+    if (filter_new(def, &ctx, err) < 0)
         return -1;
     for (size_t i = 0; i < t->n_rules; i++) {
         uint32_t a = table_action(t->rules[i].action);

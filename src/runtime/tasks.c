@@ -280,6 +280,19 @@ static int session_network_differs(const struct rt_task *t, const struct rt_sess
     return 0;
 }
 
+/* A task of an environment with a root, mounts or a seccomp table of its
+ * own is built in a sandbox of its own: never inside a live session. */
+static int env_in_session_refused(const struct sbx_environment *ev, const char *session,
+                                  sbx_err *err)
+{
+    if (ev && (ev->rootfs || ev->image || ev->writable_root || ev->n_mounts || ev->seccomp_table))
+        return sbx_err_set(err, EINVAL,
+                           "environment '%s' has a root, mounts or a seccomp table of its own: "
+                           "its tasks run outside a live session (session '%s' is live)",
+                           ev->name, session);
+    return 0;
+}
+
 int rt_task_start(struct rt_task *t, sbx_err *err)
 {
     struct sbx_runtime *rt = t->rt;
@@ -335,12 +348,8 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
     if (x && session_network_differs(t, x, err) < 0)
         return -1;
     const struct sbx_environment *ev = t->envc;
-    if (x && ev &&
-        (ev->rootfs || ev->image || ev->writable_root || ev->n_mounts || ev->seccomp_table))
-        return sbx_err_set(err, EINVAL,
-                           "environment '%s' has a root, mounts or a seccomp table of its own: "
-                           "its tasks run outside a live session (session '%s' is live)",
-                           ev->name, x->name);
+    if (x && env_in_session_refused(ev, x->name, err) < 0)
+        return -1;
     if (!x && ev) { /* its root, its mounts, its seccomp table */
         size_t ne = 0;
         if (rt_env_mounts(t, base, mounts + nm, SBX_MOUNTS_MAX - nm, &ne, err) < 0)
@@ -523,6 +532,11 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     const struct sbx_environment *envc =
         req->argv ? NULL : sbx_settings_environment(set, req->language ? req->language : "");
     t->envc = envc;
+    if (envc && rt_find_session(rt, &req->clone, t->session) &&
+        env_in_session_refused(envc, t->session, err) < 0) {
+        task_free(t);
+        return -1;
+    }
     if (envc && envc->image && !envc->rootfs) {
         sbx_err_set(err, envc->image_error ? EIO : EAGAIN, "environment '%s': image %s %s",
                     envc->name, envc->image,

@@ -221,6 +221,23 @@ def unknown_syscall_refused_at_start():
 
 
 @S.case
+def refused_inside_a_live_session():
+    a = dict(EXTENDED, **{"X-Tenant-Code": "sess", "X-Clone-Id": "c1"})
+    st, b, _ = D.req("POST", "/runtime/start", {"sessionID": "live"}, headers=a)
+    check(st == 200, "session started", (st, b))
+    try:
+        st, b, _ = D.req("POST", "/runtime/exec", {"sessionID": "live", "language": "bbx",
+                                                   "code": "echo RAN"}, headers=a)
+        check(st == 400 and "bbx" in b["error"]["message"] and
+              "live" in b["error"]["message"], "refused, naming both", (st, b))
+        st, b, _ = D.req("POST", "/runtime/exec", {"sessionID": "live", "language": "shell",
+                                                   "code": "echo RAN"}, headers=a)
+        check(st == 200 and b["stdout"] == "RAN\n", "a plain environment runs there", (st, b))
+    finally:
+        D.req("POST", "/runtime/stop", {"sessionID": "live"}, headers=a)
+
+
+@S.case
 def capabilities_add_refused_by_name():
     st, b, _ = D.req("POST", "/execute", {"code": "true", "env": "shell",
                                           "capabilities": {"add": ["NET_ADMIN"]}})

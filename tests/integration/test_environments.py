@@ -78,7 +78,7 @@ environments:
   mnt:
     language: shell
     mounts:
-      - source: %(mroot)s/t/{{.TenantCode}}/{{.TaskID}}
+      - source: "%(mroot)s/t/{{.TenantCode}}/{{.CloneID}}/{{.SessionID}}/{{.TaskID}}"
         target: /data
         writable: true
       - source: %(mroot)s/ro
@@ -162,6 +162,11 @@ def mounts_made_per_task_under_their_root():
     for d, _, files in os.walk(os.path.join(MROOT, "t")):
         made += [os.path.join(d, f) for f in files]
     check(len(made) == 1 and open(made[0]).read() == "out\n", "the per-task directory", made)
+    parts = os.path.relpath(made[0], os.path.join(MROOT, "t")).split(os.sep)
+    check(parts[:3] == ["default", "default", "default"] and len(parts[3]) >= 32,
+          "tenant, clone, session and task id filled in", parts)
+    st = os.stat(os.path.dirname(made[0]))
+    check(st.st_uid != 0, "the writable directory is the task's host user's", st.st_uid)
     check(not os.path.exists(os.path.join(MROOT, "ro", "x")), "nothing written to /ro")
 
 

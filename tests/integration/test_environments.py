@@ -4,38 +4,20 @@ images unpacked by the daemon, `read_only_rootfs: false`, `mounts:` under
 profile. Real daemons on loopback with --net none; every tree and image is
 made here, in temporary directories (busybox-static is the environment)."""
 import atexit
-import json
 import os
 import shutil
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
+from ocitest import busybox_tree  # noqa: E402
 from sbxtest import EXTENDED, ServeDaemon, Suite, check  # noqa: E402
 
 S = Suite("environments")
 TOKEN = "op-" + "0123456789abcdef0123456789abc"
-BUSYBOX = "/bin/busybox"
 _daemons = []
 TMP = tempfile.mkdtemp(prefix="sbx-envs-")
 os.chmod(TMP, 0o755)
-
-
-def busybox_tree(root):
-    """A root with bin/ (busybox and its applets), usr/, etc/ and a marker."""
-    os.makedirs(os.path.join(root, "bin"))
-    os.makedirs(os.path.join(root, "usr", "share"))
-    os.makedirs(os.path.join(root, "etc"))
-    shutil.copy(BUSYBOX, os.path.join(root, "bin", "busybox"))
-    os.chmod(os.path.join(root, "bin", "busybox"), 0o755)
-    for a in ("sh", "ls", "cat", "echo", "test", "mkdir", "touch", "rm", "id"):
-        os.symlink("busybox", os.path.join(root, "bin", a))
-    with open(os.path.join(root, "usr", "share", "marker"), "w") as f:
-        f.write("from-the-environment\n")
-    with open(os.path.join(root, "etc", "os-release"), "w") as f:
-        f.write("ID=bbx-test\n")
-    for d, _, files in os.walk(root):
-        os.chmod(d, 0o755)
 
 
 def execute(d, env, code, **kw):

@@ -155,7 +155,8 @@ static int yenv_mounts(struct loader *L, struct sbx_environment *env, const yaml
             return -1;
         if (env->n_mounts == SBX_ENV_MOUNTS_MAX)
             return cfg_yfail(L, item, ipath, "too many mounts (at most %d)", SBX_ENV_MOUNTS_MAX);
-        struct sbx_env_mount *m = &env->mounts[env->n_mounts];
+        /* its strings are the environment's from here (freed with it) */
+        struct sbx_env_mount *m = &env->mounts[env->n_mounts++];
         for (yaml_node_pair_t *p = item->data.mapping.pairs.start; p < item->data.mapping.pairs.top;
              p++) {
             yaml_node_t *mk = cfg_ynode(L, p->key), *mv = cfg_ynode(L, p->value);
@@ -184,7 +185,6 @@ static int yenv_mounts(struct loader *L, struct sbx_environment *env, const yaml
             if (cfg_set_str(key[0] == 's' ? &m->source : &m->target, s) < 0)
                 return cfg_oom(L);
         }
-        env->n_mounts++; /* its strings are the environment's from here */
         if (!m->source || !m->target)
             return cfg_yfail(L, item, ipath, "needs a source and a target");
     }

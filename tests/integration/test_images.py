@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 
@@ -61,6 +62,10 @@ def upper_layer():
 BASE = busybox_layer()
 OCI = os.path.join(TMP, "oci")
 OCI_DIGEST = oci_layout(OCI, [BASE, upper_layer()])
+OCITAR = os.path.join(TMP, "oci-archive.tar")  # docker save (25+), podman --format oci-archive
+with tarfile.open(OCITAR, "w") as _t:
+    for _n in sorted(os.listdir(OCI)):
+        _t.add(os.path.join(OCI, _n), arcname=_n)
 SAVE = os.path.join(TMP, "save.tar")
 SAVE_DIGEST = docker_save(SAVE, [BASE, upper_layer()])
 
@@ -90,7 +95,10 @@ environments:
     language: shell
     image: %s
     read_only_rootfs: false
-%s""" % (OCI, SAVE, envs)
+  ocitar:
+    language: shell
+    image: %s
+%s""" % (OCI, SAVE, OCITAR, envs)
 STATE = os.path.join(TMP, "state")
 with open(os.path.join(TMP, "c.yaml"), "w") as f:
     f.write(CONFIG)
@@ -141,6 +149,14 @@ def docker_save_archive():
     st, b, _ = execute("saved", "cat /usr/share/marker; echo w > /usr/w && cat /usr/w")
     check(st == 200 and "from-the-image" in b["stdout"] and "w" in b["stdout"].split(),
           "ran, writable overlay", b)
+
+
+@S.case
+def oci_layout_in_an_archive():
+    e = ENVS["ocitar"]
+    check(e["imageState"] == "ready" and e["digest"] == OCI_DIGEST, "the same image", e)
+    st, b, _ = execute("ocitar", "cat /usr/share/marker")
+    check(st == 200 and b["stdout"] == "from-the-image\n", "ran", b)
 
 
 @S.case

@@ -5,7 +5,10 @@ pkgs=(build-essential cmake pkg-config clang-format libevent-dev libseccomp-dev 
       libcmocka-dev libcurl4-openssl-dev musl-tools libnftables-dev libmnl-dev
       libhttp-parser-dev libmicrohttpd-dev libssl-dev openssl nftables curl libsqlite3-dev
       libyaml-dev python3 nodejs bubblewrap hyperfine iproute2 e2fsprogs golang-go
-      clang libclang-rt-dev)
+      clang libclang-rt-dev busybox-static libarchive-dev)
+# busybox-static: the root filesystem tests/integration/test_environments.py
+# builds its environments and OCI images from.
+# libarchive-dev: sandboxd unpacks environments' OCI images with it.
 # golang-go: the strict Go client of the original's API (tests/compat/go, standard
 # library only, built offline by tests/integration/test_compat_go.py).
 # clang and its runtime libraries (libFuzzer, ASan, UBSan) for the fuzz

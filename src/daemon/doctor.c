@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "daemon/cmd.h"
+#include "daemon/doctor_envs.h"
 #include "isolate/probe_host.h"
 
 #define KEY_WIDTH 20
@@ -17,12 +18,15 @@ struct doctor {
     struct sbx_host_probe probe;
     struct sbx_cg_host cg;
     struct sbx_isolation_plan plan;
+    json_t *envs; /* --config: its environments (doctor_envs.c) */
 };
 
 static void doctor_usage(FILE *f)
 {
-    fprintf(f, "usage: sandboxd doctor [--json]\n"
+    fprintf(f, "usage: sandboxd doctor [--json] [--config FILE]\n"
                "  --json  one JSON object instead of text\n"
+               "  --config FILE  also its environments' images (digest, unpacked), roots,\n"
+               "                 seccomp tables and mounts\n"
                "Exit 0 when full isolation is possible, 1 when something required is missing.\n");
 }
 
@@ -293,6 +297,8 @@ static json_t *doctor_json(const struct doctor *d)
     }
     json_object_set_new(o, "warnings", warnings);
     json_object_set_new(o, "missing", missing);
+    if (d->envs)
+        json_object_set(o, "environments", d->envs);
     return o;
 }
 
@@ -313,13 +319,15 @@ static int print_json(const struct doctor *d)
 /* ---- command ---- */
 
 /* 1 for --json, 0 for text, -1 for --help (done), -2 for a bad argument. */
-static int parse_doctor_opts(int argc, char **argv)
+static int parse_doctor_opts(int argc, char **argv, const char **config)
 {
     int json = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--json") == 0) {
             json = 1;
+        } else if (strcmp(a, "--config") == 0 && i + 1 < argc) {
+            *config = argv[++i];
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             doctor_usage(stdout);
             return -1;
@@ -335,25 +343,36 @@ static int parse_doctor_opts(int argc, char **argv)
 
 int sbx_cmd_doctor(int argc, char **argv)
 {
-    int json = parse_doctor_opts(argc, argv);
+    const char *config = NULL;
+    int json = parse_doctor_opts(argc, argv, &config);
     if (json < 0)
         return json == -1 ? 0 : 2;
 
-    struct doctor d;
+    struct doctor d = {0};
     sbx_err e = {0};
     char msg[600];
+    if (config && !(d.envs = sbx_doctor_environments(config, &e))) {
+        fprintf(stderr, "sandboxd doctor: %s\n", sbx_err_format(&e, msg, sizeof(msg)));
+        return 2;
+    }
     if (sbx_host_probe(&d.probe, &e) < 0 || sbx_cg_host_detect(false, &d.cg, &e) < 0) {
         fprintf(stderr, "sandboxd doctor: %s\n", sbx_err_format(&e, msg, sizeof(msg)));
+        json_decref(d.envs);
         return 1;
     }
     sbx_isolation_plan_make(&d.probe, &d.cg, &d.plan);
+    int rc = 0;
     if (json) {
-        if (print_json(&d) < 0)
-            return 1;
+        rc = print_json(&d);
     } else {
         text_host(&d);
         text_plan(&d.plan);
+        if (d.envs)
+            sbx_doctor_environments_text(d.envs);
     }
+    json_decref(d.envs);
+    if (rc < 0)
+        return 1;
     fflush(stdout);
     return d.plan.full ? 0 : 1;
 }

@@ -8,6 +8,10 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <limits.h>
+#include <sys/wait.h>
+#include <sys/syscall.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +23,7 @@
 #include "base/time.h"
 #include "daemon/cmd.h"
 #include "daemon/config.h"
+#include "daemon/image.h"
 #include "daemon/settings.h"
 #include "net/egress.h"
 
@@ -49,7 +54,8 @@ struct serve {
     sbx_http_server *http;
     struct sbx_api api;
     struct event *prune;
-    char token[65]; /* generated on first start when none is configured */
+    struct image_job *images; /* the environments' image helpers, one per image */
+    char token[65];           /* generated on first start when none is configured */
 };
 
 static int mkdir_p(const char *path, mode_t mode, sbx_err *err)
@@ -192,6 +198,138 @@ static void status_totals(void *ud, json_t *status)
                   t->want.cpu_cores, "enforced", "memoryBytes", (json_int_t)now.memory_bytes,
                   "pids", (json_int_t)now.pids, "cpu", now.cpu_cores, "holds", "memory",
                   t->memory_ok, "pids", t->pids_ok, "cpu", t->cpu_ok, "why", t->why));
+    /* the environments with a root of their own */
+    json_t *envs = json_array();
+    for (size_t i = 0; i < s->cfg.n_environments; i++) {
+        const struct sbx_environment *env = &s->cfg.environments[i];
+        if (!env->image && !env->rootfs && !env->writable_root && !env->n_mounts &&
+            !env->seccomp_table)
+            continue;
+        json_t *o = json_pack("{s:s, s:b, s:i, s:b}", "name", env->name, "readOnlyRootfs",
+                              !env->writable_root, "mounts", (int)env->n_mounts, "seccompTable",
+                              env->seccomp_table != NULL);
+        if (env->rootfs)
+            json_object_set_new(o, "rootfs", json_string(env->rootfs));
+        if (env->image) {
+            json_object_set_new(o, "image", json_string(env->image));
+            json_object_set_new(o, "imageState",
+                                json_string(env->rootfs        ? "ready"
+                                            : env->image_error ? "failed"
+                                                               : "unpacking"));
+            if (env->image_digest[0])
+                json_object_set_new(o, "digest", json_string(env->image_digest));
+            if (env->image_error)
+                json_object_set_new(o, "imageError", json_string(env->image_error));
+        }
+        json_array_append_new(envs, o);
+    }
+    json_object_set_new(status, "environments", envs);
+}
+
+/* ---- environments' images: unpacked once by a helper child each ---- */
+
+struct image_job {
+    struct sbx_environment *env;
+    pid_t pid;
+    int pidfd, rd;
+    struct event *ev;
+};
+
+/* The helper's body: the image into the cache, one line back on fd. */
+static __attribute__((noreturn)) void image_helper(const char *image, const char *cache, int fd)
+{
+    char digest[SBX_IMAGE_DIGEST_MAX] = "", rootfs[PATH_MAX], line[PATH_MAX + 256];
+    sbx_err e = {0};
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (sbx_image_prepare(image, cache, digest, rootfs, sizeof(rootfs), &e) == 0)
+        snprintf(line, sizeof(line), "ok %s %s\n", digest, rootfs);
+    else
+        snprintf(line, sizeof(line), "error %s %s\n", digest[0] ? digest : "-", e.msg);
+    _exit(write(fd, line, strlen(line)) == (ssize_t)strlen(line) ? 0 : 1);
+}
+
+static void image_job_close(struct image_job *j)
+{
+    if (j->ev)
+        event_free(j->ev);
+    if (j->pidfd >= 0) {
+        syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+        close(j->pidfd);
+    }
+    if (j->pid > 0)
+        waitpid(j->pid, NULL, 0); /* killed or gone: at once */
+    if (j->rd >= 0)
+        close(j->rd);
+    *j = (struct image_job){.pidfd = -1, .rd = -1};
+}
+
+static void on_image_done(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd, (void)what;
+    struct image_job *j = ud;
+    struct sbx_environment *env = j->env;
+    char buf[PATH_MAX + 256], d[SBX_IMAGE_DIGEST_MAX], safe[600];
+    ssize_t n = read(j->rd, buf, sizeof(buf) - 1); /* written whole before it exited */
+    buf[n > 0 ? n : 0] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    char *sp = strchr(buf, ' '), *rest = sp ? strchr(sp + 1, ' ') : NULL;
+    if (sp && rest && (size_t)(rest - sp - 1) < sizeof(d)) {
+        snprintf(d, sizeof(d), "%.*s", (int)(rest - sp - 1), sp + 1);
+        if (strcmp(d, "-") != 0)
+            snprintf(env->image_digest, sizeof(env->image_digest), "%s", d);
+    }
+    if (strncmp(buf, "ok ", 3) == 0 && rest)
+        env->rootfs = strdup(rest + 1);
+    if (!env->rootfs)
+        env->image_error = strdup(strncmp(buf, "error ", 6) == 0 && rest
+                                      ? rest + 1
+                                      : "the unpacking helper ended without an answer");
+    if (env->rootfs)
+        sbx_log(SBX_LOG_INFO, "environment %s: image %s ready digest=%s", env->name, env->image,
+                env->image_digest);
+    else
+        sbx_log(SBX_LOG_WARN, "environment %s: image refused error=%s", env->name,
+                sbx_log_safe(env->image_error ? env->image_error : "out of memory", safe,
+                             sizeof(safe)));
+    image_job_close(j);
+}
+
+/* One helper per environment with an image, watched by its pidfd. */
+static int images_start(struct serve *s, sbx_err *err)
+{
+    char cache[PATH_MAX];
+    size_t n = s->cfg.n_environments;
+    if (!n || !(s->images = calloc(n, sizeof(*s->images))))
+        return n ? sbx_err_set(err, ENOMEM, "image helpers") : 0;
+    snprintf(cache, sizeof(cache), "%s/images", s->cfg.state_dir);
+    for (size_t i = 0; i < n; i++) {
+        struct image_job *j = &s->images[i];
+        *j = (struct image_job){.pidfd = -1, .rd = -1};
+        struct sbx_environment *env = &s->cfg.environments[i];
+        if (!env->image)
+            continue;
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+            return sbx_err_set(err, errno, "image helper: pipe");
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(p[0]);
+            image_helper(env->image, cache, p[1]);
+        }
+        close(p[1]);
+        j->rd = p[0];
+        if (pid < 0)
+            return sbx_err_set(err, errno, "image helper: fork");
+        j->pid = pid;
+        j->env = env;
+        if ((j->pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0)
+            return sbx_err_set(err, errno, "image helper: pidfd_open");
+        if (!(j->ev = event_new(s->base, j->pidfd, EV_READ, on_image_done, j)) ||
+            event_add(j->ev, NULL) < 0)
+            return sbx_err_set(err, ENOMEM, "image helper: event");
+        sbx_log(SBX_LOG_INFO, "environment %s: unpacking image %s", env->name, env->image);
+    }
+    return 0;
 }
 
 /* The aggregate caps over all sandboxes (sandbox.total_*), on the sandboxd/
@@ -223,6 +361,13 @@ static int setup_engine(struct serve *s, sbx_err *err)
         s->fds[p].seccomp = s->fds[p].init_exe < 0 ? -1 : sbx_seccomp_compile_fd(p, err);
         if (s->fds[p].seccomp < 0)
             return -1;
+    }
+    /* the environments' seccomp tables, each stacked on the default profile */
+    for (size_t i = 0; i < s->cfg.n_environments; i++) {
+        struct sbx_environment *env = &s->cfg.environments[i];
+        if (env->seccomp_table &&
+            (env->seccomp_fd = sbx_seccomp_table_compile_fd(env->seccomp_table, err)) < 0)
+            return sbx_err_wrap(err, "environment %s: seccomp_profile", env->name);
     }
     struct sbx_policy_opts po = {
         .def = s->cfg.network.def,
@@ -451,6 +596,9 @@ static void teardown(struct serve *s)
     sbx_auth_free(s->auth);
     sbx_resolver_free(s->resolver);
     sbx_policy_free(s->policy);
+    for (size_t i = 0; s->images && i < s->cfg.n_environments; i++)
+        image_job_close(&s->images[i]);
+    free(s->images);
     for (int p = 0; p < 2; p++) {
         if (s->fds[p].init_exe >= 0)
             close(s->fds[p].init_exe);
@@ -524,7 +672,7 @@ int sbx_cmd_serve(int argc, char **argv)
         .kind = SBX_METRIC_GAUGE,
         .labels = {"mode"}};
     sbx_metric_set(&cg_mode, 1, sbx_cg_mode_name(s.cg_host.mode));
-    if (!(s.rt = sbx_runtime_new(&ro, &e)) || setup_skills(&s, &e) < 0)
+    if (images_start(&s, &e) < 0 || !(s.rt = sbx_runtime_new(&ro, &e)) || setup_skills(&s, &e) < 0)
         goto fail;
     if (setup_agent(&s, &e) < 0)
         goto fail;

@@ -59,12 +59,21 @@ struct rt_task {
     struct sbx_mount mounts[SBX_MOUNTS_MAX];
     size_t n_mounts;
     char *mount_strs[2 * SBX_MOUNTS_MAX];
+    /* Code in an environment: it (borrowed from the settings), and its
+     * mounts' sources as this task fills them in (rt_env_mounts). */
+    const struct sbx_environment *envc;
+    char *env_mount_src[SBX_ENV_MOUNTS_MAX];
     void (*tap)(void *ud, int stream, const char *buf, size_t n);
     void *tap_ud;
     struct rt_task *next;     /* in its tenant's queue */
     struct rt_task *all_next; /* in the list of active tasks */
     bool stopping;            /* canceled by its runtime's stop */
 };
+
+/* The environment's mounts of t (envmounts.c) into out[0..room): their
+ * sources made beneath their roots; *n of them. */
+int rt_env_mounts(struct rt_task *t, uint32_t host_base, struct sbx_mount *out, size_t room,
+                  size_t *n, sbx_err *err);
 
 /* A start request waiting for its session to be ready. */
 /* Someone told once how a session's start or a workspace's format ended
@@ -161,7 +170,7 @@ struct sbx_runtime {
     struct rt_release *releasing; /* sandboxes of ended sessions */
     struct sbx_subscriber *subs;
     struct rt_snapjob *snapjobs; /* snapshot operations (snapshots.c) */
-    struct rt_clone_rt *clones; /* the clones' runtimes (lifecycle.c) */
+    struct rt_clone_rt *clones;  /* the clones' runtimes (lifecycle.c) */
     sbx_clone_mounts_fn clone_mounts;
     void *clone_mounts_ud;
 };

@@ -95,6 +95,8 @@ static void task_free(struct rt_task *t)
         free(t->skill[i]);
     for (size_t i = 0; i < SBX_ARRAY_LEN(t->mount_strs); i++)
         free(t->mount_strs[i]);
+    for (size_t i = 0; i < SBX_ARRAY_LEN(t->env_mount_src); i++)
+        free(t->env_mount_src[i]);
     sbx_strv_free(t->argv);
     free(t->call_id);
     sbx_env_free(t->env);
@@ -278,6 +280,19 @@ static int session_network_differs(const struct rt_task *t, const struct rt_sess
     return 0;
 }
 
+/* A task of an environment with a root, mounts or a seccomp table of its
+ * own is built in a sandbox of its own: never inside a live session. */
+static int env_in_session_refused(const struct sbx_environment *ev, const char *session,
+                                  sbx_err *err)
+{
+    if (ev && (ev->rootfs || ev->image || ev->writable_root || ev->n_mounts || ev->seccomp_table))
+        return sbx_err_set(err, EINVAL,
+                           "environment '%s' has a root, mounts or a seccomp table of its own: "
+                           "its tasks run outside a live session (session '%s' is live)",
+                           ev->name, session);
+    return 0;
+}
+
 int rt_task_start(struct rt_task *t, sbx_err *err)
 {
     struct sbx_runtime *rt = t->rt;
@@ -332,6 +347,19 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
     struct rt_session *x = t->skill[0] ? NULL : rt_find_session(rt, &t->clone, t->session);
     if (x && session_network_differs(t, x, err) < 0)
         return -1;
+    const struct sbx_environment *ev = t->envc;
+    if (x && env_in_session_refused(ev, x->name, err) < 0)
+        return -1;
+    if (!x && ev) { /* its root, its mounts, its seccomp table */
+        size_t ne = 0;
+        if (rt_env_mounts(t, base, mounts + nm, SBX_MOUNTS_MAX - nm, &ne, err) < 0)
+            return -1;
+        to.spec.n_mounts = nm + ne;
+        to.spec.rootfs = ev->rootfs;
+        to.spec.writable_root = ev->writable_root;
+        if (ev->seccomp_table && t->seccomp != SBX_SECCOMP_STRICT)
+            to.fds.seccomp = ev->seccomp_fd;
+    }
     if (x) {
         to.spec.join_pidfd = x->sb.pidfd;
         to.spec.join_cg = &x->sb.cg;
@@ -386,7 +414,8 @@ static int rt_task_skill(struct rt_task *t, const struct sbx_task_request *req, 
         if (!(t->mount_strs[2 * i] = strdup(req->mounts[i].host)) ||
             !(t->mount_strs[2 * i + 1] = strdup(req->mounts[i].inside)))
             return sbx_err_set(err, ENOMEM, "binds");
-        t->mounts[i] = (struct sbx_mount){t->mount_strs[2 * i], t->mount_strs[2 * i + 1]};
+        t->mounts[i] =
+            (struct sbx_mount){.host = t->mount_strs[2 * i], .inside = t->mount_strs[2 * i + 1]};
     }
     t->n_mounts = req->n_mounts;
     t->tap = req->on_output;
@@ -502,6 +531,24 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     /* Code in a language runs with its environment's settings. */
     const struct sbx_environment *envc =
         req->argv ? NULL : sbx_settings_environment(set, req->language ? req->language : "");
+    t->envc = envc;
+    if (envc && rt_find_session(rt, &req->clone, t->session) &&
+        env_in_session_refused(envc, t->session, err) < 0) {
+        task_free(t);
+        return -1;
+    }
+    if (envc && envc->image && !envc->rootfs) {
+        sbx_err_set(err, envc->image_error ? EIO : EAGAIN, "environment '%s': image %s %s",
+                    envc->name, envc->image,
+                    envc->image_error ? envc->image_error : "is still being unpacked");
+        task_free(t);
+        return -1;
+    }
+    if (envc && envc->seccomp_table && envc->seccomp_fd < 0) {
+        sbx_err_set(err, EIO, "environment '%s': its seccomp table is not compiled", envc->name);
+        task_free(t);
+        return -1;
+    }
     t->net = req->net >= 0 ? (enum sbx_net_policy)req->net : envc ? envc->net : set->net;
     t->env = t->argv ? rt_task_env(set, t->net, req->clone.tenant, req->env, err) : NULL;
     if (!t->argv || !t->env || !t->argv[0]) {

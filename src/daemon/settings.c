@@ -18,6 +18,7 @@ void sbx_settings_from_config(struct sbx_runtime_settings *s, const struct sbx_c
         .limits = c->limits,
         .max = c->max,
         .workspace_quota_bytes = c->workspace_quota_bytes,
+        .workspace_quota_mode = c->workspace_quota_mode,
         .disk_reserve_bytes = c->disk_reserve_bytes,
         .max_clones_per_tenant = c->max_clones_per_tenant,
         .idle_timeout_s = c->idle_timeout_s,

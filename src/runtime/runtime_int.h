@@ -7,6 +7,7 @@
 
 #include "net/egress.h"
 #include "workspace/quota.h"
+#include "workspace/quota_mode.h"
 #include "runtime/runtime.h"
 
 struct rt_task;
@@ -64,6 +65,7 @@ struct rt_task {
     struct rt_task *next;     /* in its tenant's queue */
     struct rt_task *all_next; /* in the list of active tasks */
     bool stopping;            /* canceled by its runtime's stop */
+    char *kill_reason;        /* killed for this (its workspace over quota): failed */
 };
 
 /* A start request waiting for its session to be ready. */
@@ -140,8 +142,14 @@ struct rt_release {
     struct rt_release *next;
 };
 
+/* A clone's workspace made ready by this daemon run: mounted (loop), given
+ * its project quota (project) or watched (monitor). */
 struct mounted_ws {
     char *path;
+    struct sbx_clone clone;
+    bool dirty;    /* used since the last measure (monitor) */
+    bool over;     /* measured over its quota (monitor): its writers stopped */
+    uint64_t used; /* as last measured (monitor) */
     struct mounted_ws *next;
 };
 
@@ -157,11 +165,15 @@ struct sbx_runtime {
     unsigned egress_conns;      /* live egress connections of all sandboxes */
     struct mounted_ws *mounted; /* workspace images this daemon mounted */
     struct rt_format *formats;  /* workspace images being formatted */
+    /* monitor mode: the periodic measure and the helper child measuring */
+    struct event *ev_monitor, *ev_measured;
+    struct sbx_ws_measure measure;
+    struct mounted_ws **measuring; /* what the child measures, in order */
     struct rt_session *sessions;
     struct rt_release *releasing; /* sandboxes of ended sessions */
     struct sbx_subscriber *subs;
     struct rt_snapjob *snapjobs; /* snapshot operations (snapshots.c) */
-    struct rt_clone_rt *clones; /* the clones' runtimes (lifecycle.c) */
+    struct rt_clone_rt *clones;  /* the clones' runtimes (lifecycle.c) */
     sbx_clone_mounts_fn clone_mounts;
     void *clone_mounts_ud;
 };
@@ -248,6 +260,9 @@ int rt_task_workspace(struct rt_task *t, sbx_err *err);
  * naming the figures, when a new one would take the state filesystem's
  * reserve): asked when a task is submitted, so that it is refused at once. */
 int rt_workspace_room(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err *err);
+/* monitor mode: start and stop measuring the workspaces in use. */
+int rt_monitor_init(struct sbx_runtime *rt, sbx_err *err);
+void rt_monitor_fini(struct sbx_runtime *rt);
 /* Kill a format still running (at the runtime's end) and free it; the
  * tasks that waited for it are left to the caller (active, not queued), the
  * others are told it failed. */

@@ -100,6 +100,7 @@ static void task_free(struct rt_task *t)
     sbx_env_free(t->env);
     free(t->stdin_data);
     free(t->workspace);
+    free(t->kill_reason);
     free(t);
 }
 
@@ -239,6 +240,8 @@ static void on_task_done(void *ud, struct sbx_task *et)
         rt_session_touch(t->in_session);
     }
     const char *error = st == SBX_TASK_SUCCEEDED ? "" : r->message;
+    if (t->kill_reason && st != SBX_TASK_SUCCEEDED) /* stopped as a writer over its quota */
+        st = SBX_TASK_FAILED, error = t->kill_reason;
     if (sbx_log_enabled(SBX_LOG_INFO)) {
         char tenant[128], session[128], why[300];
         sbx_log(SBX_LOG_INFO,

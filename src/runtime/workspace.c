@@ -24,12 +24,35 @@ static void images_dir(const struct sbx_runtime *rt, char *out, size_t len)
     snprintf(out, len, "%s/workspace-images", rt->settings.state_dir);
 }
 
+/* The mode in force: a runtime made without one (the unit tests) has the
+ * loop's images, as before there were modes. */
+static enum sbx_ws_quota_mode ws_mode(const struct sbx_runtime *rt)
+{
+    enum sbx_ws_quota_mode m = rt->settings.workspace_quota_mode;
+    return m == SBX_WSQ_AUTO ? SBX_WSQ_LOOP : m;
+}
+
+static struct mounted_ws *find_mounted(const struct sbx_runtime *rt, const char *dir)
+{
+    for (struct mounted_ws *m = rt->mounted; m; m = m->next)
+        if (strcmp(m->path, dir) == 0)
+            return m;
+    return NULL;
+}
+
 static bool is_mounted(const struct sbx_runtime *rt, const char *dir)
 {
-    for (const struct mounted_ws *m = rt->mounted; m; m = m->next)
-        if (strcmp(m->path, dir) == 0)
-            return true;
-    return false;
+    return find_mounted(rt, dir) != NULL;
+}
+
+/* monitor: a workspace measured over its quota takes no new work. */
+static int over_quota(const struct sbx_runtime *rt, const struct mounted_ws *m, sbx_err *err)
+{
+    return sbx_err_set(err, ENOSPC,
+                       "the workspace of clone %s is over its quota: %llu MiB used of %llu MiB "
+                       "(workspace_quota_mode monitor); delete files to go on",
+                       m->clone.id, (unsigned long long)(m->used >> 20),
+                       (unsigned long long)(rt->settings.workspace_quota_bytes >> 20));
 }
 
 static struct rt_format *find_format(struct sbx_runtime *rt, const char *dir)
@@ -179,10 +202,20 @@ static struct rt_format *format_start(struct sbx_runtime *rt, const struct sbx_c
  * running is waited for here: the loop's callers ask first (rt_task_workspace,
  * sbx_runtime_workspace_when_ready), so that only a caller off the loop
  * does; its tasks are still started from the loop. */
-static int mount_quota(struct sbx_runtime *rt, const char *dir, uid_t uid, gid_t gid, sbx_err *err)
+static int mount_quota(struct sbx_runtime *rt, const struct sbx_clone *c, const char *dir,
+                       uid_t uid, gid_t gid, sbx_err *err)
 {
-    if (is_mounted(rt, dir))
+    struct mounted_ws *known = find_mounted(rt, dir);
+    if (known) {
+        known->dirty = true;
         return 0;
+    }
+    enum sbx_ws_quota_mode mode = ws_mode(rt);
+    if (mode == SBX_WSQ_PROJECT &&
+        sbx_ws_project_ensure(dir, uid, rt->settings.workspace_quota_bytes, err) < 0)
+        return -1;
+    if (mode != SBX_WSQ_LOOP)
+        goto remember;
     struct rt_format *x = find_format(rt, dir);
     if (x && !x->finished) {
         /* Its pidfd is closed when reaped: not watched any more. The loop
@@ -203,12 +236,16 @@ static int mount_quota(struct sbx_runtime *rt, const char *dir, uid_t uid, gid_t
     if ((!sbx_ws_quota_image_exists(images, dir) && room_for_image(rt, images, err) < 0) ||
         sbx_ws_quota_ensure(images, dir, rt->settings.workspace_quota_bytes, uid, gid, err) < 0)
         return -1;
+remember:;
     struct mounted_ws *m = calloc(1, sizeof(*m));
     if (!m || !(m->path = strdup(dir))) {
         free(m);
-        sbx_ws_quota_release(dir, NULL);
+        if (mode == SBX_WSQ_LOOP)
+            sbx_ws_quota_release(dir, NULL);
         return sbx_err_set(err, ENOMEM, "workspace");
     }
+    m->clone = *c;
+    m->dirty = true;
     m->next = rt->mounted;
     rt->mounted = m;
     return 0;
@@ -247,11 +284,15 @@ static char *workspace_dir(struct sbx_runtime *rt, const struct sbx_clone *c, ui
 int rt_workspace_room(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err *err)
 {
     const struct sbx_runtime_settings *set = &rt->settings;
-    if (!set->disk_reserve_bytes)
+    if (!set->disk_reserve_bytes && ws_mode(rt) != SBX_WSQ_MONITOR)
         return 0;
     cleanup_free char *dir = sbx_ws_dir(set->workspace_root, c->tenant, c->key, c->id, err);
     if (!dir)
         return -1;
+    if (ws_mode(rt) != SBX_WSQ_LOOP) {
+        const struct mounted_ws *m = find_mounted(rt, dir);
+        return m && m->over ? over_quota(rt, m, err) : 0;
+    }
     char images[PATH_MAX];
     images_dir(rt, images, sizeof(images));
     if (is_mounted(rt, dir) || find_format(rt, dir) || sbx_ws_quota_image_exists(images, dir))
@@ -266,7 +307,7 @@ char *rt_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, uid_t *uid
                    sbx_err *err)
 {
     cleanup_free char *dir = workspace_dir(rt, c, uid, gid, err);
-    if (!dir || mount_quota(rt, dir, *uid, *gid, err) < 0)
+    if (!dir || mount_quota(rt, c, dir, *uid, *gid, err) < 0)
         return NULL;
     return sbx_steal_pointer(&dir);
 }
@@ -276,7 +317,7 @@ char *rt_workspace(struct sbx_runtime *rt, const struct sbx_clone *c, uid_t *uid
 static int image_ready(struct sbx_runtime *rt, const struct sbx_clone *c, const char *dir,
                        uid_t uid, gid_t gid, struct rt_format **fmt, sbx_err *err)
 {
-    if (is_mounted(rt, dir))
+    if (is_mounted(rt, dir) || ws_mode(rt) != SBX_WSQ_LOOP)
         return 1;
     char images[PATH_MAX];
     images_dir(rt, images, sizeof(images));
@@ -315,8 +356,11 @@ int rt_task_workspace(struct rt_task *t, sbx_err *err)
         return rc;
     }
     /* Formatted: attaching and mounting takes a millisecond. */
-    if (mount_quota(rt, dir, uid, gid, err) < 0)
+    if (mount_quota(rt, &t->clone, dir, uid, gid, err) < 0)
         return -1;
+    const struct mounted_ws *m = find_mounted(rt, dir);
+    if (m && m->over)
+        return over_quota(rt, m, err);
     t->workspace = sbx_steal_pointer(&dir);
     t->ws_uid = uid;
     return 1;
@@ -354,4 +398,173 @@ int sbx_runtime_workspace_when_ready(struct sbx_runtime *rt, const struct sbx_cl
     *w = (struct rt_waiter){.fn = fn, .ud = ud, .next = x->others};
     x->others = w;
     return 0;
+}
+
+/* ---- monitor mode: measuring workspaces, stopping writers ---- */
+
+#define MONITOR_EVERY_MS 1000
+
+static bool same_clone(const struct sbx_clone *a, const struct sbx_clone *b)
+{
+    return strcmp(a->tenant, b->tenant) == 0 && strcmp(a->key, b->key) == 0 &&
+           strcmp(a->id, b->id) == 0;
+}
+
+/* Whether something of clone c can write to its workspace now. */
+static bool clone_busy(const struct sbx_runtime *rt, const struct sbx_clone *c)
+{
+    for (const struct rt_task *t = rt->active; t; t = t->all_next)
+        if (t->t && same_clone(&t->clone, c))
+            return true;
+    for (const struct rt_session *x = rt->sessions; x; x = x->next)
+        if (strcmp(x->tenant, c->tenant) == 0 && strcmp(x->clone_key, c->key) == 0 &&
+            strcmp(x->clone_id, c->id) == 0)
+            return true;
+    return false;
+}
+
+/* The clone's running tasks end failed with why, its live sessions end. */
+static void stop_writers(struct sbx_runtime *rt, const struct mounted_ws *m)
+{
+    char why[300];
+    snprintf(why, sizeof(why),
+             "the workspace went over its quota: %llu MiB used of %llu MiB "
+             "(workspace_quota_mode monitor): the clone's writers were stopped",
+             (unsigned long long)(m->used >> 20),
+             (unsigned long long)(rt->settings.workspace_quota_bytes >> 20));
+    for (bool again = true; again;) {
+        again = false;
+        for (struct rt_task *t = rt->active; t; t = t->all_next)
+            if (t->t && !t->kill_reason && same_clone(&t->clone, &m->clone)) {
+                t->kill_reason = strdup(why);
+                sbx_task_cancel(t->t); /* its end is recorded as failed, with why */
+                again = true;          /* the list may have changed under us */
+                break;
+            }
+    }
+    struct sbx_clone c = m->clone;
+    rt_sessions_end_clone(rt, &c, why);
+}
+
+static void on_measured(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    struct sbx_runtime *rt = arg;
+    size_t n = rt->measure.n;
+    uint64_t *used = calloc(n ? n : 1, sizeof(*used));
+    sbx_err e = {0};
+    event_free(rt->ev_measured); /* before the pidfd is closed */
+    rt->ev_measured = NULL;
+    if (!used) {
+        sbx_ws_measure_abort(&rt->measure);
+    } else if (sbx_ws_measure_finish(&rt->measure, used, &e) < 0) {
+        char msg[400];
+        sbx_log(SBX_LOG_WARN, "workspace measure failed error=%s",
+                sbx_err_format(&e, msg, sizeof(msg)));
+    } else {
+        uint64_t quota = rt->settings.workspace_quota_bytes;
+        for (size_t i = 0; i < n; i++) {
+            struct mounted_ws *m = rt->measuring[i];
+            if (used[i] == UINT64_MAX)
+                continue;
+            bool was = m->over;
+            m->used = used[i];
+            m->over = used[i] > quota;
+            if (m->over != was) {
+                char tenant[128], id[128];
+                sbx_log(m->over ? SBX_LOG_WARN : SBX_LOG_INFO,
+                        "workspace %s quota tenant=%s clone=%s used=%llu quota=%llu",
+                        m->over ? "over" : "back under",
+                        sbx_log_safe(m->clone.tenant, tenant, sizeof(tenant)),
+                        sbx_log_safe(m->clone.id, id, sizeof(id)), (unsigned long long)m->used,
+                        (unsigned long long)quota);
+            }
+            if (m->over)
+                stop_writers(rt, m);
+        }
+    }
+    free(used);
+    free(rt->measuring);
+    rt->measuring = NULL;
+}
+
+/* Each second: the workspaces used since the last measure, those with
+ * something running in them and those over their quota are measured by a
+ * helper child (a walk of a tree never runs on the loop); one at a time. */
+static void on_monitor(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    struct sbx_runtime *rt = arg;
+    if (rt->ev_measured)
+        return;
+    size_t n = 0;
+    for (struct mounted_ws *m = rt->mounted; m; m = m->next)
+        n += m->dirty || m->over || clone_busy(rt, &m->clone);
+    if (!n)
+        return;
+    const char **dirs = calloc(n, sizeof(*dirs));
+    rt->measuring = calloc(n, sizeof(*rt->measuring));
+    if (!dirs || !rt->measuring) {
+        free(dirs);
+        free(rt->measuring);
+        rt->measuring = NULL;
+        return;
+    }
+    size_t i = 0;
+    for (struct mounted_ws *m = rt->mounted; m && i < n; m = m->next)
+        if (m->dirty || m->over || clone_busy(rt, &m->clone)) {
+            dirs[i] = m->path;
+            rt->measuring[i++] = m;
+        }
+    sbx_err e = {0};
+    int rc = sbx_ws_measure_start(dirs, i, &rt->measure, &e);
+    free(dirs);
+    if (rc == 0) {
+        rt->ev_measured = event_new(rt->o.base, rt->measure.pidfd, EV_READ, on_measured, rt);
+        if (rt->ev_measured && event_add(rt->ev_measured, NULL) == 0) {
+            for (size_t k = 0; k < i; k++)
+                rt->measuring[k]->dirty = false;
+            return;
+        }
+        if (rt->ev_measured)
+            event_free(rt->ev_measured);
+        rt->ev_measured = NULL;
+        sbx_ws_measure_abort(&rt->measure);
+        sbx_err_set(&e, ENOMEM, "workspace measure event");
+    }
+    char msg[400];
+    sbx_log(SBX_LOG_WARN, "workspace measure not started error=%s",
+            sbx_err_format(&e, msg, sizeof(msg)));
+    free(rt->measuring);
+    rt->measuring = NULL;
+}
+
+int rt_monitor_init(struct sbx_runtime *rt, sbx_err *err)
+{
+    rt->measure.pid = -1;
+    if (ws_mode(rt) != SBX_WSQ_MONITOR)
+        return 0;
+    struct timeval every = {.tv_sec = MONITOR_EVERY_MS / 1000,
+                            .tv_usec = (MONITOR_EVERY_MS % 1000) * 1000};
+    rt->ev_monitor = event_new(rt->o.base, -1, EV_PERSIST, on_monitor, rt);
+    if (!rt->ev_monitor || event_add(rt->ev_monitor, &every) < 0) {
+        if (rt->ev_monitor)
+            event_free(rt->ev_monitor);
+        rt->ev_monitor = NULL;
+        return sbx_err_set(err, ENOMEM, "workspace monitor timer");
+    }
+    return 0;
+}
+
+void rt_monitor_fini(struct sbx_runtime *rt)
+{
+    if (rt->ev_measured)
+        event_free(rt->ev_measured);
+    rt->ev_measured = NULL;
+    sbx_ws_measure_abort(&rt->measure);
+    if (rt->ev_monitor)
+        event_free(rt->ev_monitor);
+    rt->ev_monitor = NULL;
+    free(rt->measuring);
+    rt->measuring = NULL;
 }

@@ -49,8 +49,9 @@ struct serve {
     sbx_http_server *http;
     struct sbx_api api;
     struct event *prune;
-    char token[65];             /* generated on first start when none is configured */
-    enum sbx_ws_quota_mode wsq; /* how workspace quotas are enforced, and why */
+    char token[65]; /* generated on first start when none is configured */
+    /* how workspace quotas are enforced, and why */
+    enum sbx_ws_quota_mode wsq;
     char wsq_why[512];
 };
 

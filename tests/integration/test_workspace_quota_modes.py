@@ -82,6 +82,22 @@ def auto_without_loop_devices_is_monitor_and_serves():
 
 
 @case
+def doctor_reports_the_modes():
+    import json
+    for prefix, want in (([], "loop"), (NO_LOOP, "monitor")):
+        r = subprocess.run(prefix + [SANDBOXD, "doctor", "--json"], capture_output=True,
+                           text=True, timeout=60)
+        q = json.loads(r.stdout)["workspaceQuota"]
+        check(q["auto"] == want and q["loop"]["available"] == (want == "loop"),
+              "doctor: auto picks " + want, q)
+        check(q["kernelEnforced"] == (want == "loop"), "kernel-enforced or not", q)
+    r = subprocess.run(NO_LOOP + [SANDBOXD, "doctor"], capture_output=True, text=True,
+                       timeout=60)
+    check("auto picks:          monitor (weaker" in r.stdout, "the text says monitor, weaker",
+          r.stdout)
+
+
+@case
 def loop_asked_for_without_loop_devices_refuses_to_start():
     d = daemon(mode="loop", prefix=NO_LOOP)
     try:

@@ -115,13 +115,15 @@ struct rt_session {
 
 /* Someone else waiting for a workspace image (a session start, a file
  * request): told from the loop once it is formatted. */
-/* A clone's first workspace image being formatted (mkfs.ext4 watched by its
- * pidfd): the clone's tasks wait in the queue until it ends. */
+/* A clone's workspace image being made ready (formatted if new, attached
+ * and mounted) or unmounted (idle) by a helper child watched by its pidfd:
+ * the clone's tasks wait in the queue until it ends. */
 struct rt_format {
     struct sbx_runtime *rt;
     struct sbx_clone clone;
     char *dir; /* the workspace directory it is for */
-    struct sbx_ws_format f;
+    struct sbx_ws_job f;
+    bool unmount; /* an idle workspace's unmount, not a mount */
     struct event *ev;        /* the pidfd is readable */
     struct rt_task *waiters; /* tasks that hold a slot for it (linked by next) */
     struct rt_waiter *others;
@@ -148,6 +150,7 @@ struct mounted_ws {
     char *path;
     struct sbx_clone clone;
     bool dirty;    /* used since the last measure (monitor) */
+    int64_t used_at; /* sbx_mono_ms() of its last use: idle ones are unmounted (loop) */
     bool over;     /* measured over its quota (monitor): its writers stopped */
     uint64_t used; /* as last measured (monitor) */
     struct mounted_ws *next;
@@ -167,6 +170,7 @@ struct sbx_runtime {
     struct rt_format *formats;  /* workspace images being formatted */
     /* monitor mode: the periodic measure and the helper child measuring */
     struct event *ev_monitor, *ev_measured;
+    struct event *ev_idle_ws; /* loop mode: the sweep of idle mounted workspaces */
     struct sbx_ws_measure measure;
     struct mounted_ws **measuring; /* what the child measures, in order */
     struct rt_session *sessions;

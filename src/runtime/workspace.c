@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/time.h"
 #include "runtime/runtime_int.h"
 #include "workspace/files.h"
 #include "workspace/path.h"
@@ -102,17 +103,33 @@ void rt_format_free(struct rt_format *x)
         }
     if (x->ev) /* before its pidfd is closed */
         event_free(x->ev);
-    sbx_ws_quota_format_abort(&x->f); /* a no-op once finished */
+    sbx_ws_quota_job_abort(&x->f); /* a no-op once finished */
     free(x->dir);
     free(x);
 }
 
-/* Reap the format's mkfs (waiting when it still runs), once. */
+/* dir is ready (mounted, given its quota, or watched) for clone c. */
+static int remember(struct sbx_runtime *rt, const struct sbx_clone *c, const char *dir)
+{
+    struct mounted_ws *m = calloc(1, sizeof(*m));
+    if (!m || !(m->path = strdup(dir))) {
+        free(m);
+        return -1;
+    }
+    m->clone = *c;
+    m->dirty = true;
+    m->used_at = sbx_mono_ms();
+    m->next = rt->mounted;
+    rt->mounted = m;
+    return 0;
+}
+
+/* Reap the format's helper (waiting when it still runs), once. */
 static int format_finish(struct rt_format *x, sbx_err *err)
 {
     if (!x->finished) {
         x->finished = true;
-        x->rc = sbx_ws_quota_format_finish(&x->f, &x->err);
+        x->rc = sbx_ws_quota_job_finish(&x->f, &x->err);
     }
     if (x->rc < 0 && err)
         *err = x->err;
@@ -130,9 +147,15 @@ static void on_formatted(evutil_socket_t fd, short what, void *arg)
     if (format_finish(x, NULL) < 0) {
         char tenant_s[128], id_s[128], why[300];
         sbx_err_format(&x->err, msg, sizeof(msg));
-        sbx_log(SBX_LOG_WARN, "workspace image not made tenant=%s clone=%s error=%s",
+        sbx_log(SBX_LOG_WARN, "workspace %s tenant=%s clone=%s error=%s",
+                x->unmount ? "not unmounted" : "image not made or mounted",
                 sbx_log_safe(x->clone.tenant, tenant_s, sizeof(tenant_s)),
                 sbx_log_safe(x->clone.id, id_s, sizeof(id_s)), sbx_log_safe(msg, why, sizeof(why)));
+        /* An unmount that failed leaves it mounted: its tasks go on there. */
+        if (x->unmount && (find_mounted(rt, x->dir) || remember(rt, &clone, x->dir) == 0))
+            msg[0] = '\0';
+    } else if (!x->unmount && !find_mounted(rt, x->dir) && remember(rt, &clone, x->dir) < 0) {
+        snprintf(msg, sizeof(msg), "workspace: out of memory");
     }
     struct rt_task *waiters = x->waiters;
     struct rt_waiter *others = x->others;
@@ -167,7 +190,8 @@ static int room_for_image(const struct sbx_runtime *rt, const char *images, sbx_
 }
 
 static struct rt_format *format_start(struct sbx_runtime *rt, const struct sbx_clone *c,
-                                      const char *dir, uid_t uid, gid_t gid, sbx_err *err)
+                                      const char *dir, uid_t uid, gid_t gid, bool unmount,
+                                      sbx_err *err)
 {
     char images[PATH_MAX];
     images_dir(rt, images, sizeof(images));
@@ -179,12 +203,16 @@ static struct rt_format *format_start(struct sbx_runtime *rt, const struct sbx_c
     }
     x->rt = rt;
     x->clone = *c;
+    x->unmount = unmount;
     x->f.pid = -1;
     x->next = rt->formats;
     rt->formats = x;
-    if (room_for_image(rt, images, err) < 0 ||
-        sbx_ws_quota_format_start(images, dir, rt->settings.workspace_quota_bytes, uid, gid, &x->f,
-                                  err) < 0) {
+    int rc = unmount ? sbx_ws_quota_unmount_start(dir, &x->f, err)
+             : !sbx_ws_quota_image_exists(images, dir) && room_for_image(rt, images, err) < 0
+                 ? -1
+                 : sbx_ws_quota_mount_start(images, dir, rt->settings.workspace_quota_bytes, uid,
+                                            gid, &x->f, err);
+    if (rc < 0) {
         rt_format_free(x);
         return NULL;
     }
@@ -208,6 +236,7 @@ static int mount_quota(struct sbx_runtime *rt, const struct sbx_clone *c, const 
     struct mounted_ws *known = find_mounted(rt, dir);
     if (known) {
         known->dirty = true;
+        known->used_at = sbx_mono_ms();
         return 0;
     }
     enum sbx_ws_quota_mode mode = ws_mode(rt);
@@ -224,7 +253,7 @@ static int mount_quota(struct sbx_runtime *rt, const struct sbx_clone *c, const 
         format_finish(x, NULL);
         event_active(x->ev, EV_READ, 0);
     }
-    if (x && x->rc < 0) {
+    if (x && x->rc < 0 && !x->unmount) {
         if (err)
             *err = x->err;
         return -1;
@@ -236,18 +265,12 @@ static int mount_quota(struct sbx_runtime *rt, const struct sbx_clone *c, const 
     if ((!sbx_ws_quota_image_exists(images, dir) && room_for_image(rt, images, err) < 0) ||
         sbx_ws_quota_ensure(images, dir, rt->settings.workspace_quota_bytes, uid, gid, err) < 0)
         return -1;
-remember:;
-    struct mounted_ws *m = calloc(1, sizeof(*m));
-    if (!m || !(m->path = strdup(dir))) {
-        free(m);
+remember:
+    if (remember(rt, c, dir) < 0) {
         if (mode == SBX_WSQ_LOOP)
             sbx_ws_quota_release(dir, NULL);
         return sbx_err_set(err, ENOMEM, "workspace");
     }
-    m->clone = *c;
-    m->dirty = true;
-    m->next = rt->mounted;
-    rt->mounted = m;
     return 0;
 }
 
@@ -322,13 +345,15 @@ static int image_ready(struct sbx_runtime *rt, const struct sbx_clone *c, const 
     char images[PATH_MAX];
     images_dir(rt, images, sizeof(images));
     struct rt_format *x = find_format(rt, dir);
-    if (!x && !sbx_ws_quota_image_exists(images, dir)) {
+    if (!x) {
+        /* Formatting, attaching and mounting (1-20 ms, more on a busy
+         * disk) are the helper's: the loop goes on meanwhile. */
         if (mkdir(images, 0700) < 0 && errno != EEXIST)
             return sbx_err_set(err, errno, "mkdir %s", images);
-        if (!(x = format_start(rt, c, dir, uid, gid, err)))
+        if (!(x = format_start(rt, c, dir, uid, gid, false, err)))
             return -1;
     }
-    if (!x || x->finished)
+    if (x->finished && !x->unmount)
         return 1;
     *fmt = x;
     return 0;

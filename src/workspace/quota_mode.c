@@ -11,11 +11,16 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
 #ifndef SYS_quotactl_fd
 #define SYS_quotactl_fd 443
 #endif
@@ -222,6 +227,39 @@ int sbx_ws_du(const char *dir, uint64_t *bytes, sbx_err *err)
     return 0;
 }
 
+pid_t sbx_ws_helper_fork(int out, int *pidfd, const char *what, sbx_err *err)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        sigset_t all;
+        sigfillset(&all);
+        sigprocmask(SIG_UNBLOCK, &all, NULL);
+        for (int s = 1; s < NSIG; s++)
+            if (s != SIGKILL && s != SIGSTOP)
+                signal(s, SIG_DFL);
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent || dup2(out, 3) < 0)
+            _exit(126);
+        syscall(SYS_close_range, 4, ~0U, 0);
+        if (setpriority(PRIO_PROCESS, 0, 5) < 0) {
+            /* not fatal */
+        }
+        return 0;
+    }
+    if (pid < 0)
+        return sbx_err_stage(err, what, errno, "fork");
+    /* Our child, not yet reaped: its pid cannot name another process. */
+    *pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (*pidfd < 0) {
+        int e = errno;
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        return sbx_err_stage(err, what, e, "pidfd_open");
+    }
+    return pid;
+}
+
 int sbx_ws_measure_start(const char *const *dirs, size_t n, struct sbx_ws_measure *m, sbx_err *err)
 {
     *m = (struct sbx_ws_measure){.pid = -1, .pidfd = -1, .out_fd = -1, .n = n};
@@ -229,9 +267,13 @@ int sbx_ws_measure_start(const char *const *dirs, size_t n, struct sbx_ws_measur
     cleanup_fd int out = memfd_create("sbx-ws-measure", MFD_CLOEXEC);
     if (out < 0)
         return sbx_err_stage(err, "monitor", errno, "memfd for the sizes");
-    pid_t pid = fork();
+    int pidfd;
+    pid_t pid = sbx_ws_helper_fork(out, &pidfd, "monitor", err);
+    if (pid < 0)
+        return -1;
     if (pid == 0) {
         /* The daemon's copy: measure, write a line per directory, exit. */
+        out = 3;
         for (size_t i = 0; i < n; i++) {
             uint64_t b;
             char line[32];
@@ -242,17 +284,6 @@ int sbx_ws_measure_start(const char *const *dirs, size_t n, struct sbx_ws_measur
                 _exit(1);
         }
         _exit(0);
-    }
-    if (pid < 0)
-        return sbx_err_stage(err, "monitor", errno, "fork");
-    /* Our child, not yet reaped: its pid cannot name another process. */
-    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (pidfd < 0) {
-        int e = errno;
-        kill(pid, SIGKILL);
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-            ;
-        return sbx_err_stage(err, "monitor", e, "pidfd_open");
     }
     m->pid = pid;
     m->pidfd = pidfd;

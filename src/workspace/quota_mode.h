@@ -59,6 +59,13 @@ int sbx_ws_project_ensure(const char *dir, uint32_t projid, uint64_t bytes, sbx_
  * not following symlinks nor crossing mounts). */
 int sbx_ws_du(const char *dir, uint64_t *bytes, sbx_err *err);
 
+/* A helper child of the daemon for slow workspace work (a walk, a format, a
+ * mount or an unmount): it runs with default signal dispositions, no fd
+ * but out (as its fd 3), dies with the daemon, at a lower priority. Returns
+ * 0 in the child, its pid in the parent with *pidfd (readable once it has
+ * ended), -1 with err. */
+pid_t sbx_ws_helper_fork(int out, int *pidfd, const char *what, sbx_err *err);
+
 /* monitor: measuring several workspaces in a helper child (fork, watched by
  * pidfd, results in a memfd), so that the loop never walks a tree. */
 struct sbx_ws_measure {

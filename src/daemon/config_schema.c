@@ -91,6 +91,8 @@ const struct setting cfg_settings[] = {
      1ull << 20, 0, -1},
     {"sandbox", "workspace_quota_mode", NULL, NULL, 0, NULL, K_WSQUOTA, OFF(workspace_quota_mode),
      0, 0, -1},
+    {"sandbox", "workspace_idle_unmount", NULL, NULL, 0, NULL, K_DURATION,
+     OFF(workspace_idle_unmount_s), 0, 30 * 86400, -1},
     {"sandbox", "total_memory", NULL, NULL, 0, "--total-memory", K_SIZE0, OFF(total_memory_bytes),
      8ull << 20, 0, -1},
     {"sandbox", "total_pids", NULL, NULL, 0, "--total-pids", K_UINT, OFF(total_pids), 0, 1u << 22,

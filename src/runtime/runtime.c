@@ -74,7 +74,9 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
         free(rt);
         return NULL;
     }
-    if (rt_monitor_init(rt, err) < 0) {
+    if (rt_monitor_init(rt, err) < 0 || rt_idle_unmount_init(rt, err) < 0) {
+        rt_monitor_fini(rt);
+        rt_idle_unmount_fini(rt);
         free(rt);
         return NULL;
     }

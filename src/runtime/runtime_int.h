@@ -124,6 +124,8 @@ struct rt_format {
     char *dir; /* the workspace directory it is for */
     struct sbx_ws_job f;
     bool unmount; /* an idle workspace's unmount, not a mount */
+    uid_t uid;    /* the owner of its root */
+    gid_t gid;
     struct event *ev;        /* the pidfd is readable */
     struct rt_task *waiters; /* tasks that hold a slot for it (linked by next) */
     struct rt_waiter *others;
@@ -149,6 +151,8 @@ struct rt_release {
 struct mounted_ws {
     char *path;
     struct sbx_clone clone;
+    uid_t uid; /* the owner of its root */
+    gid_t gid;
     bool dirty;    /* used since the last measure (monitor) */
     int64_t used_at; /* sbx_mono_ms() of its last use: idle ones are unmounted (loop) */
     bool over;     /* measured over its quota (monitor): its writers stopped */
@@ -267,6 +271,9 @@ int rt_workspace_room(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err
 /* monitor mode: start and stop measuring the workspaces in use. */
 int rt_monitor_init(struct sbx_runtime *rt, sbx_err *err);
 void rt_monitor_fini(struct sbx_runtime *rt);
+/* loop mode: start and stop the sweep of idle mounted images. */
+int rt_idle_unmount_init(struct sbx_runtime *rt, sbx_err *err);
+void rt_idle_unmount_fini(struct sbx_runtime *rt);
 /* Kill a format still running (at the runtime's end) and free it; the
  * tasks that waited for it are left to the caller (active, not queued), the
  * others are told it failed. */
@@ -278,6 +285,8 @@ void rt_format_unwait(struct rt_task *t);
 /* EBUSY when a snapshot or rollback of clone c is under way (its tasks,
  * sessions and file writes wait for none: they are refused meanwhile). */
 int rt_snapshot_busy(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err *err);
+/* Whether any snapshot operation of clone c is under way. */
+bool rt_snapshot_any(const struct sbx_runtime *rt, const struct sbx_clone *c);
 /* At the runtime's end: helpers killed and reaped, waiters told. */
 void rt_snapshots_free(struct sbx_runtime *rt);
 

@@ -101,6 +101,9 @@ struct sbx_runtime_settings {
     /* How it is enforced (never auto here: serve chose at start) and why. */
     enum sbx_ws_quota_mode workspace_quota_mode;
     const char *workspace_quota_why;
+    /* loop mode: a clone's image unused this long is unmounted (and mounted
+     * again on its next use); 0: kept mounted until the daemon stops */
+    double workspace_idle_unmount_s;
     /* Free space of the state directory's filesystem that workspace images
      * are never promised: a new image is refused (ENOSPC) when the free
      * space, less what the existing images may still grow by, less its own

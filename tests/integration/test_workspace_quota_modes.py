@@ -33,13 +33,14 @@ def tmpdir():
     return d
 
 
-def daemon(mode=None, quota="16m", prefix=(), root=None):
+def daemon(mode=None, quota="16m", prefix=(), root=None, more=""):
     state = tmpdir()
     cfg = os.path.join(state, "config.yaml")
     with open(cfg, "w") as f:
         f.write("sandbox:\n  workspace_quota: %s\n" % quota)
         if mode:
             f.write("  workspace_quota_mode: %s\n" % mode)
+        f.write(more)
         if root:
             f.write("server:\n  workspace_root: %s\n" % root)
     return ServeDaemon(state, TOKEN, config=cfg, registry=_daemons, prefix=prefix)
@@ -213,6 +214,57 @@ def monitor_stops_the_writer_and_refuses_work_until_under():
             time.sleep(0.3)
         check(st == 200 and b["exitCode"] == 0, "back under its quota: tasks run again", (st, b))
         check("workspace over quota" in d.output(whole=True), "logged", d.output())
+    finally:
+        check(d.stop() == 0, "stops with 0")
+
+
+def mounted(path):
+    out = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True,
+                         text=True).stdout.split()
+    return path in out
+
+
+def wait_for(pred, timeout=15):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+@case
+def idle_images_are_unmounted_and_mounted_again_on_use():
+    d = daemon(more="  workspace_idle_unmount: 1s\n").start()
+    try:
+        ws = os.path.join(d.state, "workspaces", "default", "default", "work")
+        st, b, _ = exec_(d, ["/bin/sh", "-c", "echo kept > f"])
+        check(st == 200 and b["exitCode"] == 0, "written", (st, b))
+        check(mounted(ws), "the image is mounted while used", ws)
+        check(wait_for(lambda: not mounted(ws)), "unused for 1 s: unmounted", ws)
+        # A task: mounted again, off the loop, and its files are there.
+        st, b, _ = exec_(d, ["cat", "f"])
+        check(st == 200 and b["stdout"] == "kept\n", "the next task sees its files", (st, b))
+        check(mounted(ws), "mounted again", ws)
+        check(wait_for(lambda: not mounted(ws)), "unmounted again", ws)
+        # The files API after an unmount.
+        st, b, _ = d.req("GET", "/runtime/files?path=f", headers=EXTENDED)
+        check(st == 200 and b == "kept\n", "the files API mounts it again", (st, b))
+        check(wait_for(lambda: not mounted(ws)), "unmounted again", ws)
+        # A live session keeps it mounted; a session started after an
+        # unmount waits for the mount.
+        st, b, _ = d.req("POST", "/runtime/start", {"sessionID": "s"}, headers=EXTENDED)
+        check(st == 200, "a session starts on an unmounted image", (st, b))
+        time.sleep(2.5)
+        check(mounted(ws), "a live session keeps it mounted", ws)
+        st, b, _ = d.req("POST", "/runtime/exec", {"sessionID": "s", "command": ["cat", "f"]},
+                         headers=EXTENDED)
+        check(st == 200 and b["stdout"] == "kept\n", "in the session: its files", (st, b))
+        st, b, _ = d.req("POST", "/runtime/stop", {"sessionID": "s"}, headers=EXTENDED)
+        check(st == 200, "session stopped", (st, b))
+        check(wait_for(lambda: not mounted(ws)), "unmounted once the session ended", ws)
+        check("workspace not" not in d.output(whole=True), "no workspace errors logged",
+              d.output())
     finally:
         check(d.stop() == 0, "stops with 0")
 

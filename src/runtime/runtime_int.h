@@ -66,6 +66,8 @@ struct rt_task {
     struct rt_task *all_next; /* in the list of active tasks */
     bool stopping;            /* canceled by its runtime's stop */
     char *kill_reason;        /* killed for this (its workspace over quota): failed */
+    /* In a session: its own cgroup ([0] what was made, [1] what it joins). */
+    struct sbx_cgroup *sub_cg;
 };
 
 /* A start request waiting for its session to be ready. */
@@ -107,7 +109,12 @@ struct rt_session {
     bool formatting;        /* waiting for its workspace image, not spawned yet */
     struct rt_waiter *waiters;
     unsigned tasks;
-    struct sbx_cg_limits lim;       /* of its cgroup; zero fields: the settings' defaults */
+    struct sbx_cg_limits lim; /* of its cgroup; zero fields: the settings' defaults */
+    /* v1: each task gets a cgroup of its own below the session's, with this
+     * CPU quota (the session's cpu limit); the session's own has none then.
+     * 0 with per_task false: its tasks share the session's cgroup (v2). */
+    bool per_task;
+    double task_cpu;
     struct sbx_policy *own_policy;  /* set through the API, or NULL */
     struct retired_policy *retired; /* replaced ones, freed with the session */
     struct rt_session *next;
@@ -153,10 +160,10 @@ struct mounted_ws {
     struct sbx_clone clone;
     uid_t uid; /* the owner of its root */
     gid_t gid;
-    bool dirty;    /* used since the last measure (monitor) */
+    bool dirty;      /* used since the last measure (monitor) */
     int64_t used_at; /* sbx_mono_ms() of its last use: idle ones are unmounted (loop) */
-    bool over;     /* measured over its quota (monitor): its writers stopped */
-    uint64_t used; /* as last measured (monitor) */
+    bool over;       /* measured over its quota (monitor): its writers stopped */
+    uint64_t used;   /* as last measured (monitor) */
     struct mounted_ws *next;
 };
 
@@ -214,6 +221,9 @@ void rt_fail_queued(struct sbx_runtime *rt, const struct sbx_clone *c, const cha
 
 /* tasks.c */
 int rt_task_start(struct rt_task *t, sbx_err *err);
+int rt_task_sub_cgroup(struct rt_task *t, const struct rt_session *x,
+                       const struct sbx_cgroup **join, sbx_err *err);
+void rt_task_sub_cgroup_free(struct rt_task *t);
 /* Record the end, tell the stream and the waiter, free the task. */
 void rt_finish(struct rt_task *t, enum sbx_task_status status, const char *error,
                const char *result, const char *out, size_t out_len, const char *errout,

@@ -80,7 +80,7 @@ def start_session(port, clone, name):
     return (time.monotonic() - t0) * 1e3
 
 
-def parallel(port, pairs, threads=8):
+def parallel(port, pairs, threads=8, fn=None):
     """Start the sessions of pairs (clone, name) from threads clients: the
     wall time (s) and each start's latency (ms)."""
     lat, errors, lock, it = [], [], threading.Lock(), iter(list(pairs))
@@ -92,7 +92,7 @@ def parallel(port, pairs, threads=8):
             if p is None:
                 return
             try:
-                ms = start_session(port, *p)
+                ms = (fn or start_session)(port, *p)
                 with lock:
                     lat.append(ms)
             except Exception as e:  # noqa: BLE001 - counted and shown
@@ -106,6 +106,21 @@ def parallel(port, pairs, threads=8):
     for t in ts:
         t.join()
     return time.monotonic() - t0, lat, errors
+
+
+def put_file(port, clone, _name):
+    """A clone made by its first file: its workspace (image formatted and
+    mounted) and nothing else, no sandbox."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    h = {"Authorization": "Bearer " + TOKEN, "X-Tenant-Code": "files", "X-Clone-Id": clone}
+    t0 = time.monotonic()
+    c.request("PUT", "/runtime/files?path=hello", body=b"hi", headers=h)
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    if r.status != 201:
+        raise RuntimeError("put %s: %d %s" % (clone, r.status, body[:300]))
+    return (time.monotonic() - t0) * 1e3
 
 
 def descendants(pid):
@@ -152,14 +167,18 @@ def main():
     ap.add_argument("--net", default="proxy")
     ap.add_argument("--quota", default="16m")
     ap.add_argument("--mode", default="auto")
+    ap.add_argument("--files-clones", type=int, default=100,
+                    help="clones made first by a file upload only (no sandbox)")
     ap.add_argument("--json")
     a = ap.parse_args()
     state = tempfile.mkdtemp(prefix="sbx-density-")
     cfg = os.path.join(state, "config.yaml")
     with open(cfg, "w") as f:
         f.write("server:\n  max_connections: 4096\n"
-                "sandbox:\n  workspace_quota: %s\n  workspace_quota_mode: %s\n"
-                "  max_clones_per_tenant: 60000\n  idle_timeout: 3600s\n" % (a.quota, a.mode))
+                "sandbox:\n  workspace_quota: %s\n"
+                "  max_clones_per_tenant: 60000\n  idle_timeout: 3600s\n" % a.quota)
+        if a.mode != "auto":  # (a daemon from before the modes knows no such key)
+            f.write("  workspace_quota_mode: %s\n" % a.mode)
     d = ServeDaemon(state, TOKEN, config=cfg, net=a.net)
     out = {"clones": a.clones, "perClone": a.per_clone, "net": a.net, "quota": a.quota,
            "load": os.getloadavg()}
@@ -167,6 +186,23 @@ def main():
         d.start(timeout=30)
         st, s, _ = d.req("GET", "/runtime/status", headers=EXTENDED)
         out["quotaMode"] = (s.get("workspaceQuota") or {}).get("mode")
+        probe = Probe(d.port)
+        probe.start()
+        time.sleep(0.5)
+        idle = list(probe.lat)
+        wall, lat, err = parallel(d.port, [("f%d" % i, "") for i in range(a.files_clones)],
+                                  fn=put_file)
+        probe.stop_.set()
+        probe.join()
+        during = probe.lat[len(idle):]
+        out["filesClones"] = {"wallS": wall, "put": summary(lat), "nErrors": len(err),
+                              "errors": err[:5], "healthzIdle": summary(idle),
+                              "healthzDuring": summary(during)}
+        print("clones by a file upload (workspace only): %d in %.2f s; put p50 %.1f p99 %.1f "
+              "ms; /healthz during p50 %.2f p99 %.2f max %.1f ms (%d probes; idle max %.1f); "
+              "errors %d" % (a.files_clones, wall, pct(lat, 50), pct(lat, 99), pct(during, 50),
+                             pct(during, 99), max(during or [0]), len(during), max(idle or [0]),
+                             len(err)), flush=True)
         rss0 = rss_kib(d.proc.pid)
         probe = Probe(d.port)
         probe.start()

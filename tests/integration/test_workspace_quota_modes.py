@@ -218,6 +218,37 @@ def monitor_stops_the_writer_and_refuses_work_until_under():
         check(d.stop() == 0, "stops with 0")
 
 
+@case
+def monitor_ends_the_sessions_of_a_clone_over_its_quota():
+    d = daemon(mode="monitor").start()
+    try:
+        st, b, _ = d.req("POST", "/runtime/start", {"sessionID": "w"}, headers=EXTENDED)
+        check(st == 200, "session started", (st, b))
+        # A writer left in the background of the session, then a task that
+        # waits: both stopped once the workspace is over.
+        st, b, _ = d.req("POST", "/runtime/exec", {"sessionID": "w", "command": [
+            "/bin/sh", "-c", "(setsid sh -c 'i=0; while [ $i -lt 200 ]; do "
+            "dd if=/dev/zero of=g$i bs=1M count=1 2>/dev/null; i=$((i+1)); sleep 0.05; "
+            "done' &); echo started"]}, headers=EXTENDED)
+        check(st == 200 and b["stdout"] == "started\n", "background writer", (st, b))
+        st, b, _ = d.req("POST", "/runtime/exec", {"sessionID": "w", "command": ["sleep", "30"],
+                                                   "timeoutSeconds": 40},
+                         headers=EXTENDED, timeout=60)
+        check(st == 200 and b["status"] in ("failed", "canceled") and b["exitCode"] != 0,
+              "the task in the session is stopped", (st, b))
+        st, s, _ = d.req("GET", "/runtime/status?sessionID=w", headers=EXTENDED)
+        check(st == 200 and s["sessionLive"] is False, "the session ended", (st, s))
+        check("over its quota" in d.output(whole=True), "the reason is logged", d.output())
+        st, ls, _ = d.req("GET", "/runtime/files?path=/", headers=EXTENDED)
+        n = len(ls["entries"])
+        time.sleep(1.5)
+        st, ls, _ = d.req("GET", "/runtime/files?path=/", headers=EXTENDED)
+        check(len(ls["entries"]) == n and n < 60, "the writer is gone: nothing more written",
+              (n, len(ls["entries"])))
+    finally:
+        check(d.stop() == 0, "stops with 0")
+
+
 def mounted(path):
     out = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True,
                          text=True).stdout.split()

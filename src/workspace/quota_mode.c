@@ -1,5 +1,6 @@
 #include "workspace/quota_mode.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <linux/dqblk_xfs.h>
@@ -208,22 +209,49 @@ int sbx_ws_project_ensure(const char *dir, uint32_t projid, uint64_t bytes, sbx_
 
 /* ---- measuring ---- */
 
-static uint64_t walk_bytes;
+#define DU_DEPTH_MAX 256 /* deeper is not counted (each level holds an fd) */
 
-static int add_blocks(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+/* The blocks below the directory dfd (closed here), on device dev: every
+ * entry is looked at from its parent's fd without following a symlink, so a
+ * task that swaps a directory for a symlink meanwhile cannot lead the walk
+ * out of its workspace. */
+static uint64_t du_fd(int dfd, dev_t dev, int depth)
 {
-    (void)path, (void)ftw;
-    if (flag != FTW_NS && flag != FTW_DNR)
-        walk_bytes += (uint64_t)st->st_blocks * 512;
-    return 0;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return 0;
+    }
+    uint64_t sum = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        sum += (uint64_t)st.st_blocks * 512;
+        if (S_ISDIR(st.st_mode) && st.st_dev == dev && depth < DU_DEPTH_MAX) {
+            int fd = openat(dirfd(d), de->d_name,
+                            O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+            if (fd >= 0)
+                sum += du_fd(fd, dev, depth + 1);
+        }
+    }
+    closedir(d);
+    return sum;
 }
 
 int sbx_ws_du(const char *dir, uint64_t *bytes, sbx_err *err)
 {
-    walk_bytes = 0;
-    if (nftw(dir, add_blocks, 32, FTW_PHYS | FTW_MOUNT) < 0)
-        return sbx_err_stage(err, "monitor", errno, "measure \"%s\"", dir);
-    *bytes = walk_bytes;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return sbx_err_stage(err, "monitor", e, "measure \"%s\"", dir);
+    }
+    *bytes = (uint64_t)st.st_blocks * 512 + du_fd(fd, st.st_dev, 0);
     return 0;
 }
 

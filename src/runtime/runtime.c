@@ -112,6 +112,7 @@ void sbx_runtime_free(struct sbx_runtime *rt)
     while (rt->formats)
         rt_format_free(rt->formats);
     rt_monitor_fini(rt);
+    rt_idle_unmount_fini(rt);
     for (struct mounted_ws *m = rt->mounted, *next; m; m = next) {
         next = m->next;
         free(m->path);

@@ -21,9 +21,11 @@ then stops the daemon (SIGTERM) and removes its state.
                    [--mode auto] [--json FILE]
 """
 import argparse
+import glob
 import http.client
 import json
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -239,16 +241,32 @@ def main():
         for line in (m or "").splitlines():
             if line.startswith("sandbox_sessions_live"):
                 live = int(float(line.split()[-1]))
+        # What the sessions' cgroups are charged (v1 memory.usage_in_bytes:
+        # their processes' pages and the kernel memory charged to them).
+        m = re.search(r"sandbox=session-([0-9a-f]+)-", d.output(whole=True))
+        charged = 0
+        if m:
+            for path in glob.glob("/sys/fs/cgroup/memory/**/sandboxd/session-%s-*/"
+                                  "memory.usage_in_bytes" % m.group(1), recursive=True):
+                try:
+                    with open(path) as f:
+                        charged += int(f.read())
+                except (OSError, ValueError):
+                    pass
         out["rest"] = {"wallS": wall, "start": summary(lat), "nErrors": len(err),
                        "errors": err[:5]}
         out["memory"] = {"sessionsLive": live, "processes": len(kids),
                          "daemonRssKiB": rss, "daemonRssAtStartKiB": rss0,
                          "sessionsPssKiB": pss,
-                         "perSessionKiB": (pss + rss - rss0) / max(1, live or 1)}
+                         "perSessionKiB": (pss + rss - rss0) / max(1, live or 1),
+                         "cgroupsChargedKiB": charged // 1024,
+                         "chargedPerSessionKiB": charged / 1024 / max(1, live or 1)}
         print("live sessions %s, %d processes; daemon RSS %.1f MiB (%.1f at start); "
-              "sessions' PSS %.1f MiB; per session %.0f KiB (PSS + daemon growth)" % (
+              "sessions' PSS %.1f MiB; per session %.0f KiB (PSS + daemon growth); "
+              "charged to the sessions' memory cgroups %.0f KiB each" % (
                   live, len(kids), rss / 1024, rss0 / 1024, pss / 1024,
-                  out["memory"]["perSessionKiB"]), flush=True)
+                  out["memory"]["perSessionKiB"], out["memory"]["chargedPerSessionKiB"]),
+              flush=True)
         ex = []
         for i in range(20):
             t0 = time.monotonic()

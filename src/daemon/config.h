@@ -191,9 +191,9 @@ struct sbx_config {
     char *workspace_root; /* <root>/<tenant>/[<cloneKey>/]<cloneId>/work */
     char *control_dir;
     char *snapshot_dir; /* workspace snapshots' store */
-    char *runtime_id;  /* NULL: the daemon picks one */
-    char *tenant_code; /* the default clone of requests that name none */
-    char *clone_key;   /* NULL: none */
+    char *runtime_id;   /* NULL: the daemon picks one */
+    char *tenant_code;  /* the default clone of requests that name none */
+    char *clone_key;    /* NULL: none */
     char *clone_id;
     struct sbx_token *tokens; /* none: the daemon generates one on first start */
     size_t n_tokens;
@@ -204,7 +204,7 @@ struct sbx_config {
     uint64_t max_body_bytes;
     double header_timeout_s;
     double connection_idle_timeout_s;
-    bool metrics_tenant_label; /* a series per tenant: the operator's choice */
+    bool metrics_tenant_label;    /* a series per tenant: the operator's choice */
     uint64_t store_reserve_bytes; /* kept beside the database for its writes on a full disk */
     uint64_t disk_reserve_bytes;  /* of the state dir's filesystem, never promised to images */
     uint64_t max_connections_per_address; /* 0: the server's default */

@@ -130,6 +130,7 @@ static int set_defaults(struct loader *L)
     c->total_cpu_cores = 2;
     c->max_clones_per_tenant = 1000;
     c->idle_timeout_s = 600;
+    c->workspace_idle_unmount_s = 300;
     c->net = SBX_NET_PROXY;
     c->mount_sandbox = true;
     c->seccomp = SBX_SECCOMP_DEFAULT;

@@ -69,6 +69,8 @@
  *       output_limit: 64m
  *       tmp_size: 1g
  *     workspace_quota: 1g      # per clone
+ *     workspace_quota_mode: auto # auto|loop|project|monitor: how it is enforced
+ *     workspace_idle_unmount: 300s # an image unused this long is unmounted (loop mode)
  *     max_clones_per_tenant: 1000
  *     idle_timeout: 600s       # CLAW_IDLE_TIMEOUT_SEC: a session idle this long is stopped
  *     network_policy: proxy    # none|proxy|host (seed's `bridge` = proxy);
@@ -219,6 +221,8 @@ struct sbx_config {
     struct sbx_limits limits; /* defaults, each <= max */
     struct sbx_limits max;
     uint64_t workspace_quota_bytes;
+    enum sbx_ws_quota_mode workspace_quota_mode; /* auto|loop|project|monitor */
+    double workspace_idle_unmount_s;             /* an unused image is unmounted */
     /* The aggregate caps over all sandboxes, on the sandboxd/ parent cgroup
      * (0: none); the seed's container of 2 cores, 3 GB, 512 processes. */
     uint64_t total_memory_bytes, total_pids;

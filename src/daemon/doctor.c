@@ -3,22 +3,34 @@
  * therefore apply. Exit 0 when full isolation is possible, 1 when something
  * required is missing (the warnings say what), 2 for a bad option. */
 #include <jansson.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "daemon/cmd.h"
 #include "daemon/doctor_envs.h"
 #include "isolate/probe_host.h"
+#include "workspace/quota_mode.h"
 
 #define KEY_WIDTH 20
+
+/* The workspace quota modes serve could take here. */
+struct wsq_probe {
+    char root[PATH_MAX]; /* the default workspace root, or its nearest existing parent */
+    bool loop, project;
+    char loop_why[160], project_why[240];
+    enum sbx_ws_quota_mode automatic;
+};
 
 struct doctor {
     struct sbx_host_probe probe;
     struct sbx_cg_host cg;
     struct sbx_isolation_plan plan;
     json_t *envs; /* --config: its environments (doctor_envs.c) */
+    struct wsq_probe wsq;
 };
 
 static void doctor_usage(FILE *f)
@@ -190,6 +202,40 @@ static void text_plan(const struct sbx_isolation_plan *plan)
            plan->full ? "full isolation available" : "full isolation NOT possible on this host");
 }
 
+/* ---- the workspace quota (serve's sandbox.workspace_quota_mode) ---- */
+
+static void wsq_probe(struct wsq_probe *w)
+{
+    const char *env = getenv("CLAW_WORKSPACE");
+    snprintf(w->root, sizeof(w->root), "%s",
+             env && env[0] == '/' ? env : "/var/lib/sandbox/workspaces");
+    struct stat st;
+    for (char *slash; stat(w->root, &st) < 0 && (slash = strrchr(w->root, '/'));)
+        slash == w->root ? (void)(w->root[1] = '\0') : (void)(*slash = '\0');
+    w->loop = sbx_ws_quota_loop_usable(w->loop_why, sizeof(w->loop_why));
+    w->project = sbx_ws_quota_project_usable(w->root, w->project_why, sizeof(w->project_why));
+    w->automatic = w->loop ? SBX_WSQ_LOOP : w->project ? SBX_WSQ_PROJECT : SBX_WSQ_MONITOR;
+}
+
+static void text_wsq(const struct wsq_probe *w)
+{
+    printf("\nWorkspace quota (serve: sandbox.workspace_quota_mode)\n");
+    line("loop", "%s (%s)", yes_no(w->loop), w->loop_why);
+    line("project", "%s (%s, on %s)", yes_no(w->project), w->project_why, w->root);
+    line("auto picks", "%s%s", sbx_ws_quota_mode_name(w->automatic),
+         sbx_ws_quota_mode_kernel(w->automatic)
+             ? ""
+             : " (weaker: the daemon measures workspaces and stops writers over the quota)");
+}
+
+static json_t *wsq_json(const struct wsq_probe *w)
+{
+    return json_pack("{s:{s:b, s:s}, s:{s:b, s:s, s:s}, s:s, s:b}", "loop", "available", w->loop,
+                     "why", w->loop_why, "project", "available", w->project, "why", w->project_why,
+                     "root", w->root, "auto", sbx_ws_quota_mode_name(w->automatic),
+                     "kernelEnforced", sbx_ws_quota_mode_kernel(w->automatic));
+}
+
 /* ---- JSON ---- */
 
 static json_t *feature_json(struct sbx_feature f)
@@ -289,6 +335,7 @@ static json_t *doctor_json(const struct doctor *d)
     json_object_set_new(o, "pidfd", json_boolean(p->pidfd.ok));
 
     json_object_set_new(o, "isolation", plan_json(&d->plan));
+    json_object_set_new(o, "workspaceQuota", wsq_json(&d->wsq));
     json_t *warnings = json_array(), *missing = json_array();
     for (size_t i = 0; i < d->plan.n_warn; i++) {
         json_array_append_new(warnings, json_string(d->plan.warn[i].text));
@@ -362,10 +409,12 @@ int sbx_cmd_doctor(int argc, char **argv)
     }
     sbx_isolation_plan_make(&d.probe, &d.cg, &d.plan);
     int rc = 0;
+    wsq_probe(&d.wsq);
     if (json) {
         rc = print_json(&d);
     } else {
         text_host(&d);
+        text_wsq(&d.wsq);
         text_plan(&d.plan);
         if (d.envs)
             sbx_doctor_environments_text(d.envs);

@@ -56,6 +56,9 @@ struct serve {
     struct event *prune;
     struct image_job *images; /* the environments' image helpers, one per image */
     char token[65];           /* generated on first start when none is configured */
+    /* how workspace quotas are enforced, and why */
+    enum sbx_ws_quota_mode wsq;
+    char wsq_why[512];
 };
 
 static int mkdir_p(const char *path, mode_t mode, sbx_err *err)
@@ -224,6 +227,11 @@ static void status_totals(void *ud, json_t *status)
         json_array_append_new(envs, o);
     }
     json_object_set_new(status, "environments", envs);
+    json_object_set_new(status, "workspaceQuota",
+                        json_pack("{s:s, s:I, s:s, s:s}", "mode", sbx_ws_quota_mode_name(s->wsq),
+                                  "bytes", (json_int_t)s->cfg.workspace_quota_bytes, "enforcement",
+                                  sbx_ws_quota_mode_kernel(s->wsq) ? "kernel" : "monitor (weaker)",
+                                  "why", s->wsq_why));
 }
 
 /* ---- environments' images: unpacked once by a helper child each ---- */
@@ -655,6 +663,14 @@ int sbx_cmd_serve(int argc, char **argv)
     recover(&s);
     struct sbx_runtime_settings rs;
     sbx_settings_from_config(&rs, &s.cfg);
+    if (sbx_ws_quota_choose(s.cfg.workspace_quota_mode, s.cfg.workspace_root, &s.wsq, s.wsq_why,
+                            sizeof(s.wsq_why), &e) < 0)
+        goto fail;
+    rs.workspace_quota_mode = s.wsq;
+    rs.workspace_quota_why = s.wsq_why;
+    sbx_log(sbx_ws_quota_mode_kernel(s.wsq) ? SBX_LOG_INFO : SBX_LOG_WARN,
+            "workspace quota mode=%s enforcement=%s why=%s", sbx_ws_quota_mode_name(s.wsq),
+            sbx_ws_quota_mode_kernel(s.wsq) ? "kernel" : "monitor", s.wsq_why);
     struct sbx_runtime_opts ro = {.base = s.base,
                                   .store = s.store,
                                   .settings = &rs,
@@ -714,8 +730,9 @@ int sbx_cmd_serve(int argc, char **argv)
     if (loop_add(s.prune = event_new(s.base, -1, EV_PERSIST, on_prune, &s), &every,
                  "the retention timer", &e) < 0)
         goto fail;
-    printf("sandboxd: listening on %s (cgroups %s, network %s)\n", sbx_http_server_address(s.http),
-           sbx_cg_mode_name(s.cg_host.mode), sbx_net_policy_name(s.cfg.net));
+    printf("sandboxd: listening on %s (cgroups %s, network %s, workspace quota %s)\n",
+           sbx_http_server_address(s.http), sbx_cg_mode_name(s.cg_host.mode),
+           sbx_net_policy_name(s.cfg.net), sbx_ws_quota_mode_name(s.wsq));
     if (s.token[0])
         printf("sandboxd: API token (generated, kept in %s/api-token): %s\n", s.cfg.state_dir,
                s.token);

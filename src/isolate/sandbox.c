@@ -571,6 +571,7 @@ static int make_cgroup(struct spawn *s, sbx_err *err)
     if (sbx_cgroup_create(spec->cg_host, spec->name, &lim, &sb->cg, err) < 0)
         return -1;
     sb->cg_made = true;
+    sb->cg.subs = spec->session;
     return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "base/strv.h"
 #include "isolate/sandbox.h"
 #include "net/netpolicy.h"
+#include "workspace/quota_mode.h"
 
 enum sbx_language { SBX_LANG_PYTHON = 0, SBX_LANG_NODE, SBX_LANG_SHELL };
 const char *sbx_language_name(enum sbx_language l); /* "python", "node", "shell" */
@@ -125,6 +126,12 @@ struct sbx_runtime_settings {
     struct sbx_limits limits; /* a task's defaults, each <= max */
     struct sbx_limits max;    /* the most a request may ask for */
     uint64_t workspace_quota_bytes;
+    /* How it is enforced (never auto here: serve chose at start) and why. */
+    enum sbx_ws_quota_mode workspace_quota_mode;
+    const char *workspace_quota_why;
+    /* loop mode: a clone's image unused this long is unmounted (and mounted
+     * again on its next use); 0: kept mounted until the daemon stops */
+    double workspace_idle_unmount_s;
     /* Free space of the state directory's filesystem that workspace images
      * are never promised: a new image is refused (ENOSPC) when the free
      * space, less what the existing images may still grow by, less its own

@@ -70,6 +70,14 @@ int rt_snapshot_busy(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err 
     return 0;
 }
 
+bool rt_snapshot_any(const struct sbx_runtime *rt, const struct sbx_clone *c)
+{
+    for (const struct rt_snapjob *j = rt->snapjobs; j; j = j->next)
+        if (same_clone(&j->clone, c->tenant, c->key, c->id))
+            return true;
+    return false;
+}
+
 /* Whether the clone has anything that may write to its workspace. */
 static int clone_quiet(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err *err)
 {

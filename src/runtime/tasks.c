@@ -102,7 +102,35 @@ static void task_free(struct rt_task *t)
     sbx_env_free(t->env);
     free(t->stdin_data);
     free(t->workspace);
+    free(t->kill_reason);
+    rt_task_sub_cgroup_free(t);
     free(t);
+}
+
+/* A task of a session: a cgroup of its own below the session's with the
+ * session's CPU quota; what it joins is in *join (t->sub_cg[1]). */
+int rt_task_sub_cgroup(struct rt_task *t, const struct rt_session *x,
+                       const struct sbx_cgroup **join, sbx_err *err)
+{
+    if (!(t->sub_cg = calloc(2, sizeof(*t->sub_cg))))
+        return sbx_err_set(err, ENOMEM, "task cgroup");
+    if (sbx_cgroup_create_sub(&x->sb.cg, t->name, x->task_cpu, &t->sub_cg[1], &t->sub_cg[0], err) <
+        0) {
+        free(sbx_steal_pointer(&t->sub_cg));
+        return -1;
+    }
+    *join = &t->sub_cg[1];
+    return 0;
+}
+
+/* Its own cgroup, once it has ended: removed when empty; a busy one (a
+ * background process it left in the session) goes with the session's. */
+void rt_task_sub_cgroup_free(struct rt_task *t)
+{
+    if (!t->sub_cg)
+        return;
+    (void)sbx_cgroup_remove(&t->sub_cg[0], NULL);
+    free(sbx_steal_pointer(&t->sub_cg));
 }
 
 static void unlink_active(struct sbx_runtime *rt, struct rt_task *t)
@@ -241,6 +269,8 @@ static void on_task_done(void *ud, struct sbx_task *et)
         rt_session_touch(t->in_session);
     }
     const char *error = st == SBX_TASK_SUCCEEDED ? "" : r->message;
+    if (t->kill_reason && st != SBX_TASK_SUCCEEDED) /* stopped as a writer over its quota */
+        st = SBX_TASK_FAILED, error = t->kill_reason;
     if (sbx_log_enabled(SBX_LOG_INFO)) {
         char tenant[128], session[128], why[300];
         sbx_log(SBX_LOG_INFO,
@@ -363,6 +393,8 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
     if (x) {
         to.spec.join_pidfd = x->sb.pidfd;
         to.spec.join_cg = &x->sb.cg;
+        if (x->per_task && rt_task_sub_cgroup(t, x, &to.spec.join_cg, err) < 0)
+            return -1;
         to.spec.workspace = x->workspace;
         to.spec.host_net = set->net == SBX_NET_HOST;
         to.spec.net_rules = NULL;

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -301,8 +302,8 @@ static void tell_ended(sbx_http_request *req)
         ended(req->ended_ud);
 }
 
-/* The client is gone while its connection was parked (or we are stopping):
- * tell the owner, then wake the connection so MHD closes it. */
+/* The client is gone while its request was in progress (or we are
+ * stopping): tell the owner, then wake the connection so MHD closes it. */
 void sbx_http__client_gone(sbx_http_request *req)
 {
     req->gone = true;
@@ -310,36 +311,48 @@ void sbx_http__client_gone(sbx_http_request *req)
     fire_cancel(req);
     if (req->suspended)
         sbx_http__resume(req);
+    else
+        kick(req->srv);
 }
 
-/* MHD does not watch a parked connection, so a client that hangs up would
- * go unnoticed until we answer: watch for the end of its stream ourselves. */
+/* The end of a request's connection, watched from its first parking (an
+ * answer deferred, an event stream, a paused upload) until the request
+ * ends, parked or not: MHD does not watch a parked connection, and never
+ * reads one whose answer it is writing, so a client that hangs up would go
+ * unnoticed until the next write fails (an event stream's heartbeat).
+ *
+ * The watch is edge-triggered on EV_READ and asks poll() what happened,
+ * reading nothing: libevent 2.1's epoll backend reports a reset
+ * connection (EPOLLERR, EPOLLHUP) as EV_READ|EV_WRITE and never as
+ * EV_CLOSED, so a watch for EV_CLOSED alone missed every client that closed
+ * with unread data (an unread heartbeat or first comment makes the close a
+ * reset), and the loop spun on the unreported level-triggered EPOLLERR
+ * meanwhile (issue 16.8). */
 static void on_watch(evutil_socket_t fd, short what, void *arg)
 {
     sbx_http_request *req = arg;
-    if (!(what & EV_CLOSED)) {
-        char c;
-        ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n > 0) {
-            /* A pipelined next request: it cannot be read now, and polling
-             * for it would spin. MHD sees the connection again on resume. */
-            watch_stop(req);
-            return;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-            return;
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0)
+        return;
+    if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) {
+        sbx_http__client_gone(req); /* reset, or shut both ways */
+        return;
     }
-    sbx_http__client_gone(req);
+    /* The client ended its side. Within a body still arriving the body
+     * watch decides (the bytes before the end are still to be read). */
+    if ((p.revents & POLLRDHUP) && !req->has_body)
+        sbx_http__client_gone(req);
+    /* Otherwise only data: a pipelined next request, read by MHD later. */
 }
 
-static void watch_start(sbx_http_request *req)
+void sbx_http__watch(sbx_http_request *req)
 {
-    if (req->watch || !req->cc || req->cc->fd < 0)
+    if (req->watch || req->gone || !req->cc || req->cc->fd < 0)
         return;
-    short what = req->srv->early_close ? EV_CLOSED : EV_READ;
-    req->watch = event_new(req->srv->base, req->cc->fd, what | EV_PERSIST, on_watch, req);
-    if (req->watch)
-        event_add(req->watch, NULL);
+    req->watch =
+        event_new(req->srv->base, req->cc->fd, EV_READ | EV_ET | EV_PERSIST, on_watch, req);
+    if (req->watch && event_add(req->watch, NULL) < 0)
+        watch_stop(req);
 }
 
 void sbx_http__suspend(sbx_http_request *req)
@@ -348,14 +361,13 @@ void sbx_http__suspend(sbx_http_request *req)
         return;
     sbx_mhd.suspend_connection(req->conn);
     req->suspended = true;
-    watch_start(req);
+    sbx_http__watch(req);
 }
 
 void sbx_http__resume(sbx_http_request *req)
 {
     if (!req->suspended)
         return;
-    watch_stop(req);
     req->suspended = false;
     sbx_mhd.resume_connection(req->conn);
     kick(req->srv);

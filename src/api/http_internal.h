@@ -170,7 +170,7 @@ struct sbx_http_request {
     bool in_chunk;       /* inside the sink's chunk callback */
     bool body_paused;    /* the sink took part of a chunk: suspended until resumed */
     bool resume_asked;   /* sbx_http_req_resume_body() from inside the chunk callback */
-    struct event *watch; /* notices a disconnect while parked */
+    struct event *watch; /* notices a disconnect, from the first parking on */
     /* Called once when the request ends with its answer still kept by its
      * maker (an event stream): the client is gone, or the server stops. */
     void (*ended)(void *ud);
@@ -186,6 +186,9 @@ struct sbx_http_request {
 /* Park / wake the connection of req (parking only from an MHD callback). */
 void sbx_http__suspend(sbx_http_request *req);
 void sbx_http__resume(sbx_http_request *req);
+/* Watch req's connection for the client's end until the request ends
+ * (parked or not); from its first parking, and for every event stream. */
+void sbx_http__watch(sbx_http_request *req);
 /* The client is gone (or nothing can be said to it): tell the owner, and
  * wake the connection so MHD closes it. */
 void sbx_http__client_gone(sbx_http_request *req);

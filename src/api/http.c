@@ -3,7 +3,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -319,40 +318,35 @@ void sbx_http__client_gone(sbx_http_request *req)
  * answer deferred, an event stream, a paused upload) until the request
  * ends, parked or not: MHD does not watch a parked connection, and never
  * reads one whose answer it is writing, so a client that hangs up would go
- * unnoticed until the next write fails (an event stream's heartbeat).
- *
- * The watch is edge-triggered on EV_READ and asks poll() what happened,
- * reading nothing: libevent 2.1's epoll backend reports a reset
- * connection (EPOLLERR, EPOLLHUP) as EV_READ|EV_WRITE and never as
- * EV_CLOSED, so a watch for EV_CLOSED alone missed every client that closed
- * with unread data (an unread heartbeat or first comment makes the close a
- * reset), and the loop spun on the unreported level-triggered EPOLLERR
- * meanwhile (issue 16.8). */
+ * unnoticed until the next write fails (an event stream's heartbeat). The
+ * relay (http_relay.c) reads the client's socket and sees its end at once,
+ * a reset included (issue 16.8); this looks at what it saw. */
 static void on_watch(evutil_socket_t fd, short what, void *arg)
 {
     sbx_http_request *req = arg;
-    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
-    if (poll(&p, 1, 0) <= 0)
+    bool reset = false;
+    if (req->gone || !req->cc || !req->cc->relay ||
+        !sbx_http__relay_client_gone(req->cc->relay, &reset))
         return;
-    if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) {
-        sbx_http__client_gone(req); /* reset, or shut both ways */
-        return;
-    }
-    /* The client ended its side. Within a body still arriving the body
+    /* The client ended its side: within a body still arriving, the body
      * watch decides (the bytes before the end are still to be read). */
-    if ((p.revents & POLLRDHUP) && !req->has_body)
+    if (reset || !req->has_body)
         sbx_http__client_gone(req);
-    /* Otherwise only data: a pipelined next request, read by MHD later. */
 }
 
 void sbx_http__watch(sbx_http_request *req)
 {
-    if (req->watch || req->gone || !req->cc || req->cc->fd < 0)
+    if (req->watch || req->gone || !req->cc)
         return;
-    req->watch =
-        event_new(req->srv->base, req->cc->fd, EV_READ | EV_ET | EV_PERSIST, on_watch, req);
-    if (req->watch && event_add(req->watch, NULL) < 0)
-        watch_stop(req);
+    req->watch = event_new(req->srv->base, -1, 0, on_watch, req);
+    if (req->watch)
+        event_active(req->watch, EV_TIMEOUT, 0); /* the client may have ended already */
+}
+
+void sbx_http__client_ended(sbx_http_request *req)
+{
+    if (req->watch)
+        event_active(req->watch, EV_TIMEOUT, 0);
 }
 
 void sbx_http__suspend(sbx_http_request *req)
@@ -441,6 +435,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     fire_cancel(req);
     tell_ended(req);
     if (req->cc) {
+        if (req->cc->relay)
+            sbx_http__relay_completed(req->cc->relay, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
         req->cc->req = NULL;
         req->cc->bad_nul = false;
         sbx_http__body_timer(req->cc, false);
@@ -622,6 +618,7 @@ void sbx_http_server_free(sbx_http_server *srv)
         return;
     if (srv->mhd)
         stop_mhd(srv);
+    sbx_http__relays_free(srv);
     if (srv->io_ev)
         event_free(srv->io_ev);
     if (srv->timer_ev)

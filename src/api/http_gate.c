@@ -341,6 +341,8 @@ static void cc_free(struct conn_ctx *cc)
         event_free(cc->body_timer);
     if (cc->body_watch)
         event_free(cc->body_watch);
+    if (cc->relay)
+        sbx_http__relay_conn_closed(cc->relay);
     if (!cc->conn && cc->fd >= 0)
         close(cc->fd);
     if (cc->at_gate) {
@@ -380,14 +382,14 @@ static void on_linger(evutil_socket_t fd, short what, void *arg)
  * shut, then what the client still sends read and dropped for a moment, so
  * that unread bytes do not make the kernel reset the connection before the
  * client has read the answer. */
-static void gate_answer(struct conn_ctx *cc, unsigned status, const char *code, const char *msg)
+char *sbx_http__error_text(unsigned status, const char *code, const char *msg)
 {
-    sbx_http_server *srv = cc->srv;
     static const struct {
         unsigned status;
         const char *reason;
     } reasons[] = {{400, "Bad Request"},
                    {408, "Request Timeout"},
+                   {413, "Content Too Large"},
                    {414, "URI Too Long"},
                    {429, "Too Many Requests"},
                    {431, "Request Header Fields Too Large"},
@@ -401,15 +403,24 @@ static void gate_answer(struct conn_ctx *cc, unsigned status, const char *code, 
     json_t *body = sbx_json_error_body(code, msg);
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
-    char out[1536];
-    int n = snprintf(out, sizeof(out),
-                     "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                     "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
-                     "Connection: close\r\n\r\n%s\n",
-                     status, reason, text ? strlen(text) + 1 : 1, text ? text : "");
+    char *out = NULL;
+    if (asprintf(&out,
+                 "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                 "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
+                 "Connection: close\r\n\r\n%s\n",
+                 status, reason, text ? strlen(text) + 1 : 1, text ? text : "") < 0)
+        out = NULL;
     free(text);
-    if (n > 0 && (size_t)n < sizeof(out))
-        (void)!send(cc->fd, out, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    return out;
+}
+
+static void gate_answer(struct conn_ctx *cc, unsigned status, const char *code, const char *msg)
+{
+    sbx_http_server *srv = cc->srv;
+    char *out = sbx_http__error_text(status, code, msg);
+    if (out)
+        (void)!send(cc->fd, out, strlen(out), MSG_DONTWAIT | MSG_NOSIGNAL);
+    free(out);
     shutdown(cc->fd, SHUT_WR);
     uncount(cc); /* its place goes to the next client at once */
     if (cc->header_timer)
@@ -433,16 +444,23 @@ static void gate_answer(struct conn_ctx *cc, unsigned status, const char *code, 
 static void handoff(struct conn_ctx *cc)
 {
     sbx_http_server *srv = cc->srv;
+    int mhd_fd;
+    if (sbx_http__relay_start(cc, &mhd_fd) < 0) {
+        gate_answer(cc, 503, "unavailable", "the server is out of resources; retry later");
+        return;
+    }
     event_free(cc->gate_ev);
     cc->gate_ev = NULL;
     gate_unlink(cc);
+    cc->fd = mhd_fd; /* the client's socket is the relay's now */
     srv->adopting = cc;
     sbx_mhd.add_connection(srv->mhd, cc->fd, (const struct sockaddr *)&cc->addr, cc->addrlen);
     if (srv->adopting == cc) {
-        /* Never started: libmicrohttpd refused it and closed the socket.
+        /* Never started: libmicrohttpd refused it and closed its end.
          * (Once started, cc is libmicrohttpd's, freed at its close.) */
         srv->adopting = NULL;
         cc->fd = -1;
+        sbx_http__relay_free(cc->relay);
         cc_free(cc);
         return;
     }
@@ -451,7 +469,7 @@ static void handoff(struct conn_ctx *cc)
 
 /* The end of the request head that starts at buf[from] (just after its
  * empty line), or 0 when it is not all in buf[..n). */
-static size_t head_end(const char *buf, size_t from, size_t n)
+size_t sbx_http__head_end(const char *buf, size_t from, size_t n)
 {
     for (size_t i = from; i < n; i++)
         if (buf[i] == '\n' && ((i >= from + 1 && buf[i - 1] == '\n') ||
@@ -544,7 +562,7 @@ static int check_pipelined(sbx_http_server *srv, size_t off, const struct sbx_ht
         }
         if (off == n)
             return 0;
-        size_t end = head_end(srv->peek, off, n);
+        size_t end = sbx_http__head_end(srv->peek, off, n);
         if (!end && n > srv->head_limits.max_head) {
             snprintf(h->msg, sizeof(h->msg),
                      "pipelined request %d: the requests' heads are over the %zu-byte limit", k,
@@ -579,7 +597,7 @@ static void on_gate_read(evutil_socket_t fd, short what, void *arg)
     }
     if (n < 0)
         return;
-    size_t end = head_end(srv->peek, 0, (size_t)n);
+    size_t end = sbx_http__head_end(srv->peek, 0, (size_t)n);
     if (!end) {
         if ((size_t)n > max) {
             char msg[96];

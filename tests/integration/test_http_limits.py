@@ -205,6 +205,96 @@ def protocol_errors_are_one_json_answer_each():
         d.stop()
 
 
+def read_one_answer(s, limit=5.0):
+    """One whole answer on a kept-alive connection (Content-Length framed)."""
+    s.settimeout(limit)
+    out = b""
+    while b"\r\n\r\n" not in out:
+        b = s.recv(65536)
+        check(b, "an answer", out)
+        out += b
+    head, _, body = out.partition(b"\r\n\r\n")
+    n = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+    while len(body) < n:
+        b = s.recv(65536)
+        check(b, "the whole body", out)
+        body += b
+    return head, body
+
+
+def no_html(what, out):
+    check(b"<html" not in out.lower() and b"text/html" not in out.lower(),
+          "%s: no HTML page" % what, out[:600])
+
+
+@S.case
+def later_requests_and_deep_chunks_are_checked_too():
+    """Issue 17.6: a malformed request sent on a kept-alive connection after
+    an earlier answer, and a malformed chunk beyond the first 8 KiB of a
+    body, get our JSON error too (they got libmicrohttpd's HTML page)."""
+    d = daemon()
+    good = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    try:
+        for what, data, want in PROTOCOL_CASES:
+            s = d.sock(5)
+            try:
+                s.sendall(good)
+                head, body = read_one_answer(s)
+                check(head.startswith(b"HTTP/1.1 200"), "%s: the first answer" % what, head)
+                time.sleep(0.05)  # the answer is out; the next request comes later
+                s.sendall(data)
+                try:
+                    s.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+                out = read_answer(s, 5)
+            finally:
+                s.close()
+            no_html(what, out)
+            # a case that pipelines a good request first has its answer first
+            heads = list(re.finditer(rb"(?:^|\n)HTTP/1\.1 (\d{3}) ", out))
+            statuses = [int(m.group(1)) for m in heads]
+            check(statuses and statuses[-1] == want and len(statuses) <= 2,
+                  "%s, after an answer: a %d answer last" % (what, want), out[:600])
+            last = out[heads[-1].start():]
+            _, _, b = last.partition(b"\r\n\r\n")
+            try:
+                err = json.loads(b)["error"]
+            except (ValueError, KeyError, TypeError):
+                err = None
+            check(isinstance(err, dict) and err.get("code") and err.get("message"),
+                  "%s, after an answer: our JSON error" % what, out[:600])
+        # deep in a chunked body: 20 KiB of good chunks, then a bad one
+        auth = b"Authorization: Bearer " + TOKEN.encode() + b"\r\n"
+        good_chunks = (b"400\r\n" + b" " * 0x400 + b"\r\n") * 20
+        for what, bad, want in (
+                ("a size that is not hex", b"zz\r\n{}\r\n0\r\n\r\n", 400),
+                ("a chunk longer than its size", b"2\r\n{}}}\r\n0\r\n\r\n", 400),
+                ("a size of 20 hex digits", b"f" * 20 + b"\r\n", 413),
+                ("a trailer", b"0\r\nX-T: 1\r\n\r\n", 400)):
+            for first in (b"", good):
+                data = (first + b"POST /runtime/tasks HTTP/1.1\r\nHost: x\r\n" + auth +
+                        b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        + good_chunks + bad)
+                st, body, out = raw(d, data, limit=5)
+                label = "%s after 20 KiB of chunks%s" % (what, " (second request)" if first else "")
+                no_html(label, out)
+                statuses = [int(m) for m in re.findall(rb"(?:^|\n)HTTP/1\.1 (\d{3}) ", out)]
+                check(statuses == ([200] if first else []) + [want],
+                      "%s: answered %d in our JSON" % (label, want), out[:800])
+                check(out.rstrip().endswith(b"}}") and b'"error"' in out, "%s: JSON" % label,
+                      out[-300:])
+        # a good body after all that: the server is fine
+        body = json.dumps({"command": ["true"]}).encode()
+        st, b, out = raw(d, b"POST /runtime/exec HTTP/1.1\r\nHost: x\r\n" + auth +
+                         b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
+                         b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n", limit=30,
+                         shut=False)
+        check(st == 200, "a chunked exec", out[:600])
+    finally:
+        d.stop()
+
+
 @S.case
 def valid_requests_pass_the_gate():
     """The head check lets ordinary requests through: HTTP/1.0, leading empty

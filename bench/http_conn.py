@@ -3,7 +3,10 @@
 keep-alive: GET /healthz round trips on loopback, one client, N each way.
 
 Usage: SANDBOXD=build/sandboxd python3 bench/http_conn.py [N] (default 3000,
-three rounds; prints the median of each)."""
+three rounds; prints the median of each).
+       SANDBOXD=build/sandboxd python3 bench/http_conn.py exec [N] (default 300):
+POST /runtime/exec {"command": ["true"]} round trips on one kept-alive
+connection, three rounds, with the /healthz keep-alive median beside."""
 import os
 import socket
 import statistics
@@ -53,7 +56,43 @@ def connect(port):
     return c
 
 
+EXEC = (b'POST /runtime/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ' + TOKEN.encode() +
+        b'\r\nContent-Type: application/json\r\nContent-Length: 22\r\n\r\n{"command": ["true"]}\n')
+
+
+def exec_main(n):
+    d = tempfile.mkdtemp(prefix="sbx-bench-conn-")
+    dm = Daemon(os.path.join(d, "state"), TOKEN).start()
+    try:
+        for _ in range(3):
+            s = connect(dm.port)
+            times = []
+            for _ in range(n):
+                t = time.perf_counter()
+                s.sendall(EXEC)
+                out = b""
+                while b'"exitCode"' not in out or not out.endswith(b"}\n"):
+                    b = s.recv(65536)
+                    if not b:
+                        raise OSError("closed")
+                    out += b
+                times.append(time.perf_counter() - t)
+            hz = []
+            for _ in range(n * 10):
+                t = time.perf_counter()
+                roundtrip(s)
+                hz.append(time.perf_counter() - t)
+            s.close()
+            print("keep-alive exec p50 %.3f ms (p90 %.3f); /healthz p50 %.3f ms"
+                  % (statistics.median(times) * 1e3, sorted(times)[int(n * 0.9)] * 1e3,
+                     statistics.median(hz) * 1e3))
+    finally:
+        dm.stop()
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "exec":
+        return exec_main(int(sys.argv[2]) if len(sys.argv) > 2 else 300)
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
     d = tempfile.mkdtemp(prefix="sbx-bench-conn-")
     dm = Daemon(os.path.join(d, "state"), TOKEN).start()

@@ -1,7 +1,8 @@
 /* The gate in front of libmicrohttpd: the server accepts its own
  * connections, reads each new connection's first request head (peeking,
  * so nothing is consumed) and checks it before the connection is handed to
- * libmicrohttpd with MHD_add_connection(). What it refuses is answered here
+ * libmicrohttpd with MHD_add_connection() (through the relay, http_relay.c,
+ * which checks every later byte the same way). What it refuses is answered here
  * with our JSON error and the connection closed: libmicrohttpd's own error
  * answers are HTML (and were framed twice for some), and a few heads it
  * never answered at all (an unsupported Transfer-Encoding, hundreds of

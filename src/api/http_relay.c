@@ -31,7 +31,7 @@
 
 #define RELAY_HIGH (256u << 10)
 #define RELAY_LOW (64u << 10)
-#define RELAY_READ (16u << 10)
+#define RELAY_READ (64u << 10)
 
 enum vstate {
     V_HEAD,     /* a request head (buffered until complete and checked) */

@@ -32,6 +32,11 @@
 #define RELAY_HIGH (256u << 10)
 #define RELAY_LOW (64u << 10)
 #define RELAY_READ (64u << 10)
+/* At the close: what the client still sends is read and dropped for a
+ * moment, so that unread bytes do not make the kernel reset the connection
+ * before the client has read the last answer (as the gate does). */
+#define RELAY_LINGER_S 2
+#define RELAY_DRAIN_MAX (256u << 10)
 
 enum vstate {
     V_HEAD,     /* a request head (buffered until complete and checked) */
@@ -68,6 +73,8 @@ struct sbx_http_relay {
     uint64_t done;     /* ... and answered completely */
     bool fail_in_body; /* the bad part is in the body of the last head passed */
     bool client_eof, client_reset, mhd_eof, pair_shut, blocked, pair_blocked, answered;
+    bool closing;              /* our side shut, the client's last bytes dropped */
+    size_t dropped;            /* bytes dropped after a bad request, or while closing */
     struct sbx_http_head fail; /* the answer to a bad request */
 };
 
@@ -126,17 +133,45 @@ static void on_linger(evutil_socket_t fd, short what, void *arg)
  * its own timeouts apply; a parked request may wait long). */
 static void linger_rearm(struct sbx_http_relay *r)
 {
-    if (r->cc)
+    if (r->cc || r->closing)
         return;
     struct timeval tv = {.tv_sec = r->srv->cfg.idle_timeout_s};
     evtimer_add(r->linger, &tv);
 }
 
-/* Everything libmicrohttpd said is out (or cannot go out): the end. */
+/* Everything libmicrohttpd said is out (or cannot go out): the end, at
+ * once when the client has ended too, else after the linger. */
 static void maybe_done(struct sbx_http_relay *r)
 {
-    if (r->mhd_eof && (r->client_reset || evbuffer_get_length(r->to_client) == 0))
+    if (!r->mhd_eof || (!r->client_reset && evbuffer_get_length(r->to_client) > 0))
+        return;
+    if (r->client_eof || r->client_reset) {
         sbx_http__relay_free(r);
+        return;
+    }
+    if (r->closing)
+        return;
+    r->closing = true;
+    shutdown(r->client, SHUT_WR);
+    struct timeval tv = {.tv_sec = RELAY_LINGER_S};
+    evtimer_add(r->linger, &tv);
+    event_active(r->cev, EV_READ, 0); /* drop what is already in */
+}
+
+/* Closing: drop what the client sends until it ends (then free r: the
+ * caller must not touch it after true). */
+static bool linger_read(struct sbx_http_relay *r)
+{
+    char buf[RELAY_READ];
+    for (;;) {
+        ssize_t n = recv(r->client, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n > 0 && (r->dropped += (size_t)n) <= RELAY_DRAIN_MAX)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return false;
+        sbx_http__relay_free(r); /* its end, an error, or too much */
+        return true;
+    }
 }
 
 static void client_flush(struct sbx_http_relay *r)
@@ -249,8 +284,11 @@ static void fail_body(struct sbx_http_relay *r, unsigned status, const char *cod
 static void client_end(struct sbx_http_relay *r, bool reset)
 {
     if (reset) {
+        /* Nothing more can be said to it, nor asked for it. */
         r->client_reset = true;
         evbuffer_drain(r->to_client, evbuffer_get_length(r->to_client));
+        evbuffer_drain(r->to_mhd, evbuffer_get_length(r->to_mhd));
+        event_del(r->pwev);
     }
     r->client_eof = true;
     bool blank = true; /* empty lines between requests are allowed */
@@ -443,11 +481,18 @@ static void client_read(struct sbx_http_relay *r)
             break;
         client_end(r, n < 0);
     }
-    if (r->st == V_FAILED && !r->client_eof) {
-        /* Nothing more is read: notice a reset only. */
-        struct pollfd pf = {.fd = r->client, .events = POLLIN};
-        if (poll(&pf, 1, 0) > 0 && (pf.revents & (POLLERR | POLLHUP)))
-            client_end(r, true);
+    /* After a bad request nothing more goes to libmicrohttpd: what the
+     * client sends is dropped (a bounded amount), its end still noticed. */
+    while (r->st == V_FAILED && !r->client_eof && r->dropped <= RELAY_DRAIN_MAX) {
+        ssize_t n = recv(r->client, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n > 0)
+            r->dropped += (size_t)n;
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else if (n < 0 && errno == EAGAIN)
+            break;
+        else
+            client_end(r, n < 0);
     }
     pair_flush(r);
 }
@@ -455,6 +500,11 @@ static void client_read(struct sbx_http_relay *r)
 static void on_client(evutil_socket_t fd, short what, void *arg)
 {
     struct sbx_http_relay *r = arg;
+    if (r->closing) {
+        if (what & EV_READ)
+            linger_read(r); /* may free r */
+        return;
+    }
     if (what & EV_READ)
         client_read(r);
     else if (r->client_eof && !r->client_reset) {

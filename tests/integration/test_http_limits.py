@@ -284,6 +284,27 @@ def later_requests_and_deep_chunks_are_checked_too():
                       "%s: answered %d in our JSON" % (label, want), out[:800])
                 check(out.rstrip().endswith(b"}}") and b'"error"' in out, "%s: JSON" % label,
                       out[-300:])
+        # a bad chunk while the client goes on sending (1.6 MB): the answer
+        # still reaches it (what it sends is dropped for a moment, no reset)
+        s = d.sock(10)
+        try:
+            s.sendall(b"POST /runtime/tasks HTTP/1.1\r\nHost: x\r\n" + auth +
+                      b"Transfer-Encoding: chunked\r\n\r\n" + good_chunks + b"zz\r\n")
+
+            def flood():
+                try:
+                    for _ in range(400):
+                        s.send(b"y" * 4096)
+                except OSError:
+                    pass
+            t = threading.Thread(target=flood, daemon=True)
+            t.start()
+            out = read_answer(s, 8)
+            t.join(10)
+        finally:
+            s.close()
+        check(out.startswith(b"HTTP/1.1 400") and b"malformed chunked body" in out,
+              "a bad chunk with more coming: our 400 arrives", out[:400])
         # a good body after all that: the server is fine
         body = json.dumps({"command": ["true"]}).encode()
         st, b, out = raw(d, b"POST /runtime/exec HTTP/1.1\r\nHost: x\r\n" + auth +

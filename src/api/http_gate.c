@@ -28,6 +28,7 @@
 #include <sys/un.h>
 
 #include "api/json.h"
+#include "base/parse.h"
 #include "base/log.h"
 
 #define ACCEPT_BATCH 64
@@ -479,14 +480,6 @@ size_t sbx_http__head_end(const char *buf, size_t from, size_t n)
     return 0;
 }
 
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
 /* A chunked body from buf[off]: 0 and its end in *end when it is all in and
  * well framed, 1 when it is not all in yet, -1 (h: the answer) when it is
  * malformed: libmicrohttpd's answer to that would be its own page. Stricter
@@ -497,7 +490,7 @@ static int chunked_end(const char *buf, size_t off, size_t n, size_t *end, struc
         size_t i = off, digits = 0;
         uint64_t size = 0;
         int v;
-        while (i < n && (v = hexval(buf[i])) >= 0) {
+        while (i < n && (v = sbx_hex_digit(buf[i])) >= 0) {
             if (++digits > 16)
                 return head_fail(h, 413, "too_large", "a chunk size of more than 16 hex digits");
             size = size << 4 | (uint64_t)v;

@@ -28,6 +28,7 @@
 #include <event2/buffer.h>
 
 #include "api/json.h"
+#include "base/parse.h"
 
 #define RELAY_HIGH (256u << 10)
 #define RELAY_LOW (64u << 10)
@@ -323,14 +324,6 @@ static void fail_body(struct sbx_http_relay *r, unsigned status, const char *cod
     fail(r, &h, NULL);
 }
 
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
 /* One byte of a head: true when the head is complete (and checked). */
 static void head_byte(struct sbx_http_relay *r, char c)
 {
@@ -388,7 +381,7 @@ static void feed(struct sbx_http_relay *r, const char *p, size_t n)
             continue;
         }
         case V_CSIZE: {
-            int v = hexval(c);
+            int v = sbx_hex_digit(c);
             if (v >= 0) {
                 if (++r->digits > 16) {
                     fail_body(r, 413, "too_large", "a chunk size of more than 16 hex digits");

@@ -269,6 +269,7 @@ sbx_sse *sbx_http_respond_sse(sbx_http_request *req, const sbx_sse_opts *opts)
     sse->refs++;
     req->ended = request_ended;
     req->ended_ud = sse;
+    sbx_http__watch(req); /* its client's hang-up frees its place at once */
     if (sse->heartbeat) {
         struct timeval tv = {.tv_sec = opts->heartbeat_ms / 1000,
                              .tv_usec = (suseconds_t)(opts->heartbeat_ms % 1000) * 1000};

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <limits.h>
 #include <sys/wait.h>
@@ -629,6 +630,28 @@ static int loop_add(struct event *ev, const struct timeval *tv, const char *what
     return 0;
 }
 
+/* Each HTTP connection holds three descriptors (the client's socket and
+ * the pair between the relay and libmicrohttpd, api/http_relay.c): raise
+ * the soft RLIMIT_NOFILE to what the connection cap needs (plus room for
+ * the rest), within the hard limit; say so when the hard limit is lower. */
+static void fd_room(unsigned max_connections)
+{
+    struct rlimit rl;
+    rlim_t need = (rlim_t)max_connections * 3 + 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= need)
+        return;
+    rlim_t want = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need ? rl.rlim_max : need;
+    if (want > rl.rlim_cur) {
+        rl.rlim_cur = want;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (want < need)
+        sbx_log(SBX_LOG_WARN,
+                "RLIMIT_NOFILE is %llu, below the %llu that server.max_connections %u needs "
+                "(three descriptors a connection): connections beyond it get 503",
+                (unsigned long long)want, (unsigned long long)need, max_connections);
+}
+
 int sbx_cmd_serve(int argc, char **argv)
 {
     struct serve s = {.fds = {{-1, -1}, {-1, -1}}};
@@ -718,6 +741,7 @@ int sbx_cmd_serve(int argc, char **argv)
                              .idempotency_ttl_s = s.cfg.idempotency_ttl_s,
                              .status_extra = status_totals,
                              .status_extra_ud = &s};
+    fd_room(hc.max_connections);
     if (sbx_http_server_new(s.base, &hc, &s.http, &e) < 0 ||
         sbx_api_routes(s.http, &s.api, &e) < 0 || sbx_http_server_listen(s.http, &e) < 0)
         goto fail;

@@ -662,4 +662,42 @@ def delete_ends_the_session():
     check(st == 200 and b["status"] == "canceled", "its task was canceled", b)
 
 
+@S.case
+def sandboxes_outlive_a_restart_of_the_daemon():
+    """Their records are in the store (schema v6); their sessions end with
+    the daemon, so they come back Terminated, saying why."""
+    kept = create({"metadata": {"keep": "yes"}, "timeout": 3600}, token=ACME)
+    gone = create(token=ACME)
+    check(D.req("DELETE", "/v1/sandboxes/" + gone, token=ACME)[0] == 204, "one deleted")
+    _, before, _ = D.req("GET", "/v1/sandboxes/" + kept, token=ACME)
+    check(D.stop() == 0, "the daemon stops cleanly")
+    D.start()
+    st, b, _ = D.req("GET", "/v1/sandboxes/" + kept, token=ACME)
+    check(st == 200 and b["status"]["state"] == "Terminated"
+          and "daemon stopped" in b["status"].get("message", "")
+          and b["metadata"] == {"keep": "yes"} and b["createdAt"] == before["createdAt"]
+          and b["expiresAt"] == before["expiresAt"] and b["image"] == before["image"],
+          "kept: the same sandbox, Terminated with its session, saying why", (st, b, before))
+    check(D.req("GET", "/v1/sandboxes/" + gone, token=ACME)[0] == 404, "a deleted one stays gone")
+    check(D.req("GET", "/v1/sandboxes/" + kept, token=BETA)[0] == 404, "still of its tenant only")
+    st, b, _ = D.req("GET", "/v1/sandboxes?state=Terminated&metadata=keep%3Dyes", token=ACME)
+    check(st == 200 and [x["id"] for x in b["items"]] == [kept], "listed and filtered", b)
+    st, b, _ = D.req("GET", execd(kept, "/ping"), token=ACME)
+    check(st == 409, "its session is gone: execd says so", (st, b))
+    # a daemon killed outright: the record says Running, and it is not
+    crashed = create(token=ACME)
+    D.kill9()
+    D.start()
+    st, b, _ = D.req("GET", "/v1/sandboxes/" + crashed, token=ACME)
+    check(st == 200 and b["status"]["state"] == "Terminated"
+          and "restarted" in b["status"].get("message", ""),
+          "after kill -9: Terminated, as its session is gone", (st, b))
+    for sid in (kept, crashed):
+        check(D.req("DELETE", "/v1/sandboxes/" + sid, token=ACME)[0] == 204, "deleted")
+    D.stop()
+    D.start()
+    check(D.req("GET", "/v1/sandboxes/" + kept, token=ACME)[0] == 404,
+          "a deletion outlives the restart too")
+
+
 S.finish()

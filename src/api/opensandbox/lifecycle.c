@@ -12,6 +12,10 @@
 #include "base/parse.h"
 #include "api/http_internal.h"
 #include "base/time.h"
+#include "store/store.h"
+
+/* The kind of the sandboxes' records in the store. */
+#define OS_RECORD_SANDBOX "os_sandbox"
 
 /* The longest timeout (TTL) a sandbox may ask for, and renew to. */
 
@@ -41,9 +45,102 @@ bool os_box_live(struct os_box *b)
     if (!sbx_runtime_session_live(b->os->api->rt, &b->clone, b->id)) {
         b->state = "Terminated";
         snprintf(b->reason, sizeof(b->reason), "its session ended");
+        os_box_save(b);
         return false;
     }
     return true;
+}
+
+/* ---- the record in the store ---- */
+
+static json_t *box_record(struct os_box *b)
+{
+    return json_pack("{s:s, s:O, s:O, s:O, s:O, s:O*, s:s, s:s, s:I, s:I, s:s*}", "image", b->image,
+                     "entrypoint", b->entrypoint, "metadata", b->metadata, "env", b->env, "limits",
+                     b->limits, "policy", b->policy, "state", b->state, "reason", b->reason,
+                     "createdAt", (json_int_t)b->created_at, "expiresAt", (json_int_t)b->expires_at,
+                     "snapshotId", b->snapshot_id[0] ? b->snapshot_id : NULL);
+}
+
+void os_box_save(struct os_box *b)
+{
+    struct sbx_store *st = b->os->api->store;
+    if (!st || b->forgotten)
+        return;
+    json_t *r = box_record(b);
+    char *text = r ? json_dumps(r, JSON_COMPACT) : NULL;
+    json_decref(r);
+    sbx_err e = {0};
+    if (!text)
+        sbx_err_set(&e, ENOMEM, "a sandbox's record");
+    else
+        sbx_store_record_put(st, OS_RECORD_SANDBOX, b->id, b->clone.tenant, text, &e);
+    free(text);
+    if (e.errnum) {
+        char msg[600], why[300], id[128];
+        sbx_log(SBX_LOG_WARN, "opensandbox sandbox not recorded id=%s error=%s",
+                sbx_log_safe(b->id, id, sizeof(id)),
+                sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
+    }
+}
+
+static const char *known_state(const char *s)
+{
+    for (size_t i = 0; s && states[i]; i++)
+        if (strcmp(states[i], s) == 0)
+            return states[i];
+    return NULL;
+}
+
+/* A sandbox of an earlier run of the daemon, as its record says. Its session
+ * ended with that run: one that was not over yet is Terminated now. */
+static int box_load(void *ud, const char *id, const char *tenant, const char *text)
+{
+    struct os_state *os = ud;
+    json_t *r = json_loads(text, 0, NULL);
+    struct os_box *b = calloc(1, sizeof(*b));
+    const char *image = json_string_value(json_object_get(r, "image"));
+    const char *state = known_state(json_string_value(json_object_get(r, "state")));
+    const char *reason = json_string_value(json_object_get(r, "reason"));
+    const char *snap = json_string_value(json_object_get(r, "snapshotId"));
+    char safe[128];
+    if (!b || !image || !state || strlen(id) >= sizeof(b->id) ||
+        strlen(tenant) >= sizeof(b->clone.tenant)) {
+        sbx_log(SBX_LOG_WARN, "opensandbox sandbox record unreadable, skipped id=%s",
+                sbx_log_safe(id, safe, sizeof(safe)));
+        free(b);
+        json_decref(r);
+        return 0;
+    }
+    b->os = os;
+    snprintf(b->id, sizeof(b->id), "%s", id);
+    snprintf(b->clone.tenant, sizeof(b->clone.tenant), "%s", tenant);
+    snprintf(b->clone.id, sizeof(b->clone.id), "%s", id);
+    snprintf(b->snapshot_id, sizeof(b->snapshot_id), "%s", snap ? snap : "");
+    b->image = strdup(image);
+#define FIELD(name, fallback)                                                                      \
+    (json_object_get(r, name) ? json_incref(json_object_get(r, name)) : (fallback))
+    b->entrypoint = FIELD("entrypoint", json_array());
+    b->metadata = FIELD("metadata", json_object());
+    b->env = FIELD("env", json_object());
+    b->limits = FIELD("limits", json_object());
+    b->policy = json_is_null(json_object_get(r, "policy")) ? NULL : FIELD("policy", NULL);
+#undef FIELD
+    b->created_at = json_integer_value(json_object_get(r, "createdAt"));
+    b->expires_at = json_integer_value(json_object_get(r, "expiresAt"));
+    if (strcmp(state, "Terminated") != 0 && strcmp(state, "Failed") != 0) {
+        b->state = "Terminated";
+        snprintf(b->reason, sizeof(b->reason),
+                 "the daemon restarted: the sandbox's session ended with it (it was %s)", state);
+    } else {
+        b->state = state;
+        snprintf(b->reason, sizeof(b->reason), "%s", reason ? reason : "");
+    }
+    json_decref(r);
+    /* Oldest first in the store, newest first in the list. */
+    b->next = os->boxes;
+    os->boxes = b;
+    return 0;
 }
 
 /* The tenant a request acts for: its token's, else the daemon's default
@@ -127,10 +224,13 @@ static void box_stop(struct os_box *b, const char *state, const char *reason)
     sbx_runtime_session_stop(rt, &b->clone, b->id);
     b->state = state;
     snprintf(b->reason, sizeof(b->reason), "%s", reason);
+    os_box_save(b);
 }
 
+/* Free b, which is no longer listed (its record, if any, stays as it is). */
 static void box_free(struct os_box *b)
 {
+    b->forgotten = true;
     box_stop(b, "Terminated", "");
     if (b->create) { /* deleted while being set up: its create hears so */
         sbx_runtime_session_unwait(b->os->api->rt, b);
@@ -222,6 +322,7 @@ static void created(void *ud, const sbx_err *err)
     if (err) {
         b->state = "Failed";
         snprintf(b->reason, sizeof(b->reason), "%s", err->msg);
+        os_box_save(b);
         sbx_http_respond_err(req, err);
         return;
     }
@@ -262,6 +363,7 @@ static void created(void *ud, const sbx_err *err)
         return;
     }
     arm_ttl(b);
+    os_box_save(b);
     sbx_http_respond_json(req, 202, box_json(b));
 }
 
@@ -426,6 +528,10 @@ static void h_delete(sbx_http_request *req, void *ud)
     if (!b)
         return;
     api_audit(req, b->os->api, "opensandbox_delete", b->id);
+    sbx_err e = {0};
+    if (b->os->api->store &&
+        sbx_store_record_delete(b->os->api->store, OS_RECORD_SANDBOX, b->id, &e) < 0)
+        return (void)sbx_http_respond_err(req, &e);
     box_unlink(b);
     box_free(b);
     os_no_content(req);
@@ -447,6 +553,7 @@ static void h_metadata(sbx_http_request *req, void *ud)
         return;
     }
     json_decref(body);
+    os_box_save(b);
     sbx_http_respond_json(req, 200, box_json(b));
 }
 
@@ -461,6 +568,7 @@ static void on_freeze(evutil_socket_t fd, short what, void *arg)
     if (sbx_runtime_session_freeze(b->os->api->rt, &b->clone, b->id, pause, &e) == 0) {
         b->state = pause ? "Paused" : "Running";
         b->freeze_req = NULL;
+        os_box_save(b);
         if (req)
             sbx_http_respond_data(req, 202, NULL, "", 0);
         return;
@@ -472,6 +580,7 @@ static void on_freeze(evutil_socket_t fd, short what, void *arg)
     }
     b->state = "Failed";
     snprintf(b->reason, sizeof(b->reason), "%s", e.msg);
+    os_box_save(b);
     b->freeze_req = NULL;
     if (req)
         sbx_http_respond_err(req, &e);
@@ -578,6 +687,7 @@ static void h_renew(sbx_http_request *req, void *ud)
     b->expires_at = ms;
     if (strcmp(b->state, "Paused") != 0)
         arm_ttl(b);
+    os_box_save(b);
     sbx_http_respond_json(req, 200, json_pack("{s:o}", "expiresAt", sbx_json_time(ms)));
 }
 
@@ -621,6 +731,9 @@ void sbx_api_close(struct sbx_api *api)
     while (os->boxes) {
         struct os_box *b = os->boxes;
         os->boxes = b->next;
+        /* Its record says how it ended: with the daemon. */
+        if (os_box_live(b) || strcmp(b->state, "Pending") == 0)
+            box_stop(b, "Terminated", "the daemon stopped: the sandbox's session ended with it");
         box_free(b);
     }
     free(os);
@@ -633,6 +746,10 @@ int sbx_api_opensandbox_routes(sbx_http_server *srv, struct sbx_api *api, sbx_er
         return sbx_err_set(err, ENOMEM, "opensandbox");
     struct os_state *os = api->opensandbox;
     os->api = api;
+    /* The sandboxes of earlier runs. */
+    if (api->store && !os->boxes &&
+        sbx_store_records(api->store, OS_RECORD_SANDBOX, box_load, os, err) < 0)
+        return -1;
     static const struct {
         const char *method, *pattern;
         sbx_http_handler fn;

@@ -2,9 +2,11 @@
  * (/v1/sandboxes…) and the execd agent each of its sandboxes runs (served
  * here under /v1/sandboxes/{id}/proxy/44772/…), so its SDKs drive sandboxd
  * unchanged. An OpenSandbox sandbox is one live session of the runtime with a
- * clone of its own under the caller's tenant. What is kept of a sandbox
- * (state, metadata, its commands) lives in memory: a daemon restart ends
- * every session anyway. Shared by the files of this folder only. */
+ * clone of its own under the caller's tenant. A sandbox's record (image,
+ * metadata, state, times) is kept in the store too, so that it outlives a
+ * restart of the daemon (which ends its session: it comes back Terminated);
+ * its commands and contexts live in memory only. Shared by the files of this
+ * folder only. */
 #pragma once
 
 #include <event2/buffer.h>
@@ -64,12 +66,14 @@ struct os_box {
     bool subscribed;
     struct sbx_subscriber sub; /* its session's events: the commands' output */
     struct os_cmd *cmds;
-    struct os_ctx *ctxs;      /* code interpreter contexts and bash sessions */
-    struct os_watch *watches; /* /metrics/watch streams */
-    int64_t cpu_at;           /* the last cpu sample of /metrics: when (ms) */
-    uint64_t cpu_usec_at;     /* ... and the cgroup's cpu time then */
-    double cpu_pct;           /* ... and the share it gave */
-    sbx_http_request *create; /* the create request waiting for the session */
+    struct os_ctx *ctxs;           /* code interpreter contexts and bash sessions */
+    struct os_watch *watches;      /* /metrics/watch streams */
+    int64_t cpu_at;                /* the last cpu sample of /metrics: when (ms) */
+    uint64_t cpu_usec_at;          /* ... and the cgroup's cpu time then */
+    double cpu_pct;                /* ... and the share it gave */
+    sbx_http_request *create;      /* the create request waiting for the session */
+    bool forgotten;                /* deleted: its record is gone from the store */
+    char snapshot_id[SBX_ID_SIZE]; /* the snapshot it was made from, or "" */
     struct os_box *next;
 };
 
@@ -83,6 +87,8 @@ struct os_state {
  * with the answer given (404, or 409 when not running). */
 struct os_box *os_box_get(sbx_http_request *req, struct os_state *os, bool any_state);
 bool os_box_live(struct os_box *b);
+/* Write b's record to the store (a failure is logged: the sandbox goes on). */
+void os_box_save(struct os_box *b);
 /* The RFC 3339 text of a time in ms (JSON string). */
 json_t *os_time(int64_t ms);
 /* 204, or 200 with Content-Length: 0 for routes the SDK reads as JSON. */

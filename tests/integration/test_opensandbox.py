@@ -662,6 +662,98 @@ def delete_ends_the_session():
     check(st == 200 and b["status"] == "canceled", "its task was canceled", b)
 
 
+def snapshot_ready(snap, token=TOKEN):
+    deadline = time.monotonic() + 60
+    while True:
+        st, b, _ = D.req("GET", "/v1/snapshots/" + snap, token=token)
+        if st != 200 or b["status"]["state"] != "Creating" or time.monotonic() > deadline:
+            return st, b
+        time.sleep(0.05)
+
+
+def download(sid, path, token=TOKEN):
+    st, data, _ = D.req("GET", execd(sid, "/files/download?path=" + path), raw=True, token=token)
+    return data if st == 200 else st
+
+
+@S.case
+def snapshots_of_a_live_sandbox_and_sandboxes_made_from_them():
+    sid = create({"entrypoint": ["sh", "-c", "while :; do echo x >> /workspace/tick; "
+                                 "sleep 0.02; done"]}, token=ACME)
+    check(upload(sid, "/workspace/a.txt", b"one", token=ACME)[0] == 200, "a file written")
+    st, b, h = D.req("POST", "/v1/sandboxes/%s/snapshots" % sid, {"name": "first"}, token=ACME)
+    check(st == 202 and b["status"]["state"] == "Creating" and b["sandboxId"] == sid
+          and b["name"] == "first" and set(b) == {"id", "sandboxId", "name", "status",
+                                                  "createdAt"},
+          "accepted: 202, Creating, the spec's fields only", (st, b))
+    snap = b["id"]
+    st, b = snapshot_ready(snap, ACME)
+    check(st == 200 and b["status"]["state"] == "Ready", "then Ready", (st, b))
+    st, b, _ = D.req("GET", "/v1/sandboxes/" + sid, token=ACME)
+    check(b["status"]["state"] == "Running", "the sandbox runs on", b)
+    ticks = len(download(sid, "/workspace/tick", ACME))
+    time.sleep(0.3)
+    check(len(download(sid, "/workspace/tick", ACME)) > ticks,
+          "its processes were thawed: they make progress again")
+    upload(sid, "/workspace/a.txt", b"two", token=ACME)
+    # an unnamed one of the same sandbox, and the listing
+    st, b, _ = D.req("POST", "/v1/sandboxes/%s/snapshots" % sid, None, token=ACME)
+    check(st == 202 and "name" not in b, "a snapshot without a body or name", (st, b))
+    second = b["id"]
+    check(snapshot_ready(second, ACME)[1]["status"]["state"] == "Ready", "Ready too")
+    st, b, _ = D.req("GET", "/v1/snapshots?sandboxId=%s&state=Ready&state=Failed" % sid,
+                     token=ACME)
+    check(st == 200 and {x["id"] for x in b["items"]} == {snap, second}
+          and b["pagination"]["totalItems"] == 2, "listed by sandbox and states", b)
+    st, b, _ = D.req("GET", "/v1/snapshots?state=Creating", token=ACME)
+    check(st == 200 and b["items"] == [], "filtered by state", b)
+    st, b, _ = D.req("GET", "/v1/snapshots?pageSize=1&page=2&sandboxId=" + sid, token=ACME)
+    check(len(b["items"]) == 1 and not b["pagination"]["hasNextPage"], "paged", b)
+    # a sandbox made from the first: its workspace as it was then
+    st, b, _ = D.req("POST", "/v1/sandboxes", {"snapshotId": snap, "timeout": 600}, token=ACME)
+    check(st == 202 and b["status"]["state"] == "Running" and b.get("snapshotId") == snap
+          and b["entrypoint"] == ["tail", "-f", "/dev/null"] and b["image"]["uri"] == "python",
+          "created from the snapshot: Running, the source's image", (st, b))
+    copy = b["id"]
+    check(download(copy, "/workspace/a.txt", ACME) == b"one", "its workspace is the snapshot's")
+    check(download(sid, "/workspace/a.txt", ACME) == b"two", "the source keeps its own")
+    upload(copy, "/workspace/a.txt", b"three", token=ACME)
+    check(download(sid, "/workspace/a.txt", ACME) == b"two", "and they are apart")
+    # errors and tenancy
+    for method, path, body in (("GET", "/v1/snapshots/" + snap, None),
+                               ("DELETE", "/v1/snapshots/" + snap, None),
+                               ("POST", "/v1/sandboxes", {"snapshotId": snap}),
+                               ("POST", "/v1/sandboxes/%s/snapshots" % sid, {})):
+        st, b, _ = D.req(method, path, body, token=BETA)
+        check(st == 404, "another tenant: 404 (%s %s)" % (method, path), (st, b))
+    check(D.req("GET", "/v1/snapshots", token=BETA)[1]["items"] == [], "nor listed")
+    st, b, _ = D.req("POST", "/v1/sandboxes", {"snapshotId": snap, "image": {"uri": "python"}},
+                     token=ACME)
+    check(st == 400 and "not both" in b["error"]["message"], "image and snapshotId: 400", b)
+    st, b, _ = D.req("POST", "/v1/sandboxes/%s/snapshots" % sid, {"name": ""}, token=ACME)
+    check(st == 400, "an empty name: 400", (st, b))
+    st, b, _ = D.req("POST", "/v1/sandboxes/%s/snapshots" % sid, {"x": 1}, token=ACME)
+    check(st == 400, "an unknown field: 400", (st, b))
+    check(D.req("POST", "/v1/sandboxes/%s/pause" % sid, token=ACME)[0] == 202, "paused")
+    st, b, _ = D.req("POST", "/v1/sandboxes/%s/snapshots" % sid, {}, token=ACME)
+    check(st == 409, "a paused sandbox: 409 (it must be Running)", (st, b))
+    check(D.req("POST", "/v1/sandboxes/%s/resume" % sid, token=ACME)[0] == 202, "resumed")
+    # deletion: the snapshot goes, what was made from it stays
+    check(D.req("DELETE", "/v1/snapshots/" + snap, token=ACME)[0] == 204, "deleted: 204")
+    check(D.req("GET", "/v1/snapshots/" + snap, token=ACME)[0] == 404, "then 404")
+    st, b, _ = D.req("POST", "/v1/sandboxes", {"snapshotId": snap}, token=ACME)
+    check(st == 404, "a deleted snapshot makes no sandbox", (st, b))
+    check(download(copy, "/workspace/a.txt", ACME) == b"three", "the copy keeps its files")
+    # a snapshot outlives its sandbox
+    check(D.req("DELETE", "/v1/sandboxes/" + sid, token=ACME)[0] == 204, "source deleted")
+    st, b, _ = D.req("POST", "/v1/sandboxes", {"snapshotId": second}, token=ACME)
+    check(st == 202 and download(b["id"], "/workspace/a.txt", ACME) == b"two",
+          "a sandbox from a snapshot of a deleted sandbox", (st, b))
+    for x in (copy, b["id"]):
+        D.req("DELETE", "/v1/sandboxes/" + x, token=ACME)
+    check(D.req("DELETE", "/v1/snapshots/" + second, token=ACME)[0] == 204, "deleted")
+
+
 @S.case
 def sandboxes_outlive_a_restart_of_the_daemon():
     """Their records are in the store (schema v6); their sessions end with
@@ -670,6 +762,9 @@ def sandboxes_outlive_a_restart_of_the_daemon():
     gone = create(token=ACME)
     check(D.req("DELETE", "/v1/sandboxes/" + gone, token=ACME)[0] == 204, "one deleted")
     _, before, _ = D.req("GET", "/v1/sandboxes/" + kept, token=ACME)
+    upload(kept, "/workspace/k.txt", b"kept", token=ACME)
+    snap = D.req("POST", "/v1/sandboxes/%s/snapshots" % kept, {"name": "k"}, token=ACME)[1]["id"]
+    check(snapshot_ready(snap, ACME)[1]["status"]["state"] == "Ready", "a snapshot of it")
     check(D.stop() == 0, "the daemon stops cleanly")
     D.start()
     st, b, _ = D.req("GET", "/v1/sandboxes/" + kept, token=ACME)
@@ -684,6 +779,14 @@ def sandboxes_outlive_a_restart_of_the_daemon():
     check(st == 200 and [x["id"] for x in b["items"]] == [kept], "listed and filtered", b)
     st, b, _ = D.req("GET", execd(kept, "/ping"), token=ACME)
     check(st == 409, "its session is gone: execd says so", (st, b))
+    st, b = snapshot_ready(snap, ACME)
+    check(st == 200 and b["status"]["state"] == "Ready" and b["name"] == "k",
+          "its snapshot is kept too", (st, b))
+    st, b, _ = D.req("POST", "/v1/sandboxes", {"snapshotId": snap}, token=ACME)
+    check(st == 202 and download(b["id"], "/workspace/k.txt", ACME) == b"kept",
+          "and makes a sandbox with its files", (st, b))
+    D.req("DELETE", "/v1/sandboxes/" + b["id"], token=ACME)
+    check(D.req("DELETE", "/v1/snapshots/" + snap, token=ACME)[0] == 204, "deleted")
     # a daemon killed outright: the record says Running, and it is not
     crashed = create(token=ACME)
     D.kill9()

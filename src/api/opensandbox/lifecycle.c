@@ -145,8 +145,7 @@ static int box_load(void *ud, const char *id, const char *tenant, const char *te
 
 /* The tenant a request acts for: its token's, else the daemon's default
  * (or X-Tenant-Code for an operator token). */
-static int request_tenant(sbx_http_request *req, struct os_state *os, struct sbx_clone *c,
-                          sbx_err *err)
+int os_request_tenant(sbx_http_request *req, struct os_state *os, struct sbx_clone *c, sbx_err *err)
 {
     const sbx_identity *who = sbx_http_req_identity(req);
     const char *t = sbx_http_req_header(req, "X-Tenant-Code");
@@ -163,12 +162,20 @@ static int request_tenant(sbx_http_request *req, struct os_state *os, struct sbx
     return 0;
 }
 
+struct os_box *os_box_find(struct os_state *os, const char *tenant, const char *id)
+{
+    for (struct os_box *b = os->boxes; b; b = b->next)
+        if (strcmp(b->id, id) == 0 && strcmp(b->clone.tenant, tenant) == 0)
+            return b;
+    return NULL;
+}
+
 struct os_box *os_box_get(sbx_http_request *req, struct os_state *os, bool any_state)
 {
     const char *id = sbx_http_req_param(req, "id");
     struct sbx_clone c;
     sbx_err e = {0};
-    if (request_tenant(req, os, &c, &e) < 0) {
+    if (os_request_tenant(req, os, &c, &e) < 0) {
         sbx_http_respond_err(req, &e);
         return NULL;
     }
@@ -196,6 +203,8 @@ static json_t *box_json(struct os_box *b)
         b->reason[0] ? b->reason : NULL, "lastTransitionAt", sbx_json_time(sbx_now_ms()),
         "createdAt", sbx_json_time(b->created_at), "expiresAt", sbx_json_time(b->expires_at),
         "resourceLimits", b->limits, "env", b->env);
+    if (j && b->snapshot_id[0])
+        json_object_set_new(j, "snapshotId", json_string(b->snapshot_id));
     return j;
 }
 
@@ -372,8 +381,41 @@ static void create_cancel(sbx_http_request *req, void *ud)
     struct os_box *b = ud;
     b->create = NULL;
     sbx_runtime_session_unwait(b->os->api->rt, b);
+    sbx_runtime_snapshot_forget(b->os->api->rt, b);
     box_unlink(b);
     box_free(b);
+}
+
+/* Start b's session: 0 when created() is called (now or later), -1 with
+ * err. */
+static int box_start(struct os_box *b, sbx_err *err)
+{
+    int rc = sbx_runtime_session_start_limits(b->os->api->rt, &b->clone, b->id, &b->lim, created, b,
+                                              err);
+    if (rc > 0)
+        created(b, NULL);
+    return rc < 0 ? -1 : 0;
+}
+
+/* A sandbox made from a snapshot: its workspace is restored, then its
+ * session starts. */
+static void restored(void *ud, const sbx_err *err, json_t *res)
+{
+    struct os_box *b = ud;
+    sbx_err e = {0};
+    if (!err && box_start(b, &e) == 0)
+        return;
+    sbx_http_request *req = b->create;
+    b->create = NULL;
+    b->state = "Failed";
+    snprintf(b->reason, sizeof(b->reason), "restore snapshot %.36s: %.180s", b->snapshot_id,
+             err ? err->msg : e.msg);
+    os_box_save(b);
+    if (req) {
+        sbx_err out = err ? *err : e;
+        sbx_err_wrap(&out, "restore snapshot %s", b->snapshot_id);
+        sbx_http_respond_err(req, &out);
+    }
 }
 
 static void h_create(sbx_http_request *req, void *ud)
@@ -395,16 +437,28 @@ static void h_create(sbx_http_request *req, void *ud)
     }
     b->os = os;
     b->state = "Pending";
-    if (request_tenant(req, os, &b->clone, &e) < 0 ||
+    if (os_request_tenant(req, os, &b->clone, &e) < 0 ||
         os_create_parse(api_set(os->api), body, &cr, &e) < 0)
         goto fail;
-    b->image = strdup(cr.image);
+    const char *from = NULL, *ws_snap = NULL, *image = cr.image;
+    if (cr.snapshot_id &&
+        os_snapshot_source(os, b->clone.tenant, cr.snapshot_id, &from, &ws_snap, &image, &e) < 0)
+        goto fail;
+    b->image = strdup(image);
     b->policy = json_incref(json_object_get(body, "networkPolicy"));
+    b->lim = cr.lim;
     if (sbx_id_new(b->id, &e) < 0)
         goto fail;
+    if (cr.snapshot_id) {
+        snprintf(b->snapshot_id, sizeof(b->snapshot_id), "%s", cr.snapshot_id);
+        /* OpenSandbox's default entrypoint for a sandbox from a snapshot. */
+        if (!cr.entrypoint)
+            b->entrypoint = json_pack("[s, s, s]", "tail", "-f", "/dev/null");
+    }
     snprintf(b->clone.id, sizeof(b->clone.id), "%s", b->id);
     b->clone.key[0] = '\0';
-    b->entrypoint = cr.entrypoint ? json_incref(cr.entrypoint) : json_array();
+    if (!b->entrypoint)
+        b->entrypoint = cr.entrypoint ? json_incref(cr.entrypoint) : json_array();
     b->metadata = json_object_get(body, "metadata")
                       ? json_deep_copy(json_object_get(body, "metadata"))
                       : json_object();
@@ -426,18 +480,20 @@ static void h_create(sbx_http_request *req, void *ud)
     b->create = req;
     b->next = os->boxes;
     os->boxes = b;
-    int rc =
-        sbx_runtime_session_start_limits(os->api->rt, &b->clone, b->id, &cr.lim, created, b, &e);
+    int rc;
+    if (from) { /* the snapshot's workspace first, into the new clone's */
+        struct sbx_snapshot_request r = {
+            .op = SBX_SNAPSHOT_ROLLBACK, .id = ws_snap, .from_clone = from};
+        rc = sbx_runtime_snapshot(os->api->rt, &b->clone, &r, restored, b, &e);
+    } else
+        rc = box_start(b, &e);
     if (rc < 0) {
         b->create = NULL;
         box_unlink(b);
         goto fail;
     }
-    if (rc > 0) {
-        created(b, NULL);
-        return;
-    }
-    sbx_http_req_defer(req, create_cancel, b);
+    if (b->create) /* not answered yet */
+        sbx_http_req_defer(req, create_cancel, b);
     return;
 fail:
     json_decref(body);
@@ -479,7 +535,7 @@ static void h_list(sbx_http_request *req, void *ud)
     struct os_state *os = ud;
     struct sbx_clone c;
     sbx_err e = {0};
-    if (request_tenant(req, os, &c, &e) < 0)
+    if (os_request_tenant(req, os, &c, &e) < 0)
         return (void)sbx_http_respond_err(req, &e);
     const char *state = sbx_http_req_query(req, "state");
     const char *meta = sbx_http_req_query(req, "metadata");
@@ -597,8 +653,9 @@ static void pause_resume(sbx_http_request *req, void *ud, bool pause)
     struct os_box *b = os_box_get(req, ud, true);
     if (!b)
         return;
-    if (b->freeze_req) {
-        sbx_http_respond_error(req, SBX_HTTP_CONFLICT, "sandbox %s is %s already", b->id, b->state);
+    if (b->freeze_req || b->snapping) {
+        sbx_http_respond_error(req, SBX_HTTP_CONFLICT, "sandbox %s is %s already", b->id,
+                               b->snapping ? "being snapshotted" : b->state);
         return;
     }
     /* A resume may also undo a pause not settled yet. */
@@ -728,6 +785,7 @@ void sbx_api_close(struct sbx_api *api)
     struct os_state *os = api->opensandbox;
     if (!os)
         return;
+    os_snapshots_close(os);
     while (os->boxes) {
         struct os_box *b = os->boxes;
         os->boxes = b->next;
@@ -748,7 +806,8 @@ int sbx_api_opensandbox_routes(sbx_http_server *srv, struct sbx_api *api, sbx_er
     os->api = api;
     /* The sandboxes of earlier runs. */
     if (api->store && !os->boxes &&
-        sbx_store_records(api->store, OS_RECORD_SANDBOX, box_load, os, err) < 0)
+        (sbx_store_records(api->store, OS_RECORD_SANDBOX, box_load, os, err) < 0 ||
+         os_snapshots_load(os, err) < 0))
         return -1;
     static const struct {
         const char *method, *pattern;
@@ -769,7 +828,8 @@ int sbx_api_opensandbox_routes(sbx_http_server *srv, struct sbx_api *api, sbx_er
         if (sbx_http_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, os, 0, err) < 0)
             return -1;
     if (os_execd_routes(srv, os, err) < 0 || os_interp_routes(srv, os, err) < 0 ||
-        os_metrics_routes(srv, os, err) < 0 || os_proxy_routes(srv, os, err) < 0)
+        os_metrics_routes(srv, os, err) < 0 || os_proxy_routes(srv, os, err) < 0 ||
+        os_snapshot_routes(srv, os, err) < 0)
         return -1;
     return os_files_routes(srv, os, err);
 }

@@ -74,12 +74,15 @@ struct os_box {
     sbx_http_request *create;      /* the create request waiting for the session */
     bool forgotten;                /* deleted: its record is gone from the store */
     char snapshot_id[SBX_ID_SIZE]; /* the snapshot it was made from, or "" */
+    struct sbx_cg_limits lim;      /* of its session */
+    struct os_snap *snapping;      /* a snapshot of it being taken (frozen meanwhile) */
     struct os_box *next;
 };
 
 struct os_state {
     struct sbx_api *api;
     struct os_box *boxes;
+    struct os_snap *snaps; /* snapshots.c */
 };
 
 /* lifecycle.c */
@@ -131,6 +134,32 @@ int os_proxy_routes(sbx_http_server *srv, struct os_state *os, sbx_err *err);
 
 /* files.c */
 int os_files_routes(sbx_http_server *srv, struct os_state *os, sbx_err *err);
+/* Every value of a repeated query parameter (?path=a&path=b). */
+struct os_query_all {
+    const char *name;
+    const char *vals[256];
+    size_t n;
+};
+void os_query_values(sbx_http_request *req, struct os_query_all *q);
+
+/* lifecycle.c: the sandbox of id in tenant (any state), or NULL. */
+struct os_box *os_box_find(struct os_state *os, const char *tenant, const char *id);
+/* The caller's tenant: 0 with c->tenant set, else -1 with err. */
+int os_request_tenant(sbx_http_request *req, struct os_state *os, struct sbx_clone *c,
+                      sbx_err *err);
+
+/* snapshots.c: POST /v1/sandboxes/{id}/snapshots, /v1/snapshots... */
+int os_snapshot_routes(sbx_http_server *srv, struct os_state *os, sbx_err *err);
+/* Load the snapshots kept in the store (at the start). */
+int os_snapshots_load(struct os_state *os, sbx_err *err);
+/* The Ready snapshot id of tenant: its source's clone id, the snapshot of
+ * the workspace it names, the sandbox's image and entrypoint; -1 with err
+ * (ENOENT, or EBUSY while not Ready). */
+int os_snapshot_source(struct os_state *os, const char *tenant, const char *id,
+                       const char **clone_id, const char **ws_snapshot, const char **image,
+                       sbx_err *err);
+/* Let go of every snapshot (the daemon stops). */
+void os_snapshots_close(struct os_state *os);
 
 /* The route table of the surface (routes.c calls it). */
 int sbx_api_opensandbox_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err);

@@ -213,6 +213,35 @@ check(evs.some((e) => e.type === "stdout" && e.text === "v 120\n") &&
   evs.some((e) => e.type === "result" && e.results.text === "240"),
   "the interpreter keeps variables; the last value is the result", evs);
 
+// ---- snapshots: of a live sandbox (frozen while taken), a sandbox made from one ----
+await sbx.files.writeFiles([{ path: "/workspace/snap.txt", data: "before" }]);
+const snap = await mgr.createSnapshot(sbx.id, { name: "sdk-snap" });
+check(snap.status.state === "Creating" && snap.sandboxId === sbx.id && snap.createdAt instanceof Date,
+  "createSnapshot: accepted, Creating", snap);
+let snapInfo;
+for (let i = 0; i < 600; i++) {
+  snapInfo = await mgr.getSnapshot(snap.id);
+  if (snapInfo.status.state !== "Creating") break;
+  await sleep(50);
+}
+check(snapInfo.status.state === "Ready" && snapInfo.name === "sdk-snap" &&
+  snapInfo.status.lastTransitionAt instanceof Date, "getSnapshot: Ready", snapInfo);
+check((await sbx.getInfo()).status.state === "Running", "the sandbox runs on after its snapshot");
+await sbx.files.writeFiles([{ path: "/workspace/snap.txt", data: "after" }]);
+const snaps = await mgr.listSnapshots({ sandboxId: sbx.id, states: ["Ready"] });
+check(snaps.items.length === 1 && snaps.items[0].id === snap.id && snaps.pagination.totalItems === 1,
+  "listSnapshots by sandbox and state", snaps);
+const fromSnap = await Sandbox.create({ snapshotId: snap.id, connectionConfig: cfg,
+  timeoutSeconds: 600, resource: { cpu: "1", memory: "128Mi" } });
+check(await fromSnap.files.readFile("/workspace/snap.txt") === "before" &&
+  (await fromSnap.getInfo()).snapshotId === snap.id,
+  "Sandbox.create({snapshotId}): the workspace as it was", await fromSnap.getInfo());
+check(await sbx.files.readFile("/workspace/snap.txt") === "after", "the source keeps its own");
+await fromSnap.kill();
+await fromSnap.close();
+await mgr.deleteSnapshot(snap.id);
+await rejects(mgr.getSnapshot(snap.id), "deleteSnapshot: gone", /no snapshot/);
+
 // ---- errors, expiry, kill ----
 await rejects(Sandbox.create({ image: "ubuntu:22.04", connectionConfig: cfg, timeoutSeconds: 60 }),
   "an unknown image names our environments", /python, node, shell/);

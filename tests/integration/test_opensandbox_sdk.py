@@ -2,8 +2,8 @@
 unchanged) drives a real `sandboxd serve` (opensandbox_sdk_test.mjs): create
 from an environment, commands streamed with their exit codes, background
 commands and their logs, files, metadata and list filters, pause and resume
-(a paused sandbox's processes make no progress), renew, the network policy,
-expiry and kill. The daemon's sandboxes get the egress (--net proxy) so the
+(a paused sandbox's processes make no progress), snapshots and a sandbox made
+from one, renew, the network policy, expiry and kill. The daemon's sandboxes get the egress (--net proxy) so the
 policy is enforced; the only name resolved is a test host the daemon answers
 itself, and nothing connects anywhere."""
 import json
@@ -42,7 +42,7 @@ def the_sdk_drives_the_daemon_unchanged():
     print(p.stdout, end="")
     check(p.returncode == 0, "the SDK script passes every check", p.stderr[-3000:] + D.output())
     oks = [ln for ln in p.stdout.splitlines() if ln.startswith("ok ")]
-    check(len(oks) >= 40, "it ran all its checks", len(oks))
+    check(len(oks) >= 48, "it ran all its checks", len(oks))
     res = json.loads(p.stdout.rsplit("RESULT ", 1)[1])
     check(res["createToFirstOutputMs"] > 0, "the first output was timed", res)
     print("create to first output: %d ms" % res["createToFirstOutputMs"])

@@ -127,6 +127,9 @@ await sbx.files.deleteFiles(["/workspace/proj/moved/a.txt"]);
 await rejects(sbx.files.readFile("/workspace/proj/moved/a.txt"), "a deleted file is gone");
 await rejects(sbx.files.readFile("/etc/passwd"), "a path outside /workspace is refused");
 
+const quiet = await sbx.commands.run("sleep 3.5; echo awake");
+check(quiet.logs.stdout.map((m) => m.text).join("") === "awake\n" && quiet.exitCode === 0,
+  "a command quiet for longer than the ping interval (its stream carries pings)", quiet.logs);
 // ---- metadata and list filters ----
 const other = await Sandbox.create({
   image: "shell", connectionConfig: cfg, resource: { cpu: "500m", memory: "128Mi" },

@@ -231,6 +231,12 @@ def commands_stream_their_output_and_exit_code():
     st, st_b, _ = D.req("GET", execd(SID, "/command/status/" + evs[0]["text"]))
     check(st == 200 and st_b["running"] is False and st_b["exit_code"] == 124,
           "the status of a foreground command", st_b)
+    # a quiet command: the stream carries ping events (OpenSandbox's keepalive, every 3 s)
+    evs = run(SID, {"command": "sleep 3.5; echo done"})
+    pings = [e for e in evs if e["type"] == "ping"]
+    check(pings and pings[0]["text"] == "pong" and isinstance(pings[0]["timestamp"], int)
+          and out(evs) == "done\n" and evs[-1]["type"] == "execution_complete",
+          "ping events while it is quiet, then its output", evs)
     for body, word in (({}, "command"), ({"command": ""}, "command"),
                        ({"command": "true", "timeout": "1"}, "timeout"),
                        ({"command": "true", "envs": {"A": 1}}, "envs.A"),
@@ -681,6 +687,10 @@ def snapshots_of_a_live_sandbox_and_sandboxes_made_from_them():
     sid = create({"entrypoint": ["sh", "-c", "while :; do echo x >> /workspace/tick; "
                                  "sleep 0.02; done"]}, token=ACME)
     check(upload(sid, "/workspace/a.txt", b"one", token=ACME)[0] == 200, "a file written")
+    deadline = time.monotonic() + 10
+    while not isinstance(download(sid, "/workspace/tick", ACME), bytes):
+        check(time.monotonic() < deadline, "its entrypoint writes")
+        time.sleep(0.05)
     st, b, h = D.req("POST", "/v1/sandboxes/%s/snapshots" % sid, {"name": "first"}, token=ACME)
     check(st == 202 and b["status"]["state"] == "Creating" and b["sandboxId"] == sid
           and b["name"] == "first" and set(b) == {"id", "sandboxId", "name", "status",

@@ -131,18 +131,28 @@ static void thaw(struct os_snap *s)
     snap_step(-1, 0, s);
 }
 
+/* The sandbox runs again (or has ended): the snapshot is Ready, or Failed
+ * saying why (kept in message meanwhile). */
+static void finish(struct os_snap *s)
+{
+    char why[sizeof(s->message)];
+    snprintf(why, sizeof(why), "%s", s->message[0] ? s->message : "the snapshot was not taken");
+    if (s->ws[0])
+        snap_set(s, "Ready", "snapshot_ready", NULL);
+    else
+        snap_set(s, "Failed", "snapshot_capture_failed", why);
+}
+
 static void snap_done(void *ud, const sbx_err *err, json_t *res)
 {
     struct os_snap *s = ud;
     s->job = false;
     const char *ws = json_string_value(json_object_get(json_object_get(res, "snapshot"), "id"));
     if (err || !ws || strlen(ws) >= sizeof(s->ws))
-        snap_set(s, "Failed", "snapshot_capture_failed",
+        snprintf(s->message, sizeof(s->message), "%s",
                  err ? err->msg : "the snapshot helper gave no id");
-    else {
+    else
         snprintf(s->ws, sizeof(s->ws), "%s", ws);
-        snap_set(s, "Ready", "snapshot_ready", NULL);
-    }
     thaw(s);
 }
 
@@ -155,8 +165,11 @@ static void snap_step(evutil_socket_t fd, short what, void *arg)
     if (!b || !os_box_live(b)) { /* it ended meanwhile: nothing to freeze or thaw */
         if (b && b->snapping == s)
             b->snapping = NULL;
-        if (!s->thawing && !s->job)
-            snap_set(s, "Failed", "snapshot_capture_failed", "the sandbox ended first");
+        if (!s->job) { /* else its end comes back here */
+            if (!s->thawing)
+                snprintf(s->message, sizeof(s->message), "the sandbox ended first");
+            finish(s);
+        }
         return;
     }
     int rc = sbx_runtime_session_freeze(rt, &b->clone, b->id, !s->thawing, &e);
@@ -172,6 +185,7 @@ static void snap_step(evutil_socket_t fd, short what, void *arg)
             os_box_save(b);
         }
         b->snapping = NULL;
+        finish(s);
         return;
     }
     struct sbx_snapshot_request r = {
@@ -180,7 +194,7 @@ static void snap_step(evutil_socket_t fd, short what, void *arg)
         s->job = true;
         return;
     }
-    snap_set(s, "Failed", "snapshot_capture_failed", e.msg);
+    snprintf(s->message, sizeof(s->message), "%s", e.msg);
     thaw(s);
 }
 

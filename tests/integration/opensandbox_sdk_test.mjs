@@ -2,6 +2,7 @@
 // against a real sandboxd: run by test_opensandbox_sdk.py with DOMAIN and
 // KEY set. Prints one "ok <name>" line per check that passed and, at the end,
 // "RESULT <json>" with the figures; the first failure throws (exit 1).
+import fs from "node:fs";
 import { ConnectionConfig, Sandbox, SandboxManager } from "@alibaba-group/opensandbox";
 
 const cfg = new ConnectionConfig({
@@ -215,6 +216,30 @@ const evs = await runCode("print('v', value)\nvalue * 2");
 check(evs.some((e) => e.type === "stdout" && e.text === "v 120\n") &&
   evs.some((e) => e.type === "result" && e.results.text === "240"),
   "the interpreter keeps variables; the last value is the result", evs);
+
+// ---- a WebSocket server inside, reached through its endpoint by Node's own WebSocket ----
+await sbx.files.writeFiles([{ path: "/workspace/ws.py", data: fs.readFileSync(process.env.WS_SERVER, "utf8") }]);
+await sbx.commands.run("python3 /workspace/ws.py 8765", { background: true });
+const wsUrl = (await sbx.getEndpointUrl(8765)).replace(/^http/, "ws") + "/chat";
+function wsTalk() {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(wsUrl, { headers: { "OPEN-SANDBOX-API-KEY": process.env.KEY } });
+    const got = [];
+    ws.onerror = (e) => reject(new Error(String(e.message ?? e.type)));
+    ws.onmessage = (m) => {
+      got.push(m.data);
+      if (got.length === 1) ws.send("stressed");
+      else ws.close(1000, "done");
+    };
+    ws.onclose = (e) => resolve({ got, code: e.code });
+  });
+}
+let talk;
+for (let i = 0; i < 100 && !talk; i++) {
+  try { talk = await wsTalk(); } catch { await sleep(100); }
+}
+check(talk && talk.got[0] === "hello from inside" && talk.got[1] === "desserts" && talk.code === 1000,
+  "Node's WebSocket through the endpoint: frames both ways, a clean close", talk);
 
 // ---- snapshots: of a live sandbox (frozen while taken), a sandbox made from one ----
 await sbx.files.writeFiles([{ path: "/workspace/snap.txt", data: "before" }]);

@@ -3,6 +3,8 @@ every route of the lifecycle (/v1/sandboxes...), of execd under
 /v1/sandboxes/{id}/proxy/44772 and of the egress sidecar's /policy on 18080,
 their errors, and their tenancy (a tenant's token never sees nor touches
 another tenant's sandboxes). A real daemon on loopback, --net none."""
+import base64
+import hashlib
 import http.client
 import json
 import os
@@ -574,6 +576,10 @@ def other_ports_reach_the_sandboxs_own_loopback():
         time.sleep(0.1)
     check(st == 200 and data == b"hello" and h["Server"].startswith("SimpleHTTP"),
           "a server started inside answers through the endpoint", (st, data, h))
+    st, data, h = D.req("GET", proxy + "8000/d/a%20b.txt", raw=True,
+                        headers={"Connection": "Upgrade", "Upgrade": "websocket"})
+    check(st == 200 and data == b"hello", "an upgrade a server does not take: its plain answer",
+          (st, data))
     st, data, h = D.req("DELETE", proxy + "8000/d", raw=True)
     check(st == 501, "its own status comes back", (st, data))
     check(D.req("GET", proxy + "8000/d/a%20b.txt", token=None)[0] == 401, "behind the token")
@@ -596,6 +602,132 @@ def other_ports_reach_the_sandboxs_own_loopback():
         host.close()
     check(D.req("GET", proxy + "44772/nothing")[0] == 404, "an unknown execd route: 404")
     check(D.req("GET", proxy + "0/x")[0] == 400, "port 0: 400")
+    D.req("DELETE", "/v1/sandboxes/" + sid)
+
+
+def ws_frame(op, data):
+    """A client's frame: masked, as a client's must be."""
+    mask = os.urandom(4)
+    n = len(data)
+    size = bytes([0x80 | n]) if n < 126 else (
+        bytes([0x80 | 126]) + n.to_bytes(2, "big") if n < 65536
+        else bytes([0x80 | 127]) + n.to_bytes(8, "big"))
+    body = (int.from_bytes(data, "big") ^
+            int.from_bytes((mask * (n // 4 + 1))[:n], "big")).to_bytes(n, "big")
+    return bytes([0x80 | op]) + size + mask + body
+
+
+def ws_read(sock, buf):
+    """(op, data, rest of buf) of the next server frame."""
+    def need(n):
+        nonlocal buf
+        while len(buf) < n:
+            d = sock.recv(65536)
+            check(d, "the frame comes whole before the connection ends", len(buf))
+            buf += d
+    need(2)
+    op, n, at = buf[0] & 15, buf[1] & 127, 2
+    if n == 126:
+        need(4)
+        n, at = int.from_bytes(buf[2:4], "big"), 4
+    elif n == 127:
+        need(10)
+        n, at = int.from_bytes(buf[2:10], "big"), 10
+    need(at + n)
+    return op, buf[at:at + n], buf[at + n:]
+
+
+def ws_open(sid, port, token=TOKEN, path="/chat?room=1"):
+    """(status, headers, socket, bytes after the head) of an upgrade through
+    the sandbox's endpoint."""
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock = socket.create_connection(("127.0.0.1", D.port), timeout=20)
+    auth = "OPEN-SANDBOX-API-KEY: %s\r\n" % token if token else ""
+    sock.sendall(("GET /v1/sandboxes/%s/proxy/%d%s HTTP/1.1\r\nHost: x\r\n"
+                  "Upgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n"
+                  "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n%s\r\n"
+                  % (sid, port, path, key, auth)).encode())
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        d = sock.recv(65536)
+        if not d:
+            break
+        buf += d
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    lines = head.decode(errors="replace").split("\r\n")
+    status = int(lines[0].split()[1]) if lines[0].startswith("HTTP/") else 0
+    hdrs = {k.strip().lower(): v.strip() for k, v in
+            (ln.split(":", 1) for ln in lines[1:] if ":" in ln)}
+    want = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11")
+                                         .encode()).digest()).decode()
+    hdrs["_accept_ok"] = hdrs.get("sec-websocket-accept") == want
+    return status, hdrs, sock, rest
+
+
+@S.case
+def websocket_upgrades_through_the_port_proxy():
+    sid = create()
+    with open(os.path.join(HERE, "ws_echo_server.py"), "rb") as f:
+        check(upload(sid, "/workspace/ws.py", f.read())[0] == 200, "the server uploaded")
+    run(sid, {"command": "python3 /workspace/ws.py 8765", "background": True})
+    deadline = time.monotonic() + 15
+    while True:
+        st, hdrs, sock, rest = ws_open(sid, 8765)
+        if st == 101 or time.monotonic() > deadline:
+            break
+        sock.close()
+        time.sleep(0.1)
+    try:
+        check(st == 101 and hdrs.get("upgrade", "").lower() == "websocket"
+              and "upgrade" in hdrs.get("connection", "").lower() and hdrs["_accept_ok"]
+              and hdrs.get("x-path") == "/chat?room=1",
+              "101 with the sandbox's own handshake (its accept key, the path and query)",
+              (st, hdrs))
+        op, data, rest = ws_read(sock, rest)
+        check(op == 1 and data == b"hello from inside", "a frame sent right after its 101",
+              (op, data))
+        sock.sendall(ws_frame(1, b"stressed"))
+        op, data, rest = ws_read(sock, rest)
+        check(op == 1 and data == b"desserts", "a text frame each way", (op, data))
+        big = os.urandom(600000)  # beyond the relay's 1 MiB of wait only once both ways
+        sock.sendall(ws_frame(2, big))
+        op, data, rest = ws_read(sock, rest)
+        check(op == 2 and data == big, "600 kB each way, byte for byte", (op, len(data)))
+        sock.sendall(ws_frame(8, b"\x03\xe8bye"))
+        op, data, rest = ws_read(sock, rest)
+        check(op == 8 and data == b"\x03\xe8bye", "close frames cross", (op, data))
+        sock.settimeout(10)
+        check(sock.recv(100) == b"", "then the connection ends")
+    finally:
+        sock.close()
+    # two at once, each its own connection inside
+    a, b = ws_open(sid, 8765), ws_open(sid, 8765)
+    try:
+        check(a[0] == b[0] == 101, "two upgrades at once", (a[0], b[0]))
+        ra, rb = ws_read(a[2], a[3])[2], ws_read(b[2], b[3])[2]
+        a[2].sendall(ws_frame(1, b"ab"))
+        b[2].sendall(ws_frame(1, b"xy"))
+        check(ws_read(b[2], rb)[1] == b"yx" and ws_read(a[2], ra)[1] == b"ba",
+              "each gets its own answers")
+    finally:
+        a[2].close()
+        b[2].close()
+    # a client that leaves at once: the next one is served as well
+    st, _, sock, _ = ws_open(sid, 8765)
+    sock.close()
+    st, _, sock, rest = ws_open(sid, 8765)
+    check(st == 101 and ws_read(sock, rest)[1] == b"hello from inside", "and the next")
+    sock.close()
+    # behind the token, of its tenant, and nothing listening: plain answers
+    st, hdrs, sock, _ = ws_open(sid, 8765, token=None)
+    sock.close()
+    check(st == 401, "no token: 401, no upgrade", st)
+    st, hdrs, sock, _ = ws_open(sid, 8765, token=ACME)
+    sock.close()
+    check(st == 404, "another tenant's sandbox: 404", st)
+    st, hdrs, sock, _ = ws_open(sid, 8766)
+    sock.close()
+    check(st == 502, "nothing listening: 502", st)
     D.req("DELETE", "/v1/sandboxes/" + sid)
 
 

@@ -62,26 +62,57 @@ static json_t *box_record(struct os_box *b)
                      "snapshotId", b->snapshot_id[0] ? b->snapshot_id : NULL);
 }
 
-void os_box_save(struct os_box *b)
+void os_record_put(struct os_state *os, const char *kind, const char *id, const char *tenant,
+                   json_t *record)
 {
-    struct sbx_store *st = b->os->api->store;
-    if (!st || b->forgotten)
+    struct sbx_store *st = os->api->store;
+    char *text = st && record ? json_dumps(record, JSON_COMPACT) : NULL;
+    json_decref(record);
+    if (!st)
         return;
-    json_t *r = box_record(b);
-    char *text = r ? json_dumps(r, JSON_COMPACT) : NULL;
-    json_decref(r);
     sbx_err e = {0};
     if (!text)
-        sbx_err_set(&e, ENOMEM, "a sandbox's record");
+        sbx_err_set(&e, ENOMEM, "a record");
     else
-        sbx_store_record_put(st, OS_RECORD_SANDBOX, b->id, b->clone.tenant, text, &e);
+        sbx_store_record_put(st, kind, id, tenant, text, &e);
     free(text);
     if (e.errnum) {
-        char msg[600], why[300], id[128];
-        sbx_log(SBX_LOG_WARN, "opensandbox sandbox not recorded id=%s error=%s",
-                sbx_log_safe(b->id, id, sizeof(id)),
+        char msg[600], why[300], id_s[128];
+        sbx_log(SBX_LOG_WARN, "opensandbox record not kept kind=%s id=%s error=%s", kind,
+                sbx_log_safe(id, id_s, sizeof(id_s)),
                 sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
     }
+}
+
+void os_box_save(struct os_box *b)
+{
+    if (!b->forgotten)
+        os_record_put(b->os, OS_RECORD_SANDBOX, b->id, b->clone.tenant, box_record(b));
+}
+
+int os_page_parse(sbx_http_request *req, uint64_t *page, uint64_t *size)
+{
+    const char *ps = sbx_http_req_query(req, "page"), *pss = sbx_http_req_query(req, "pageSize");
+    sbx_err e = {0};
+    *page = 1;
+    *size = 20;
+    if ((ps && sbx_parse_uint(ps, 1, 1000000, page, &e) < 0) ||
+        (pss && sbx_parse_uint(pss, 1, 200, size, &e) < 0)) {
+        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "page and pageSize: %s", e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+void os_page_respond(sbx_http_request *req, json_t *items, uint64_t page, uint64_t size,
+                     uint64_t total)
+{
+    uint64_t pages = (total + size - 1) / size;
+    sbx_http_respond_json(req, 200,
+                          json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:b}}", "items", items,
+                                    "pagination", "page", (json_int_t)page, "pageSize",
+                                    (json_int_t)size, "totalItems", (json_int_t)total, "totalPages",
+                                    (json_int_t)pages, "hasNextPage", page < pages));
 }
 
 static const char *known_state(const char *s)
@@ -539,13 +570,9 @@ static void h_list(sbx_http_request *req, void *ud)
         return (void)sbx_http_respond_err(req, &e);
     const char *state = sbx_http_req_query(req, "state");
     const char *meta = sbx_http_req_query(req, "metadata");
-    const char *ps = sbx_http_req_query(req, "page"), *pss = sbx_http_req_query(req, "pageSize");
-    uint64_t page = 1, size = 20;
-    if ((ps && sbx_parse_uint(ps, 1, 1000000, &page, &e) < 0) ||
-        (pss && sbx_parse_uint(pss, 1, 200, &size, &e) < 0)) {
-        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "page and pageSize: %s", e.msg);
+    uint64_t page, size;
+    if (os_page_parse(req, &page, &size) < 0)
         return;
-    }
     if (state) {
         bool known = false;
         for (size_t i = 0; states[i]; i++)
@@ -570,12 +597,7 @@ static void h_list(sbx_http_request *req, void *ud)
             json_array_append_new(items, box_json(b));
         total++;
     }
-    uint64_t pages = (total + size - 1) / size;
-    sbx_http_respond_json(req, 200,
-                          json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:b}}", "items", items,
-                                    "pagination", "page", (json_int_t)page, "pageSize",
-                                    (json_int_t)size, "totalItems", (json_int_t)total, "totalPages",
-                                    (json_int_t)pages, "hasNextPage", page < pages));
+    os_page_respond(req, items, page, size, total);
 }
 
 static void h_delete(sbx_http_request *req, void *ud)

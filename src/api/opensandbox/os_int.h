@@ -92,6 +92,15 @@ struct os_box *os_box_get(sbx_http_request *req, struct os_state *os, bool any_s
 bool os_box_live(struct os_box *b);
 /* Write b's record to the store (a failure is logged: the sandbox goes on). */
 void os_box_save(struct os_box *b);
+/* Write one record of kind to the store (steals record; a failure is
+ * logged). */
+void os_record_put(struct os_state *os, const char *kind, const char *id, const char *tenant,
+                   json_t *record);
+/* ?page=&pageSize= (1.., 1..200; defaults 1 and 20): -1 with a 400 given. */
+int os_page_parse(sbx_http_request *req, uint64_t *page, uint64_t *size);
+/* {items, pagination {page, pageSize, totalItems, totalPages, hasNextPage}}. */
+void os_page_respond(sbx_http_request *req, json_t *items, uint64_t page, uint64_t size,
+                     uint64_t total);
 /* The RFC 3339 text of a time in ms (JSON string). */
 json_t *os_time(int64_t ms);
 /* 204, or 200 with Content-Length: 0 for routes the SDK reads as JSON. */

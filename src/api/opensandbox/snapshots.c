@@ -63,27 +63,12 @@ static json_t *snap_json(const struct os_snap *s)
 
 static void snap_save(struct os_snap *s)
 {
-    struct sbx_store *st = s->os->api->store;
-    if (!st)
-        return;
-    json_t *r = json_pack("{s:s, s:s*, s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "sandboxId", s->src.id,
-                          "name", s->name, "image", s->image, "ws", s->ws, "state", s->state,
-                          "reason", s->reason, "message", s->message, "createdAt",
-                          (json_int_t)s->created_at, "transitionAt", (json_int_t)s->transition_at);
-    char *text = r ? json_dumps(r, JSON_COMPACT) : NULL;
-    json_decref(r);
-    sbx_err e = {0};
-    if (!text)
-        sbx_err_set(&e, ENOMEM, "a snapshot's record");
-    else
-        sbx_store_record_put(st, OS_RECORD_SNAPSHOT, s->id, s->src.tenant, text, &e);
-    free(text);
-    if (e.errnum) {
-        char msg[600], why[300], id[128];
-        sbx_log(SBX_LOG_WARN, "opensandbox snapshot not recorded id=%s error=%s",
-                sbx_log_safe(s->id, id, sizeof(id)),
-                sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
-    }
+    os_record_put(s->os, OS_RECORD_SNAPSHOT, s->id, s->src.tenant,
+                  json_pack("{s:s, s:s*, s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "sandboxId",
+                            s->src.id, "name", s->name, "image", s->image, "ws", s->ws, "state",
+                            s->state, "reason", s->reason, "message", s->message, "createdAt",
+                            (json_int_t)s->created_at, "transitionAt",
+                            (json_int_t)s->transition_at));
 }
 
 static void snap_set(struct os_snap *s, const char *state, const char *reason, const char *message)
@@ -277,13 +262,9 @@ static void h_list(sbx_http_request *req, void *ud)
     if (os_request_tenant(req, os, &c, &e) < 0)
         return (void)sbx_http_respond_err(req, &e);
     const char *sandbox = sbx_http_req_query(req, "sandboxId");
-    const char *ps = sbx_http_req_query(req, "page"), *pss = sbx_http_req_query(req, "pageSize");
-    uint64_t page = 1, size = 20;
-    if ((ps && sbx_parse_uint(ps, 1, 1000000, &page, &e) < 0) ||
-        (pss && sbx_parse_uint(pss, 1, 200, &size, &e) < 0)) {
-        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "page and pageSize: %s", e.msg);
+    uint64_t page, size;
+    if (os_page_parse(req, &page, &size) < 0)
         return;
-    }
     struct os_query_all states = {.name = "state"};
     os_query_values(req, &states);
     json_t *items = json_array();
@@ -299,12 +280,7 @@ static void h_list(sbx_http_request *req, void *ud)
             json_array_append_new(items, snap_json(s));
         total++;
     }
-    uint64_t pages = (total + size - 1) / size;
-    sbx_http_respond_json(req, 200,
-                          json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:b}}", "items", items,
-                                    "pagination", "page", (json_int_t)page, "pageSize",
-                                    (json_int_t)size, "totalItems", (json_int_t)total, "totalPages",
-                                    (json_int_t)pages, "hasNextPage", page < pages));
+    os_page_respond(req, items, page, size, total);
 }
 
 static void snap_forget(struct os_snap *s)

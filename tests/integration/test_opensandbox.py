@@ -828,6 +828,7 @@ def snapshots_of_a_live_sandbox_and_sandboxes_made_from_them():
           and b["name"] == "first" and set(b) == {"id", "sandboxId", "name", "status",
                                                   "createdAt"},
           "accepted: 202, Creating, the spec's fields only", (st, b))
+    check(h.get("Location") == "/v1/snapshots/" + b["id"], "Location names it", h)
     snap = b["id"]
     st, b = snapshot_ready(snap, ACME)
     check(st == 200 and b["status"]["state"] == "Ready", "then Ready", (st, b))

@@ -226,6 +226,9 @@ static void h_create(sbx_http_request *req, void *ud)
     os->snaps = s;
     b->snapping = s;
     /* Answered at once (202, Creating); the client polls GET /snapshots/{id}. */
+    char where[80];
+    snprintf(where, sizeof(where), "/v1/snapshots/%s", s->id);
+    sbx_http_add_header(req, "Location", where);
     sbx_http_respond_json(req, 202, snap_json(s));
     event_active(s->timer, EV_TIMEOUT, 0);
 }

@@ -908,7 +908,7 @@ def sandboxes_outlive_a_restart_of_the_daemon():
     upload(kept, "/workspace/k.txt", b"kept", token=ACME)
     snap = D.req("POST", "/v1/sandboxes/%s/snapshots" % kept, {"name": "k"}, token=ACME)[1]["id"]
     check(snapshot_ready(snap, ACME)[1]["status"]["state"] == "Ready", "a snapshot of it")
-    check(D.stop() == 0, "the daemon stops cleanly")
+    check(D.stop() == 0, "the daemon stops cleanly", D.output())
     D.start()
     st, b, _ = D.req("GET", "/v1/sandboxes/" + kept, token=ACME)
     check(st == 200 and b["status"]["state"] == "Terminated"

@@ -403,7 +403,7 @@ static void policy_change(sbx_http_request *req, void *ud, int how)
         json_object_set_new(pol, "egress", eg = json_array());
     size_t i;
     json_t *item;
-    json_array_foreach(how == 0 ? json_array() : body, i, item)
+    json_array_foreach(how == 0 ? NULL : body, i, item) /* POST replaces: no entries */
     {
         const char *target =
             how == 1 ? json_string_value(json_object_get(item, "target")) : json_string_value(item);

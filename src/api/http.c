@@ -386,6 +386,7 @@ static void req_free(sbx_http_request *req)
     sbx_http__share_put(&srv->sse_by_tenant, req->sse_ten_share);
     if (req->resp)
         sbx_mhd.destroy_response(req->resp);
+    sbx_http__upgrade_forget(req->upgrade);
     sbx_http__free_headers(req);
     sbx_route_match_clear(&req->match);
     free(req->body);
@@ -545,8 +546,9 @@ int sbx_http_server_listen(sbx_http_server *srv, sbx_err *err)
      * counts; MHD's own limit only leaves room for connections being closed
      * to make room for new ones. */
     srv->mhd = sbx_mhd.start_daemon(
-        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET, 0,
-        NULL, NULL, sbx_http__on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
+        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG |
+            MHD_USE_NO_LISTEN_SOCKET,
+        0, NULL, NULL, sbx_http__on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
         MHD_OPTION_CONNECTION_LIMIT, c->max_connections * 2 + 16, MHD_OPTION_CONNECTION_TIMEOUT,
         c->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, c->conn_memory,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
@@ -589,6 +591,7 @@ static void stop_mhd(sbx_http_server *srv)
 {
     srv->stopping = true;
     sbx_http__gate_stop(srv);
+    sbx_http__upgrades_stop(srv);
     for (sbx_http_request *req = srv->reqs; req; req = req->next) {
         req->gone = true;
         watch_stop(req);

@@ -117,6 +117,8 @@ struct sbx_http_server {
     bool kick;              /* run again as soon as the current run returns */
     bool stopping;
     bool early_close; /* the loop's backend reports EV_CLOSED */
+    /* Upgraded connections (http_upgrade.c). */
+    struct sbx_http_upgrade *upgrades;
     /* The gate (http_gate.c). */
     struct event *listen_ev;
     struct event *listen_pause; /* accepting again after EMFILE */
@@ -145,6 +147,7 @@ struct sbx_http_request {
     struct MHD_Connection *conn;
     struct conn_ctx *cc;
     sbx_http_request *prev, *next;
+    struct sbx_http_upgrade *upgrade; /* its 101 answer's, or NULL */
     const char *method;
     const char *path;
     const struct route_rec *route;
@@ -262,6 +265,10 @@ int sbx_http__answer(sbx_http_request *req, unsigned status, struct MHD_Response
 enum MHD_Result sbx_http__flush(sbx_http_request *req);
 /* Out of memory while answering: still say something. */
 void sbx_http__answer_oom(sbx_http_request *req);
+/* http_upgrade.c: the request ends (its upgrade, if any, is let go of); the
+ * server stops (every open upgrade is ended first). */
+void sbx_http__upgrade_forget(struct sbx_http_upgrade *up);
+void sbx_http__upgrades_stop(sbx_http_server *srv);
 void sbx_http__free_headers(sbx_http_request *req);
 
 /* CLOCK_MONOTONIC in seconds: the request log gives tenths of a

@@ -232,6 +232,10 @@ void sbx_http__relay_conn_closed(struct sbx_http_relay *r);
 /* libmicrohttpd completed a request (called from its completion; ok: its
  * whole answer was sent). */
 void sbx_http__relay_completed(struct sbx_http_relay *r, bool ok);
+/* A request's answer was given (status), and a 101's head has gone out
+ * (the bytes after it are no longer HTTP). */
+void sbx_http__relay_answered(struct sbx_http_relay *r, unsigned status);
+void sbx_http__relay_tunnel(struct sbx_http_relay *r);
 /* Whether the client has ended its side (*reset: reset the connection). */
 bool sbx_http__relay_client_gone(const struct sbx_http_relay *r, bool *reset);
 /* The server stops: the last answers out, every relay freed. */

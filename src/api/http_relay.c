@@ -50,6 +50,8 @@ enum vstate {
     V_CDATA_LF, /* */
     V_LAST_CR,  /* the empty line after the last chunk (no trailers) */
     V_LAST_LF,  /* */
+    V_UPGRADE,  /* after a head asking for an upgrade: held until its answer */
+    V_TUNNEL,   /* upgraded (101): bytes pass unchecked both ways */
     V_FAILED,   /* a bad request: nothing more is read */
 };
 
@@ -63,6 +65,7 @@ struct sbx_http_relay {
     struct event *pwev; /* ... write, while bytes wait for it */
     struct event *linger;
     struct evbuffer *to_mhd, *to_client;
+    struct evbuffer *held; /* what came after an upgrade request, until its answer */
     enum vstate st;
     char *head;
     size_t head_len;
@@ -98,6 +101,8 @@ void sbx_http__relay_free(struct sbx_http_relay *r)
         evbuffer_free(r->to_mhd);
     if (r->to_client)
         evbuffer_free(r->to_client);
+    if (r->held)
+        evbuffer_free(r->held);
     if (r->client >= 0)
         close(r->client);
     if (r->pair >= 0)
@@ -295,7 +300,8 @@ static void client_end(struct sbx_http_relay *r, bool reset)
     bool blank = true; /* empty lines between requests are allowed */
     for (size_t i = 0; i < r->head_len && blank; i++)
         blank = r->head[i] == '\r' || r->head[i] == '\n';
-    if (!reset && r->st != V_FAILED && (r->st != V_HEAD || !blank))
+    if (!reset && r->st != V_FAILED && r->st != V_UPGRADE && r->st != V_TUNNEL &&
+        (r->st != V_HEAD || !blank))
         fail_body(r, 400, "bad_request",
                   r->st == V_HEAD ? "the client ended before a complete request head"
                                   : "the client ended within a request body");
@@ -324,6 +330,16 @@ static void fail_body(struct sbx_http_relay *r, unsigned status, const char *cod
     fail(r, &h, NULL);
 }
 
+/* Whether a (checked) head carries an Upgrade header. */
+static bool asks_upgrade(const char *head, size_t n)
+{
+    static const char name[] = "\nupgrade:";
+    for (size_t i = 0; i + sizeof(name) - 1 <= n; i++)
+        if (strncasecmp(head + i, name, sizeof(name) - 1) == 0)
+            return true;
+    return false;
+}
+
 /* One byte of a head: true when the head is complete (and checked). */
 static void head_byte(struct sbx_http_relay *r, char c)
 {
@@ -349,7 +365,9 @@ static void head_byte(struct sbx_http_relay *r, char c)
     evbuffer_add(r->to_mhd, r->head, end);
     r->head_len = 0;
     r->heads++;
-    if (h.chunked) {
+    if (asks_upgrade(r->head, end) && !h.chunked && !(h.has_length && h.content_length > 0)) {
+        r->st = V_UPGRADE; /* what follows may not be HTTP: see its answer first */
+    } else if (h.chunked) {
         r->st = V_CSIZE;
         r->digits = 0;
         r->left = 0;
@@ -365,6 +383,10 @@ static void feed(struct sbx_http_relay *r, const char *p, size_t n)
     size_t i = 0;
     while (i < n && r->st != V_FAILED) {
         char c = p[i];
+        if (r->st == V_UPGRADE || r->st == V_TUNNEL) {
+            evbuffer_add(r->st == V_TUNNEL ? r->to_mhd : r->held, p + i, n - i);
+            return;
+        }
         switch (r->st) {
         case V_HEAD:
             head_byte(r, c);
@@ -442,6 +464,8 @@ static void feed(struct sbx_http_relay *r, const char *p, size_t n)
             }
             r->st = r->st == V_LAST_CR ? V_LAST_LF : V_HEAD;
             break;
+        case V_UPGRADE:
+        case V_TUNNEL:
         case V_FAILED:
             return;
         }
@@ -454,7 +478,8 @@ static void client_read(struct sbx_http_relay *r)
 {
     char buf[RELAY_READ];
     while (!r->client_eof && r->st != V_FAILED) {
-        if (evbuffer_get_length(r->to_mhd) >= RELAY_HIGH) {
+        if (evbuffer_get_length(r->to_mhd) >= RELAY_HIGH ||
+            (r->st == V_UPGRADE && evbuffer_get_length(r->held) >= RELAY_HIGH)) {
             r->blocked = true;
             /* Not reading: still notice a reset (poll reads nothing). */
             struct pollfd pf = {.fd = r->client, .events = POLLIN | POLLRDHUP};
@@ -528,6 +553,7 @@ int sbx_http__relay_start(struct conn_ctx *cc, int *mhd_fd)
     r->head = malloc(srv->head_limits.max_head + 1);
     r->to_mhd = evbuffer_new();
     r->to_client = evbuffer_new();
+    r->held = evbuffer_new();
     r->cev = event_new(srv->base, r->client, EV_READ | EV_WRITE | EV_ET | EV_PERSIST, on_client, r);
     r->pev = event_new(srv->base, r->pair, EV_READ | EV_PERSIST, on_pair_read, r);
     r->pwev = event_new(srv->base, r->pair, EV_WRITE | EV_PERSIST, on_pair_write, r);
@@ -536,8 +562,8 @@ int sbx_http__relay_start(struct conn_ctx *cc, int *mhd_fd)
     if (srv->relays)
         srv->relays->prev = r;
     srv->relays = r;
-    if (!r->head || !r->to_mhd || !r->to_client || !r->cev || !r->pev || !r->pwev || !r->linger ||
-        event_add(r->cev, NULL) < 0 || event_add(r->pev, NULL) < 0) {
+    if (!r->head || !r->to_mhd || !r->to_client || !r->held || !r->cev || !r->pev || !r->pwev ||
+        !r->linger || event_add(r->cev, NULL) < 0 || event_add(r->pev, NULL) < 0) {
         r->client = -1; /* the caller still owns it */
         sbx_http__relay_free(r);
         close(sv[1]);
@@ -559,6 +585,41 @@ void sbx_http__relay_conn_closed(struct sbx_http_relay *r)
     linger_rearm(r);
     /* The pair's end gives what libmicrohttpd wrote last, then EOF. */
     event_active(r->pev, EV_READ, 0);
+}
+
+/* The answer to an upgrade request: a 101 makes the connection a tunnel
+ * once libmicrohttpd has sent it (sbx_http__relay_tunnel); any other
+ * answer means what followed is HTTP again, checked as usual. */
+void sbx_http__relay_answered(struct sbx_http_relay *r, unsigned status)
+{
+    if (r->st != V_UPGRADE || status == 101)
+        return;
+    r->st = V_HEAD;
+    size_t n = evbuffer_get_length(r->held);
+    if (n) {
+        char *p = malloc(n);
+        if (!p) {
+            fail_body(r, 503, "unavailable", "the server is out of memory");
+        } else {
+            evbuffer_remove(r->held, p, n);
+            feed(r, p, n);
+            free(p);
+        }
+    }
+    pair_flush(r);
+    r->blocked = false;
+    event_active(r->cev, EV_READ, 0); /* edge-triggered: read what waits */
+}
+
+void sbx_http__relay_tunnel(struct sbx_http_relay *r)
+{
+    if (r->st != V_UPGRADE)
+        return;
+    r->st = V_TUNNEL;
+    evbuffer_add_buffer(r->to_mhd, r->held);
+    pair_flush(r);
+    r->blocked = false;
+    event_active(r->cev, EV_READ, 0);
 }
 
 void sbx_http__relay_completed(struct sbx_http_relay *r, bool ok)

@@ -38,6 +38,8 @@ static void on_upgrade(void *cls, struct MHD_Connection *conn, void *req_cls, co
     if (up->next)
         up->next->prev = up;
     up->srv->upgrades = up;
+    if (up->req && up->req->cc && up->req->cc->relay)
+        sbx_http__relay_tunnel(up->req->cc->relay); /* the 101 is out */
     up->fn(up->ud, sock, extra_in, extra_in_size, up);
 }
 

@@ -312,6 +312,27 @@ def later_requests_and_deep_chunks_are_checked_too():
                          b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n", limit=30,
                          shut=False)
         check(st == 200, "a chunked exec", out[:600])
+        # an Upgrade request that is not upgraded (a route without one): what
+        # follows on the connection is HTTP again, and checked again
+        s = d.sock(5)
+        try:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                      b"Connection: Upgrade\r\n\r\n")
+            head, _ = read_one_answer(s)
+            check(head.startswith(b"HTTP/1.1 200"), "an Upgrade request answered 200", head)
+            time.sleep(0.05)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            head, _ = read_one_answer(s)
+            check(head.startswith(b"HTTP/1.1 200"), "then a plain request", head)
+            time.sleep(0.05)
+            s.sendall(b"GET /x HTTP/1.1 junk\r\nHost: x\r\n\r\n")
+            s.shutdown(socket.SHUT_WR)
+            out = read_answer(s, 5)
+        finally:
+            s.close()
+        no_html("after an Upgrade request answered 200", out)
+        check(out.startswith(b"HTTP/1.1 505") and out.rstrip().endswith(b"}}"),
+              "an unanswered Upgrade: a later bad request gets our JSON error", out[:800])
     finally:
         d.stop()
 

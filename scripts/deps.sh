@@ -5,11 +5,15 @@ pkgs=(build-essential cmake pkg-config clang-format libevent-dev libseccomp-dev 
       libcmocka-dev libcurl4-openssl-dev musl-tools libnftables-dev libmnl-dev
       libhttp-parser-dev libmicrohttpd-dev libssl-dev openssl nftables curl libsqlite3-dev
       libyaml-dev python3 nodejs bubblewrap hyperfine iproute2 e2fsprogs golang-go
-      clang libclang-rt-dev)
+      clang libclang-rt-dev systemd)
 # golang-go: the strict Go client of the original's API (tests/compat/go, standard
 # library only, built offline by tests/integration/test_compat_go.py).
 # clang and its runtime libraries (libFuzzer, ASan, UBSan) for the fuzz
 # targets of tests/fuzz, run by scripts/fuzz.sh.
+# systemd for systemd-analyze alone (verify, security --offline of
+# deploy/systemd/sandboxd.service): the package does not make systemd the init
+# (that is systemd-sysv, not installed here) and its scripts start nothing
+# where systemd is not running.
 # npm for the test clients (scripts/npm-deps.sh); a Node.js that ships its own
 # npm (as NodeSource's does) needs no package of it.
 command -v npm >/dev/null || pkgs+=(npm)

@@ -73,6 +73,16 @@ def npm_checkers():
     return os.path.join(os.path.dirname(os.path.dirname(modules)), "checkers", "node_modules")
 
 
+def go_env(tmp):
+    """The environment of an offline Go build with the standard library only
+    (no module proxy, caches in tmp, the installed toolchain)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GO")}
+    env.update(GOCACHE=os.path.join(tmp, "gocache"), GOPATH=os.path.join(tmp, "gopath"),
+               GOPROXY="off", GOFLAGS="", GO111MODULE="on", GOTOOLCHAIN="local",
+               GOTELEMETRY="off", CGO_ENABLED="0")
+    return env
+
+
 def workspace_with_helpers(*names):
     """A temporary workspace holding copies of the named helper programs."""
     ws = tempfile.mkdtemp(prefix="sbx-ws-")

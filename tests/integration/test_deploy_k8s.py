@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sbxtest import ServeDaemon, Suite, check, npm_clients  # noqa: E402
+from sbxtest import ServeDaemon, Suite, check, go_env, npm_clients  # noqa: E402
 
 S = Suite("deploy_k8s")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -63,14 +63,6 @@ def write(name, text):
     with open(path, "w") as f:
         f.write(text)
     return path
-
-
-def go_env():
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GO")}
-    env.update(GOCACHE=os.path.join(TMP, "gocache"), GOPATH=os.path.join(TMP, "gopath"),
-               GOPROXY="off", GOFLAGS="", GO111MODULE="on", GOTOOLCHAIN="local",
-               GOTELEMETRY="off", CGO_ENABLED="0")
-    return env
 
 
 def render(**values):
@@ -164,7 +156,7 @@ def gib(q):
 
 def builds_the_renderer_offline():
     p = subprocess.run(["go", "build", "-o", RENDER, "."], cwd=os.path.join(HERE, "helmrender"),
-                       env=go_env(), capture_output=True, text=True, timeout=300)
+                       env=go_env(TMP), capture_output=True, text=True, timeout=300)
     check(p.returncode == 0 and os.path.exists(RENDER), "go build (standard library only)", p)
 
 

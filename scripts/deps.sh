@@ -5,7 +5,7 @@ pkgs=(build-essential cmake pkg-config clang-format libevent-dev libseccomp-dev 
       libcmocka-dev libcurl4-openssl-dev musl-tools libnftables-dev libmnl-dev
       libhttp-parser-dev libmicrohttpd-dev libssl-dev openssl nftables curl libsqlite3-dev
       libyaml-dev python3 nodejs bubblewrap hyperfine iproute2 e2fsprogs golang-go
-      clang libclang-rt-dev busybox-static libarchive-dev)
+      clang libclang-rt-dev busybox-static libarchive-dev systemd)
 # busybox-static: the root filesystem tests/integration/test_environments.py
 # builds its environments and OCI images from.
 # libarchive-dev: sandboxd unpacks environments' OCI images with it.
@@ -13,6 +13,10 @@ pkgs=(build-essential cmake pkg-config clang-format libevent-dev libseccomp-dev 
 # library only, built offline by tests/integration/test_compat_go.py).
 # clang and its runtime libraries (libFuzzer, ASan, UBSan) for the fuzz
 # targets of tests/fuzz, run by scripts/fuzz.sh.
+# systemd for systemd-analyze alone (verify, security --offline of
+# deploy/systemd/sandboxd.service): the package does not make systemd the init
+# (that is systemd-sysv, not installed here) and its scripts start nothing
+# where systemd is not running.
 # npm for the test clients (scripts/npm-deps.sh); a Node.js that ships its own
 # npm (as NodeSource's does) needs no package of it.
 command -v npm >/dev/null || pkgs+=(npm)

@@ -84,6 +84,11 @@ static json_t *exec_answer(const struct sbx_store_task *t, bool opensandbox)
                       sbx_json_text(t->stdout_data, t->stdout_len), "stderr",
                       sbx_json_text(t->stderr_data, t->stderr_len), "return_code", code,
                       "execution_time", secs);
+        /* Seed 004's four keys say nothing of a task that never ran (its
+         * sandbox's setup failed, a timeout, a cancel): the reason, then,
+         * as "error", else a failed setup would read as an empty 125. */
+        if (o && t->status != SBX_TASK_SUCCEEDED && t->error && t->error[0])
+            json_object_set_new(o, "error", json_string(t->error));
         json_decref(report);
     } else {
         o = json_pack("{s:s, s:I, s:o, s:o, s:o, s:o, s:s, s:s, s:o}", "taskId", t->id, "exitCode",

@@ -360,6 +360,20 @@ static void apply_totals(struct serve *s)
             all ? "" : " why=", all ? "" : sbx_log_safe(t->why, why, sizeof(why)));
 }
 
+/* At the stop, with every sandbox gone: the shared sandboxd/ bases get back
+ * what they held before apply_totals, so the caps do not outlive us. */
+static void restore_totals(struct serve *s)
+{
+    sbx_err e = {0};
+    char msg[600], why[300];
+    int n = sbx_cg_host_restore_totals(&s->totals, &e);
+    if (n < 0)
+        sbx_log(SBX_LOG_WARN, "aggregate caps not all restored error=%s",
+                sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
+    else if (n > 0)
+        sbx_log(SBX_LOG_INFO, "aggregate caps restored files=%d", n);
+}
+
 static int setup_engine(struct serve *s, sbx_err *err)
 {
     if (sbx_cg_host_detect(false, &s->cg_host, err) < 0)
@@ -601,6 +615,7 @@ static void teardown(struct serve *s)
     sbx_agent_free(s->agent);
     keys_free(s);
     sbx_runtime_free(s->rt);
+    restore_totals(s);
     sbx_skills_free(s->skills);
     sbx_auth_free(s->auth);
     sbx_resolver_free(s->resolver);

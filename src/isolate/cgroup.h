@@ -70,17 +70,34 @@ struct sbx_cg_limits {
  * "sandboxd/" bases themselves (v2: memory.max, pids.max, cpu.max; v1:
  * memory.limit_in_bytes, pids.max, cpu.cfs_quota_us), which every sandbox
  * cgroup is a child of, so many sandboxes together cannot pass them. */
+/* One file a cap was written to: its text before, and as the kernel held
+ * it just after (the bases are shared with any daemon run before or beside). */
+struct sbx_cg_saved {
+    char dir[PATH_MAX];
+    const char *file;
+    char before[64], wrote[64];
+};
+#define SBX_CG_SAVED_MAX 4 /* memory, pids, cpu (v1: period and quota) */
+
 struct sbx_cg_totals {
     struct sbx_cg_limits want;       /* as configured (0: none) */
     struct sbx_cg_limits now;        /* as read back from the bases (0: none or unknown) */
     bool memory_ok, pids_ok, cpu_ok; /* each wanted one holds */
     char why[256];                   /* the first that does not, and why */
+    struct sbx_cg_saved saved[SBX_CG_SAVED_MAX]; /* what was written, in order */
+    size_t n_saved;
 };
 /* Write want to the bases (an unwanted one is left as it is); never fails:
  * what could not be set is said in out (ok false, why). rlimit mode: none
- * can be, said so. */
+ * can be, said so. What each written file held before is kept in out. */
 void sbx_cg_host_set_totals(const struct sbx_cg_host *host, const struct sbx_cg_limits *want,
                             struct sbx_cg_totals *out);
+/* Give the bases back what they held before sbx_cg_host_set_totals wrote
+ * them, in reverse order: only the files it wrote, and only those that still
+ * hold what it wrote (a value changed since is someone else's, kept).
+ * Returns how many were restored, or -1 with the first failure in err (the
+ * others still tried); t forgets them either way. */
+int sbx_cg_host_restore_totals(struct sbx_cg_totals *t, sbx_err *err);
 /* What the bases hold now (for doctor and status). */
 void sbx_cg_host_read_totals(const struct sbx_cg_host *host, struct sbx_cg_limits *now);
 

@@ -728,8 +728,18 @@ int sbx_sandbox_send_fds(struct sbx_sandbox *sb, const struct sbx_sandbox_fds *f
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(sizeof(pass));
     memcpy(CMSG_DATA(cm), pass, sizeof(pass));
-    if (sendmsg(sb->sync_fd, &mh, MSG_NOSIGNAL) != 1)
-        return sbx_err_at(err, SBX_STAGE_SPAWN, errno, "send init and seccomp fds");
+    if (sendmsg(sb->sync_fd, &mh, MSG_NOSIGNAL) != 1) {
+        int e = errno;
+        /* The child failed a setup step and exited before taking them: its
+         * own message is the reason (it is already in the socket). */
+        struct sbx_init_msg m;
+        if (recv(sb->sync_fd, &m, sizeof(m), MSG_DONTWAIT | MSG_PEEK) == (ssize_t)sizeof(m) &&
+            m.kind == SBX_MSG_SETUP_ERROR) {
+            m.text[sizeof(m.text) - 1] = '\0';
+            return sbx_err_at(err, SBX_STAGE_SETUP, m.errnum, "%s", m.text);
+        }
+        return sbx_err_at(err, SBX_STAGE_SPAWN, e, "send init and seccomp fds");
+    }
     return 0;
 }
 

@@ -109,8 +109,8 @@ const struct setting cfg_settings[] = {
      SBX_ID_RANGE - 2, -1},
     {"sandbox", "runner_gid", NULL, "CLAW_RUNNER_GID", K_U32, NULL, K_U32, OFF(runner_gid), 1,
      SBX_ID_RANGE - 2, -1},
-    {"sandbox", "host_id_base", NULL, NULL, 0, "--host-id-base", K_U32, OFF(host_id_base), SBX_ID_RANGE,
-     UINT32_MAX - SBX_ID_RANGE, -1},
+    {"sandbox", "host_id_base", NULL, NULL, 0, "--host-id-base", K_U32, OFF(host_id_base),
+     SBX_ID_RANGE, UINT32_MAX - SBX_ID_RANGE, -1},
     {"sandbox", "task_env_keys", NULL, "CLAW_TASK_ENV_KEYS", K_KEYS, NULL, K_KEYS,
      OFF(task_env_keys), 0, 0, -1},
     /* network */
@@ -188,6 +188,7 @@ const struct setting cfg_settings[] = {
     {"pool", "max_active", NULL, NULL, 0, NULL, K_UINT, OFF(pool.max_active), 0, 4096, -1},
     {"pool", "idle_timeout", NULL, NULL, 0, NULL, K_DURATION, OFF(pool.idle_timeout_s), 0, 86400,
      -1},
+    {"pool", "spawner", NULL, NULL, 0, NULL, K_BOOL, OFF(pool.spawner), 0, 0, -1},
 };
 const size_t cfg_n_settings = SBX_ARRAY_LEN(cfg_settings);
 

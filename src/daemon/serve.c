@@ -20,6 +20,7 @@
 #include "daemon/cmd.h"
 #include "daemon/config.h"
 #include "daemon/settings.h"
+#include "isolate/spawner.h"
 #include "net/egress.h"
 
 extern char **environ;
@@ -462,6 +463,7 @@ static void teardown(struct serve *s)
         event_base_free(s->base);
     sbx_config_free(&s->cfg);
     sbx_metrics_reset();
+    sbx_spawner_stop();
 }
 
 /* An event made by event_new or evsignal_new (NULL when that failed) onto
@@ -489,6 +491,9 @@ int sbx_cmd_serve(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     sbx_log_set_level(s.cfg.log_level);
+    /* Before the daemon grows: the spawner is a copy of it (isolate/spawner.h). */
+    if (s.cfg.pool.spawner && sbx_spawner_start(&e) < 0)
+        sbx_log(SBX_LOG_WARN, "no sandbox spawner (%s): sandboxes are made in the daemon", e.msg);
     for (size_t i = 0; i < s.cfg.ignored_env.n; i++)
         sbx_log(SBX_LOG_WARN, "%s is ignored: it means nothing to this daemon",
                 s.cfg.ignored_env.v[i]);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/time.h"
+#include "isolate/spawner.h"
 
 #define READ_CHUNK 65536
 /* Relayed stdin kept in memory before we stop reading the caller's fd. */
@@ -381,7 +382,7 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
     l->file_size_bytes = o->spec.file_size_bytes;
     l->output_limit_bytes = o->output_limit;
     clock_gettime(CLOCK_MONOTONIC, &t->t0);
-    if (sbx_sandbox_spawn(&t->o.spec, &t->sb, err) < 0) {
+    if (sbx_spawn(&t->o.spec, &t->sb, err) < 0) {
         free(t);
         return NULL;
     }

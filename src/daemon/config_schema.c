@@ -109,8 +109,8 @@ const struct setting cfg_settings[] = {
      SBX_ID_RANGE - 2, -1},
     {"sandbox", "runner_gid", NULL, "CLAW_RUNNER_GID", K_U32, NULL, K_U32, OFF(runner_gid), 1,
      SBX_ID_RANGE - 2, -1},
-    {"sandbox", "host_id_base", NULL, NULL, 0, "--host-id-base", K_U32, OFF(host_id_base),
-     SBX_ID_RANGE, UINT32_MAX - SBX_ID_RANGE, -1},
+    {"sandbox", "host_id_base", NULL, NULL, 0, "--host-id-base", K_U32, OFF(host_id_base), SBX_ID_RANGE,
+     UINT32_MAX - SBX_ID_RANGE, -1},
     {"sandbox", "task_env_keys", NULL, "CLAW_TASK_ENV_KEYS", K_KEYS, NULL, K_KEYS,
      OFF(task_env_keys), 0, 0, -1},
     /* network */

@@ -281,30 +281,32 @@ static int session_spawn(struct rt_session *x, sbx_err *err)
     if (!(x->workspace = rt_workspace(rt, &c, &uid, &gid, err)) ||
         !(x->env = rt_task_env(set, set->net, x->tenant, NULL, err)))
         return -1;
-    struct sbx_spec spec = {
-        .envp = x->env,
-        .workspace = x->workspace,
-        .uid = set->runner_uid,
-        .gid = set->runner_gid,
-        .host_id_base = (uint32_t)uid - set->runner_uid,
-        .host_net = set->net == SBX_NET_HOST,
-        .net_rules = set->net == SBX_NET_PROXY ? sbx_egress_rules : NULL,
-        .cg_host = rt->o.cg_host,
-        .cg_limits = {.memory_bytes =
-                          x->lim.memory_bytes ? x->lim.memory_bytes : set->limits.memory_bytes,
-                      .pids = x->lim.pids ? x->lim.pids : set->limits.pids,
-                      .cpu_cores = x->lim.cpu_cores > 0 ? x->lim.cpu_cores : set->limits.cpu_cores},
-        .file_size_bytes = set->limits.file_size_bytes,
-        .tmp_size_bytes = set->limits.tmp_bytes,
-        .nofile = 1024,
-        .name = x->cgname,
-        .session = true,
-        .host_view = !set->mount_sandbox,
-        .host_view_hidden = set->host_view_hidden,
-        .join_pidfd = -1};
+    struct sbx_spec spec = {.envp = x->env,
+                            .workspace = x->workspace,
+                            .uid = set->runner_uid,
+                            .gid = set->runner_gid,
+                            .host_id_base = (uint32_t)uid - set->runner_uid,
+                            .host_net = set->net == SBX_NET_HOST,
+                            .net_rules = set->net == SBX_NET_PROXY ? sbx_egress_rules : NULL,
+                            .cg_host = rt->o.cg_host,
+                            .cg_limits = {.memory_bytes = x->lim.memory_bytes
+                                                              ? x->lim.memory_bytes
+                                                              : set->limits.memory_bytes,
+                                          .pids = x->lim.pids ? x->lim.pids : set->limits.pids,
+                                          .cpu_cores = x->lim.cpu_cores > 0
+                                                           ? x->lim.cpu_cores
+                                                           : set->limits.cpu_cores},
+                            .file_size_bytes = set->limits.file_size_bytes,
+                            .tmp_size_bytes = set->limits.tmp_bytes,
+                            .nofile = 1024,
+                            .name = x->cgname,
+                            .session = true,
+                            .host_view = !set->mount_sandbox,
+                            .host_view_hidden = set->host_view_hidden,
+                            .join_pidfd = -1};
     cleanup_free char *rules = NULL;
-    if (spec.net_rules &&
-        (sbx_egress_rules_load(err) < 0 || !(rules = sbx_egress_rules_text(rt->o.policy, err))))
+    if (spec.net_rules && (sbx_egress_rules_load(err) < 0 ||
+                           !(rules = sbx_egress_rules_text(rt->o.policy, err))))
         return -1;
     spec.net_rules_arg = rules;
     struct sbx_mount mounts[SBX_MOUNTS_MAX];

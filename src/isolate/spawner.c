@@ -63,6 +63,7 @@ struct reply {
 
 static int spawner_fd = -1;
 static pid_t spawner_pid = -1;
+static size_t pending; /* requests sent, replies not read yet */
 static struct sbx_spawner_counts counts;
 
 static const struct sbx_metric m_spawns = {
@@ -378,6 +379,7 @@ void sbx_spawner_stop(void)
         return;
     close(spawner_fd);
     spawner_fd = -1;
+    pending = 0;
     int status;
     while (waitpid(spawner_pid, &status, 0) < 0 && errno == EINTR)
         ;
@@ -395,78 +397,101 @@ static void spawner_lost(const char *why)
     sbx_spawner_stop();
 }
 
-static int recv_reply(struct reply *r, int fds[N_FDS])
+static void count_remote(void)
 {
-    struct pollfd pfd = {.fd = spawner_fd, .events = POLLIN};
-    int rc;
-    while ((rc = poll(&pfd, 1, REPLY_TIMEOUT_MS)) < 0 && errno == EINTR)
-        ;
-    if (rc <= 0)
-        return -1;
-    union {
-        char buf[CMSG_SPACE(N_FDS * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct iovec iov = {.iov_base = r, .iov_len = sizeof(*r)};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-    ssize_t n;
-    while ((n = recvmsg(spawner_fd, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
-        ;
-    if (n != (ssize_t)sizeof(*r) || r->magic != MAGIC_REP || (mh.msg_flags & MSG_CTRUNC))
-        return -1;
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    if (r->rc == 0) {
-        if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(N_FDS * sizeof(int)))
-            return -1;
-        memcpy(fds, CMSG_DATA(cm), N_FDS * sizeof(int));
-    }
-    return 0;
+    counts.remote++;
+    sbx_metric_add(&m_spawns, 1, "spawner");
 }
 
-static int spawn_local(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_err *err)
+int sbx_spawn_local(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_err *err)
 {
     counts.local++;
     sbx_metric_add(&m_spawns, 1, "daemon");
     return sbx_sandbox_spawn(spec, sb, err);
 }
 
-int sbx_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_err *err)
+int sbx_spawner_fd(void)
+{
+    return spawner_fd;
+}
+
+size_t sbx_spawner_pending(void)
+{
+    return pending;
+}
+
+int sbx_spawner_request(const struct sbx_spec *spec)
 {
     if (spawner_fd < 0 || spec->join_pidfd >= 0)
-        return spawn_local(spec, sb, err);
+        return 0;
     struct req_head *h = malloc(sizeof(*h));
     struct buf b = {0};
     if (!h || encode(spec, h, &b) < 0) {
         free(h);
         free(b.p);
         counts.fallbacks++;
-        return spawn_local(spec, sb, err);
+        return 0;
     }
     struct iovec iov[2] = {{.iov_base = h, .iov_len = sizeof(*h)},
                            {.iov_base = b.p, .iov_len = b.len}};
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = b.len ? 2 : 1};
     ssize_t n;
-    while ((n = sendmsg(spawner_fd, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+    while ((n = sendmsg(spawner_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 && errno == EINTR)
         ;
     int saved = errno;
     free(h);
     free(b.p);
     if (n < 0) {
         counts.fallbacks++;
-        if (saved != EMSGSIZE && saved != ENOBUFS)
+        /* Too large, or the socket's buffer is full of requests: this one is
+         * made in-process. Anything else: the spawner is gone. */
+        if (saved != EMSGSIZE && saved != ENOBUFS && saved != EAGAIN && !pending)
             spawner_lost("is gone");
-        return spawn_local(spec, sb, err);
+        return 0;
     }
+    pending++;
+    return 1;
+}
+
+int sbx_spawner_reply(struct sbx_sandbox *sb, sbx_err *err)
+{
+    if (spawner_fd < 0 || !pending)
+        return 0;
+    union {
+        char buf[CMSG_SPACE(N_FDS * sizeof(int))];
+        struct cmsghdr align;
+    } u;
     struct reply *r = malloc(sizeof(*r));
-    int fds[N_FDS];
-    if (!r || recv_reply(r, fds) < 0) {
+    if (!r)
+        return 0; /* asked again at the next readiness */
+    struct iovec iov = {.iov_base = r, .iov_len = sizeof(*r)};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    ssize_t n;
+    while ((n = recvmsg(spawner_fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT)) < 0 && errno == EINTR)
+        ;
+    if (n < 0 && errno == EAGAIN) {
         free(r);
-        counts.fallbacks++;
-        spawner_lost("did not answer");
-        return spawn_local(spec, sb, err);
+        return 0;
     }
+    struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
+    bool has_fds = cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+                   cm->cmsg_len == CMSG_LEN(N_FDS * sizeof(int));
+    int fds[N_FDS];
+    if (has_fds)
+        memcpy(fds, CMSG_DATA(cm), N_FDS * sizeof(int));
+    if (n != (ssize_t)sizeof(*r) || r->magic != MAGIC_REP || (mh.msg_flags & MSG_CTRUNC) ||
+        (r->rc == 0 && !has_fds)) {
+        for (int i = 0; has_fds && i < N_FDS; i++)
+            close(fds[i]);
+        free(r);
+        spawner_lost(n <= 0 ? "is gone" : "answered out of turn");
+        return sbx_err_set(err, EPIPE, "the sandbox spawner is gone"), -2;
+    }
+    pending--;
     if (r->rc != 0) {
+        for (int i = 0; has_fds && i < N_FDS; i++)
+            close(fds[i]);
         if (err)
             *err = r->err;
         errno = r->err.errnum;
@@ -482,9 +507,37 @@ int sbx_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_err *err)
                                .cg = r->cg,
                                .cg_made = r->cg_made};
     free(r);
-    counts.remote++;
-    sbx_metric_add(&m_spawns, 1, "spawner");
-    return 0;
+    count_remote();
+    return 1;
+}
+
+int sbx_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_err *err)
+{
+    /* Replies come in order: while a caller's requests are in flight, a
+     * synchronous one is made in-process. */
+    if (pending || sbx_spawner_request(spec) == 0)
+        return sbx_spawn_local(spec, sb, err);
+    for (;;) {
+        struct pollfd pfd = {.fd = spawner_fd, .events = POLLIN};
+        int rc;
+        while ((rc = poll(&pfd, 1, REPLY_TIMEOUT_MS)) < 0 && errno == EINTR)
+            ;
+        if (rc <= 0) {
+            counts.fallbacks++;
+            spawner_lost("did not answer");
+            return sbx_spawn_local(spec, sb, err);
+        }
+        sbx_err e = {0};
+        int got = sbx_spawner_reply(sb, &e);
+        if (got == 1)
+            return 0;
+        if (got == -1)
+            return err ? (*err = e, -1) : -1;
+        if (got == -2) {
+            counts.fallbacks++;
+            return sbx_spawn_local(spec, sb, err);
+        }
+    }
 }
 
 void sbx_spawner_counts(struct sbx_spawner_counts *out)

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "base/err.h"
 #include "isolate/sandbox.h"
@@ -32,8 +33,24 @@ int sbx_spawner_start(sbx_err *err);
 void sbx_spawner_stop(void);
 bool sbx_spawner_running(void);
 
-/* sbx_sandbox_spawn, through the spawner when one runs and can carry spec. */
+/* sbx_sandbox_spawn, through the spawner when one runs and can carry spec
+ * (waiting for its answer, at most a few seconds; for a caller that cannot
+ * take the answer later). */
 int sbx_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_err *err);
+
+/* The same in two halves, for a caller on an event loop, which never waits:
+ * sbx_spawner_request sends spec (1; its answer comes later, in the order of
+ * the requests) or cannot (0: no spawner, a spec it cannot carry, its socket
+ * full; make the sandbox with sbx_sandbox_spawn). When sbx_spawner_fd() is
+ * readable, sbx_spawner_reply takes one answer without waiting: 1 the
+ * sandbox (sb), -1 the spawner could not make it (err), 0 none yet, -2 the
+ * spawner is gone (stopped for good: every request in flight is lost). */
+int sbx_spawner_fd(void);
+size_t sbx_spawner_pending(void);
+int sbx_spawner_request(const struct sbx_spec *spec);
+int sbx_spawner_reply(struct sbx_sandbox *sb, sbx_err *err);
+/* A sandbox made the other way, counted (sandbox_spawns_total). */
+int sbx_spawn_local(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_err *err);
 
 /* How many sandboxes the spawner made, and how many were made in-process
  * while it ran (a session's task, a fallback). */

@@ -7,6 +7,7 @@ spawner or the daemon made its sandbox (exit code, stdout/stderr, timeout,
 oom, a setup error), sessions and their tasks work, two clones' tasks run
 under different host uids, a spawner that dies is replaced by in-process
 creation (logged, nothing lost), and the spawner ends with the daemon."""
+import json
 import os
 import signal
 import sys
@@ -117,7 +118,7 @@ def sandboxes_come_from_the_spawner():
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         st, b, _ = ON.req("GET", "/runtime/tasks/" + tid)
-        if b.get("status") not in ("queued", "running"):
+        if b.get("status") not in ("pending", "queued", "running"):
             break
         time.sleep(0.05)
     check(b.get("status") == "canceled", "the canceled task ends", b)
@@ -193,6 +194,60 @@ def a_dead_spawner_is_replaced_by_the_daemon():
         check("spawner is gone" in d.wait_output(lambda out: "spawner is gone" in out, 5),
               "the log says so", d.output())
         check(metric(d, "daemon") >= 3, "made in the daemon", metric(d, "daemon"))
+    finally:
+        d.stop()
+
+
+def wait_task(d, tid, timeout=20):
+    deadline = time.monotonic() + timeout
+    while True:
+        st, b, _ = d.req("GET", "/runtime/tasks/" + tid)
+        if b.get("status") not in ("pending", "queued", "running") or time.monotonic() > deadline:
+            return b
+        time.sleep(0.05)
+
+
+def submit(d, command):
+    st, b, _ = d.req("POST", "/runtime/tasks", {"command": command, "timeoutSeconds": 30})
+    check(st in (200, 201, 202), "task submitted", (st, b))
+    return b.get("taskId") or b.get("id")
+
+
+@S.case
+def the_loop_does_not_wait_for_the_spawner():
+    """A stopped spawner holds its requests; the daemon keeps answering, a
+    task canceled while its sandbox is being made ends canceled (the
+    sandbox that comes later is killed), and when the spawner dies with
+    requests in flight their tasks fail as setup errors; later ones are
+    made in the daemon."""
+    d = Daemon(os.path.join(TMP, "stop"), TOKEN).start()
+    try:
+        sp = spawner_of(d)[0]
+        os.kill(sp, signal.SIGSTOP)
+        try:
+            waiting = submit(d, ["echo", "late"])
+            canceled = submit(d, ["sleep", "30"])
+            t0 = time.monotonic()
+            st, b, _ = d.req("GET", "/healthz")
+            check(st == 200 and time.monotonic() - t0 < 5, "the daemon answers meanwhile", b)
+            st, b, _ = d.req("POST", "/runtime/tasks/%s/cancel" % canceled, {})
+            check(st == 200, "cancel accepted while the sandbox is being made", (st, b))
+        finally:
+            os.kill(sp, signal.SIGCONT)
+        b = wait_task(d, waiting)
+        check(b.get("status") == "succeeded" and (b.get("result") or {}).get("stdout") == "late\n",
+              "the held task runs once the spawner goes on", b)
+        b = wait_task(d, canceled)
+        check(b.get("status") == "canceled", "the canceled one ends canceled", b)
+        os.kill(sp, signal.SIGSTOP)
+        lost = submit(d, ["echo", "lost"])
+        time.sleep(0.3)
+        os.kill(sp, signal.SIGKILL)
+        b = wait_task(d, lost)
+        check(b.get("status") == "failed" and (b.get("result") or {}).get("exitCode") == 125 and
+              "spawner" in json.dumps(b), "a request in flight fails as a setup error", b)
+        st, b, _ = d.req("POST", "/runtime/exec", {"command": ["echo", "after"]})
+        check(st == 200 and b["stdout"] == "after\n", "the next task is made in the daemon", b)
     finally:
         d.stop()
 

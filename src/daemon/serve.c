@@ -193,6 +193,14 @@ static void status_totals(void *ud, json_t *status)
                   t->want.cpu_cores, "enforced", "memoryBytes", (json_int_t)now.memory_bytes,
                   "pids", (json_int_t)now.pids, "cpu", now.cpu_cores, "holds", "memory",
                   t->memory_ok, "pids", t->pids_ok, "cpu", t->cpu_ok, "why", t->why));
+    struct sbx_spawner_counts sc;
+    sbx_spawner_counts(&sc);
+    json_object_set_new(status, "spawner",
+                        json_pack("{s:b, s:b, s:I, s:I, s:I, s:I}", "enabled", s->cfg.pool.spawner,
+                                  "running", sbx_spawner_running(), "pending",
+                                  (json_int_t)sbx_spawner_pending(), "made",
+                                  (json_int_t)sc.remote, "madeInDaemon", (json_int_t)sc.local,
+                                  "fallbacks", (json_int_t)sc.fallbacks));
 }
 
 /* The aggregate caps over all sandboxes (sandbox.total_*), on the sandboxd/

@@ -80,6 +80,11 @@ CASES = [
              "memoryMB": 64, "timeoutSeconds": 30}),
     ("no such command", {"command": ["/no/such/program"]}),
     ("identity inside", {"command": ["/bin/sh", "-c", "id -u; id -g; hostname; cat /proc/1/comm"]}),
+    # Nothing more crosses into the sandbox from the spawner than from the
+    # daemon: the same fds, capabilities, seccomp, one id map line.
+    ("fds, capabilities, seccomp, id map", {"command": ["/bin/sh", "-c",
+     "ls /proc/self/fd; grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status; "
+     "wc -l < /proc/self/uid_map; ls /proc/1/fd"]}),
 ]
 
 
@@ -123,6 +128,12 @@ def sandboxes_come_from_the_spawner():
         time.sleep(0.05)
     check(b.get("status") == "canceled", "the canceled task ends", b)
     check(metric(ON, "spawner") >= before + 1, "/metrics counts it", metric(ON, "spawner"))
+    st, b, _ = ON.req("GET", "/runtime/status")
+    sp_status = (b or {}).get("spawner") or {}
+    check(st == 200 and sp_status.get("enabled") is True and sp_status.get("running") is True
+          and sp_status.get("made", 0) >= 1, "/runtime/status (extended) says so", b)
+    st, b, _ = OFF.req("GET", "/runtime/status")
+    check(((b or {}).get("spawner") or {}).get("running") is False, "and without one", b)
     st, b, _ = OFF.req("POST", "/runtime/exec", {"command": ["true"]})
     check(st == 200 and b["exitCode"] == 0, "a task without the spawner", b)
     check(metric(OFF, "spawner") == 0 and metric(OFF, "daemon") >= 1,

@@ -198,9 +198,9 @@ static void status_totals(void *ud, json_t *status)
     json_object_set_new(status, "spawner",
                         json_pack("{s:b, s:b, s:I, s:I, s:I, s:I}", "enabled", s->cfg.pool.spawner,
                                   "running", sbx_spawner_running(), "pending",
-                                  (json_int_t)sbx_spawner_pending(), "made",
-                                  (json_int_t)sc.remote, "madeInDaemon", (json_int_t)sc.local,
-                                  "fallbacks", (json_int_t)sc.fallbacks));
+                                  (json_int_t)sbx_spawner_pending(), "made", (json_int_t)sc.remote,
+                                  "madeInDaemon", (json_int_t)sc.local, "fallbacks",
+                                  (json_int_t)sc.fallbacks));
 }
 
 /* The aggregate caps over all sandboxes (sandbox.total_*), on the sandboxd/

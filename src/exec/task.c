@@ -425,7 +425,8 @@ static struct event *ev_spawner;
  * gone already): the report, then the caller's on_done. */
 static void spawn_failed(struct sbx_task *t, const sbx_err *e)
 {
-    t->have_setup_error = true;
+    /* A task canceled meanwhile ends canceled, whatever became of its sandbox. */
+    t->have_setup_error = !t->canceled;
     t->setup_error = (struct sbx_init_msg){.kind = SBX_MSG_SETUP_ERROR, .errnum = e->errnum};
     snprintf(t->setup_error.stage, sizeof(t->setup_error.stage), "%s",
              e->stage[0] ? e->stage : sbx_stage_name(SBX_STAGE_SPAWN));

@@ -252,8 +252,13 @@ def the_loop_does_not_wait_for_the_spawner():
         check(b.get("status") == "canceled", "the canceled one ends canceled", b)
         os.kill(sp, signal.SIGSTOP)
         lost = submit(d, ["echo", "lost"])
+        lost_canceled = submit(d, ["echo", "lost too"])
+        st, b, _ = d.req("POST", "/runtime/tasks/%s/cancel" % lost_canceled, {})
+        check(st == 200, "cancel accepted", (st, b))
         time.sleep(0.3)
         os.kill(sp, signal.SIGKILL)
+        b = wait_task(d, lost_canceled)
+        check(b.get("status") == "canceled", "a canceled one ends canceled all the same", b)
         b = wait_task(d, lost)
         check(b.get("status") == "failed" and (b.get("result") or {}).get("exitCode") == 125 and
               "spawner" in json.dumps(b), "a request in flight fails as a setup error", b)

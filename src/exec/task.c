@@ -393,7 +393,11 @@ static int start_watch(struct sbx_task *t, sbx_err *err)
     t->ev_exit = event_new(base, t->sb.pidfd, EV_READ, on_exit_ev, t);
     t->ev_timer = evtimer_new(base, on_timeout, t);
     t->ev_release = evtimer_new(base, on_release, t);
-    double secs = o->timeout_s > 0 ? o->timeout_s : 365.0 * 86400;
+    /* From the task's start (its sandbox may have been asked of the spawner
+     * a while ago), on the monotonic clock. */
+    double secs = o->timeout_s > 0 ? o->timeout_s - since(&t->t0) : 365.0 * 86400;
+    if (secs < 0)
+        secs = 0;
     struct timeval tv = {.tv_sec = (time_t)secs,
                          .tv_usec = (suseconds_t)((secs - floor(secs)) * 1e6)};
     if (!t->out[0].kept || !t->out[1].kept || !t->out[0].ev || !t->out[1].ev || !t->ev_sync ||

@@ -243,6 +243,12 @@ def the_loop_does_not_wait_for_the_spawner():
             check(st == 200 and time.monotonic() - t0 < 5, "the daemon answers meanwhile", b)
             st, b, _ = d.req("POST", "/runtime/tasks/%s/cancel" % canceled, {})
             check(st == 200, "cancel accepted while the sandbox is being made", (st, b))
+            t_timed = time.monotonic()
+            st, b, _ = d.req("POST", "/runtime/tasks", {"command": ["sleep", "30"],
+                                                        "timeoutSeconds": 3})
+            timed = b.get("taskId") or b.get("id")
+            time.sleep(4)
+            held = time.monotonic() - t_timed
         finally:
             os.kill(sp, signal.SIGCONT)
         b = wait_task(d, waiting)
@@ -250,6 +256,13 @@ def the_loop_does_not_wait_for_the_spawner():
               "the held task runs once the spawner goes on", b)
         b = wait_task(d, canceled)
         check(b.get("status") == "canceled", "the canceled one ends canceled", b)
+        b = wait_task(d, timed)
+        wall = ((b.get("result") or {}).get("report") or {}).get("wallSeconds", 99)
+        # Counted from its sandbox's arrival it would end 3 s after the
+        # spawner goes on (>= held + 3); from its start, at once.
+        check(b.get("status") == "timeout" and wall < held + 2.5,
+              "a timeout counts from the task's start, not from its sandbox's (%.2fs, the "
+              "spawner held %.2fs)" % (wall, held), b)
         os.kill(sp, signal.SIGSTOP)
         lost = submit(d, ["echo", "lost"])
         lost_canceled = submit(d, ["echo", "lost too"])

@@ -4,7 +4,8 @@ serve` daemons run at once, one with the sandbox spawner (`pool.spawner:
 true`, the default) and one without, and each round runs, in turn:
 
   - a local one-shot `bwrap --unshare-all` of /bin/true (the binds of
-    bench/startup.sh), and a bare `python3 -c 'print(1)'`;
+    bench/startup.sh), and a bare `/usr/bin/python3 -c 'print(1)'` (the
+    interpreter the sandbox runs, not whichever python3 is first in PATH);
   - `POST /runtime/exec {"command":["/bin/true"]}` on each daemon (one
     keep-alive connection per daemon);
   - `POST /runtime/exec {"language":"python","code":"print(1)"}` on each.
@@ -162,7 +163,7 @@ def main():
         ("bwrap /bin/true", lambda: run_ms(BWRAP + ["/bin/true"])),
         ("HTTP /bin/true, spawner on", lambda: on.exec(true_body)),
         ("HTTP /bin/true, spawner off", lambda: off.exec(true_body)),
-        ("bare python3 -c print(1)", lambda: run_ms(["python3", "-c", "print(1)"])),
+        ("bare python3 -c print(1)", lambda: run_ms(["/usr/bin/python3", "-c", "print(1)"])),
         ("HTTP python print(1), spawner on", lambda: on.exec(py_body)),
         ("HTTP python print(1), spawner off", lambda: off.exec(py_body)),
     ]

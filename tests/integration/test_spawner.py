@@ -57,6 +57,20 @@ def spawner_of(d):
     return [p for p in children(d.proc.pid) if comm(p) == "sandboxd-spawn"]
 
 
+def gone(pid, timeout=10):
+    """Waits until pid has exited (a zombie or reaped): its fds are closed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return
+        except OSError:
+            return
+        time.sleep(0.02)
+    raise AssertionError("process %d still alive after %ss" % (pid, timeout))
+
+
 def metric(d, where):
     st, text, _ = d.req("GET", "/metrics")
     check(st == 200, "/metrics answers", st)
@@ -197,7 +211,7 @@ def a_dead_spawner_is_replaced_by_the_daemon():
         sp = spawner_of(d)
         check(len(sp) == 1, "a spawner", sp)
         os.kill(sp[0], signal.SIGKILL)
-        time.sleep(0.2)
+        gone(sp[0])
         for i in range(3):
             st, b, _ = d.req("POST", "/runtime/exec", {"command": ["echo", str(i)]})
             check(st == 200 and b["stdout"] == "%d\n" % i, "task %d after the spawner died" % i,

@@ -10,13 +10,14 @@ creation (logged, nothing lost), and the spawner ends with the daemon."""
 import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from sbxtest import EXTENDED, ServeDaemon, Suite, check  # noqa: E402
+from sbxtest import EXTENDED, SANDBOXD, ServeDaemon, Suite, check  # noqa: E402
 
 S = Suite("spawner")
 TOKEN = "spawn-" + "0123456789abcdef0123456789"
@@ -313,6 +314,16 @@ def the_spawner_ends_with_the_daemon():
     while time.monotonic() < deadline and os.path.exists("/proc/%d" % sp[0]):
         time.sleep(0.05)
     check(not os.path.exists("/proc/%d" % sp[0]), "the spawner is gone after SIGKILL")
+
+
+@S.case
+def a_bad_spawner_setting_is_refused_at_start():
+    bad = config("bad.yaml", "pool:\n  spawner: maybe\n")
+    r = subprocess.run([SANDBOXD, "serve", "--config", bad, "--listen", "127.0.0.1:0",
+                        "--state-dir", os.path.join(TMP, "bad")], capture_output=True,
+                       text=True, timeout=30)
+    check(r.returncode == 2 and "pool.spawner" in r.stderr and "maybe" in r.stderr,
+          "exit 2 naming the key and the value", (r.returncode, r.stderr))
 
 
 ON.stop()

@@ -165,6 +165,7 @@ static int set_defaults(struct loader *L)
     c->retention.audit_max_records = 1000000;
 
     c->pool.idle_timeout_s = 300;
+    c->pool.spawner = true;
 
     if (cfg_env_add_builtins(L) < 0)
         return cfg_oom(L);

@@ -129,6 +129,7 @@
  *     max_active: 0            # 0: server.max_concurrent
  *     idle_timeout: 5m
  *     environments: [python]   # unset: every environment
+ *     spawner: true            # sandboxes made by a small process forked at start
  *
  * Lists and precedence: a source that sets a list replaces the whole list of
  * lower sources. Operator tokens are one such list (server.tokens entries

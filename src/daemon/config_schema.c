@@ -192,6 +192,7 @@ const struct setting cfg_settings[] = {
     {"pool", "max_active", NULL, NULL, 0, NULL, K_UINT, OFF(pool.max_active), 0, 4096, -1},
     {"pool", "idle_timeout", NULL, NULL, 0, NULL, K_DURATION, OFF(pool.idle_timeout_s), 0, 86400,
      -1},
+    {"pool", "spawner", NULL, NULL, 0, NULL, K_BOOL, OFF(pool.spawner), 0, 0, -1},
 };
 const size_t cfg_n_settings = SBX_ARRAY_LEN(cfg_settings);
 

@@ -26,6 +26,7 @@
 #include "daemon/config.h"
 #include "daemon/image.h"
 #include "daemon/settings.h"
+#include "isolate/spawner.h"
 #include "net/egress.h"
 
 extern char **environ;
@@ -233,6 +234,14 @@ static void status_totals(void *ud, json_t *status)
                                   "bytes", (json_int_t)s->cfg.workspace_quota_bytes, "enforcement",
                                   sbx_ws_quota_mode_kernel(s->wsq) ? "kernel" : "monitor (weaker)",
                                   "why", s->wsq_why));
+    struct sbx_spawner_counts sc;
+    sbx_spawner_counts(&sc);
+    json_object_set_new(status, "spawner",
+                        json_pack("{s:b, s:b, s:I, s:I, s:I, s:I}", "enabled", s->cfg.pool.spawner,
+                                  "running", sbx_spawner_running(), "pending",
+                                  (json_int_t)sbx_spawner_pending(), "made", (json_int_t)sc.remote,
+                                  "madeInDaemon", (json_int_t)sc.local, "fallbacks",
+                                  (json_int_t)sc.fallbacks));
 }
 
 /* ---- environments' images: unpacked once by a helper child each ---- */
@@ -634,6 +643,7 @@ static void teardown(struct serve *s)
         event_base_free(s->base);
     sbx_config_free(&s->cfg);
     sbx_metrics_reset();
+    sbx_spawner_stop();
 }
 
 /* An event made by event_new or evsignal_new (NULL when that failed) onto
@@ -683,6 +693,9 @@ int sbx_cmd_serve(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     sbx_log_set_level(s.cfg.log_level);
+    /* Before the daemon grows: the spawner is a copy of it (isolate/spawner.h). */
+    if (s.cfg.pool.spawner && sbx_spawner_start(&e) < 0)
+        sbx_log(SBX_LOG_WARN, "no sandbox spawner (%s): sandboxes are made in the daemon", e.msg);
     for (size_t i = 0; i < s.cfg.ignored_env.n; i++)
         sbx_log(SBX_LOG_WARN, "%s is ignored: it means nothing to this daemon",
                 s.cfg.ignored_env.v[i]);

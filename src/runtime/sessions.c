@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/time.h"
 #include "exec/env.h"
+#include "isolate/spawner.h"
 #include "runtime/runtime_int.h"
 
 /* The longest a session start waits for its sandbox to be set up. */
@@ -320,7 +321,7 @@ static int session_spawn(struct rt_session *x, sbx_err *err)
         spec.n_mounts = rt->clone_mounts(rt->clone_mounts_ud, &c, mounts, SBX_MOUNTS_MAX);
         spec.mounts = mounts;
     }
-    if (sbx_sandbox_spawn(&spec, &x->sb, err) < 0)
+    if (sbx_spawn(&spec, &x->sb, err) < 0)
         return -1;
     if (set->net == SBX_NET_PROXY) {
         x->egress_opts = rt_egress_opts(rt, rt->o.policy, rt_session_flow, x);

@@ -97,6 +97,7 @@ struct sbx_pool_settings {
     uint64_t max_active; /* 0: max_concurrent */
     double idle_timeout_s;
     struct sbx_strv environments; /* canonical names; empty: all */
+    bool spawner; /* make sandboxes in a spawner process forked at start (isolate/spawner.h) */
 };
 
 /* Workspace snapshots (runtime/snapshots.c): where the store is and what

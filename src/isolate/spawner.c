@@ -36,14 +36,18 @@ enum {
     F_SESSION = 1 << 7,
     F_HOST_VIEW = 1 << 8,
     F_HIDDEN = 1 << 9,
+    F_ROOTFS = 1 << 10,
+    F_WRITABLE_ROOT = 1 << 11,
 };
 
 /* A spec by value; its strings follow as NUL-terminated text, in the order
- * argv, envp, workspace, name, net_rules_arg, mounts (host, inside), hidden. */
+ * argv, envp, workspace, name, net_rules_arg, rootfs, mounts (host, inside,
+ * root when the mount has one), hidden. */
 struct req_head {
     uint32_t magic, flags;
     uint32_t uid, gid, host_id_base;
     uint32_t argc, envc, n_mounts, n_hidden;
+    uint32_t mount_root, mount_writable; /* bit i: mount i has a root, is writable */
     /* The spawner is a fork of this very image: a function's address is the
      * same on both sides. */
     int (*net_rules)(const char *arg, sbx_err *err);
@@ -51,6 +55,8 @@ struct req_head {
     uint64_t file_size_bytes, tmp_size_bytes, nofile;
     struct sbx_cg_host cg_host;
 };
+
+_Static_assert(SBX_MOUNTS_MAX <= 32, "mount_root and mount_writable are 32-bit sets");
 
 struct reply {
     uint32_t magic;
@@ -123,7 +129,8 @@ static int encode(const struct sbx_spec *spec, struct req_head *h, struct buf *b
                (spec->workspace ? F_WORKSPACE : 0) | (spec->name ? F_NAME : 0) |
                (spec->net_rules_arg ? F_NET_ARG : 0) | (spec->cg_host ? F_CG_HOST : 0) |
                (spec->host_net ? F_HOST_NET : 0) | (spec->session ? F_SESSION : 0) |
-               (spec->host_view ? F_HOST_VIEW : 0) | (spec->host_view_hidden ? F_HIDDEN : 0);
+               (spec->host_view ? F_HOST_VIEW : 0) | (spec->host_view_hidden ? F_HIDDEN : 0) |
+               (spec->rootfs ? F_ROOTFS : 0) | (spec->writable_root ? F_WRITABLE_ROOT : 0);
     if (spec->cg_host)
         h->cg_host = *spec->cg_host;
     h->argc = (uint32_t)count_strv(spec->argv);
@@ -137,13 +144,17 @@ static int encode(const struct sbx_spec *spec, struct req_head *h, struct buf *b
     for (uint32_t i = 0; i < h->envc; i++)
         if (put(b, spec->envp[i]) < 0)
             return -1;
-    const char *one[] = {spec->workspace, spec->name, spec->net_rules_arg};
+    const char *one[] = {spec->workspace, spec->name, spec->net_rules_arg, spec->rootfs};
     for (size_t i = 0; i < SBX_ARRAY_LEN(one); i++)
         if (one[i] && put(b, one[i]) < 0)
             return -1;
-    for (size_t i = 0; i < spec->n_mounts; i++)
-        if (put(b, spec->mounts[i].host) < 0 || put(b, spec->mounts[i].inside) < 0)
+    for (size_t i = 0; i < spec->n_mounts; i++) {
+        const struct sbx_mount *m = &spec->mounts[i];
+        h->mount_root |= m->root ? 1u << i : 0;
+        h->mount_writable |= m->writable ? 1u << i : 0;
+        if (put(b, m->host) < 0 || put(b, m->inside) < 0 || (m->root && put(b, m->root) < 0))
             return -1;
+    }
     for (uint32_t i = 0; i < h->n_hidden; i++)
         if (put(b, spec->host_view_hidden[i]) < 0)
             return -1;
@@ -215,16 +226,22 @@ static int decode(const char *msg, size_t len, struct decoded *d)
                            .nofile = h.nofile,
                            .session = h.flags & F_SESSION,
                            .host_view = h.flags & F_HOST_VIEW,
+                           .writable_root = h.flags & F_WRITABLE_ROOT,
                            .join_pidfd = -1,
                            .mounts = d->mounts,
                            .n_mounts = h.n_mounts};
     if (((h.flags & F_WORKSPACE) && !(s->workspace = take(&p, end))) ||
         ((h.flags & F_NAME) && !(s->name = take(&p, end))) ||
-        ((h.flags & F_NET_ARG) && !(s->net_rules_arg = take(&p, end))))
+        ((h.flags & F_NET_ARG) && !(s->net_rules_arg = take(&p, end))) ||
+        ((h.flags & F_ROOTFS) && !(s->rootfs = take(&p, end))))
         return -1;
-    for (uint32_t i = 0; i < h.n_mounts; i++)
-        if (!(d->mounts[i].host = take(&p, end)) || !(d->mounts[i].inside = take(&p, end)))
+    for (uint32_t i = 0; i < h.n_mounts; i++) {
+        struct sbx_mount *m = &d->mounts[i];
+        m->writable = h.mount_writable & (1u << i);
+        if (!(m->host = take(&p, end)) || !(m->inside = take(&p, end)) ||
+            ((h.mount_root & (1u << i)) && !(m->root = take(&p, end))))
             return -1;
+    }
     if (h.flags & F_HIDDEN) {
         if (!(d->hidden = (const char **)take_strv(&p, end, h.n_hidden, true)))
             return -1;

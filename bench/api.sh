@@ -23,7 +23,8 @@
 # Needs root, gcc, curl, python3 (scripts/deps.sh); --perf also needs perf
 # (Debian: linux-perf). Usage: bench/api.sh [--requests N] [--duration S] [--clients C]
 #                                 [--quiet-wait S] [--perf]
-# Results: bench/results/api.md (and api.json). SANDBOXD=path picks the binary.
+# Results: bench/results/api.md (and api.json). SANDBOXD=path picks the binary;
+# BENCH_YAML adds lines to the daemon's configuration.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ $(id -u) != 0 ]]; then
@@ -69,6 +70,8 @@ server:
   queue_size: 4096
   queue_per_tenant: 4096
 EOF
+# More YAML for the daemon (e.g. "pool: {spawner: false}" to compare).
+[[ -n ${BENCH_YAML:-} ]] && printf '%s\n' "$BENCH_YAML" >>"$tmp/config.yaml"
 
 # Busy cores of the whole machine over the next second.
 busy() {
@@ -108,7 +111,7 @@ done
 curl -sf "http://127.0.0.1:$port/readyz" >/dev/null || { echo "daemon not ready" >&2; cat "$tmp/daemon.log" >&2; exit 1; }
 sleep 1
 mem_idle=$(mem)
-load=(--port "$port" --token "$token" --expect '"status":"succeeded"')
+load=(--port "$port" --token "$token" --expect '"exitCode":0,')
 
 echo "phase 0: GET /healthz, 1 client, $requests sequential requests" >&2
 "$tmp/api_load" --port "$port" --token "$token" --method GET --path /healthz --expect '"ok":true' \

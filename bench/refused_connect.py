@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """How long a sandbox's connect() takes to learn that the policy denies the
-address (refused by the sandbox's nftables rules, before the redirect),
-against a connect() to an allowed address (the transparent path). Runs in the
-isolated network of tests/integration/netlab.py (never the real one), as root:
+address (refused by the sandbox's nftables rules, before the redirect), that
+a rule the daemon judges at the SYN denies it (net/synq.h), that the allowed
+upstream refuses it, against a connect() to an allowed, listening address
+(the SYN queue connects upstream first, then the transparent path). Runs in
+the isolated network of tests/integration/netlab.py (never the real one), as
+root:
 
     SANDBOXD=build/sandboxd SBX_HELPERS=build/helpers bench/refused_connect.py [N]
 
@@ -30,8 +33,10 @@ def run(host, port, n):
     print("%-22s %-20s median %7.1f us  p99 %8.1f us" % (
         "%s:%d" % (host, port), res, ts[n // 2] * 1e6, ts[n * 99 // 100] * 1e6))
 n = int(sys.argv[1])
-run("DENIED", 5432, n)   # denied (deny-list 10.0.0.0/8): refused at connect
-run("ALLOWED", 80, n)    # allowed: accepted by the transparent listener
+run("DENIED", 5432, n)   # denied (deny-list 10.0.0.0/8): refused by the nftables sets
+run("ALLOWED", 443, n)   # denied by a port rule (--deny ALLOWED:443): judged at the SYN
+run("ALLOWED", 81, n)    # allowed, but nothing listens upstream: refused at the SYN
+run("ALLOWED", 80, n)    # allowed: connected upstream, then the transparent listener
 """.replace("DENIED", netlab.INTERNAL).replace("ALLOWED", netlab.PUBLIC)
 
 with netlab.Lab() as lab:
@@ -39,7 +44,8 @@ with netlab.Lab() as lab:
     with open(os.path.join(ws, "probe.py"), "w") as f:
         f.write(PROBE)
     r = lab.run(["python3", "/workspace/probe.py", str(N)], "--net", "proxy", "--dns-upstream",
-                netlab.DNS, "--cpu", "1", "--timeout", "120", workspace=ws, timeout=180)
+                netlab.DNS, "--cpu", "1", "--timeout", "300",
+                "--deny", netlab.PUBLIC + ":443", workspace=ws, timeout=400)
     sys.stdout.write(r.stdout.decode())
     if r.code:
         sys.stderr.write(r.stderr.decode()[-2000:])

@@ -6,6 +6,8 @@
 #   <cache>/clients/node_modules/...                      the clients
 #   <cache>/checkers/node_modules/...                     the checkers (validators, parsers)
 #   <cache>/tools/node_modules/.bin/tsc                    TypeScript (builds sdk/typescript)
+#   <cache>/deploy/node_modules/...                       Kubernetes' models and a YAML parser
+#                                                         (deploy/k8s and the Helm chart checked)
 # The checkers and the tools have a folder and a stamp of their own, so adding
 # one does not reinstall the clients under the feet of tests that use them.
 # SBX_NPM_CACHE chooses the folder (default /var/cache/sandbox-tests/npm).
@@ -24,6 +26,11 @@ tools=(
 checkers=(
   @readme/openapi-parser@9.0.0
   parse-prometheus-text-format@1.1.1
+)
+# The checkers of deploy/: Kubernetes' API types and schemas, and YAML.
+deploy=(
+  kubernetes-models@5.1.0
+  yaml@2.9.1
 )
 stamp="$node24 ${clients[*]}"
 mkdir -p "$cache"
@@ -56,5 +63,13 @@ if [[ ! -f $cache/tools/stamp || $(cat "$cache/tools/stamp") != "${tools[*]}" ]]
   echo '{"name":"sandbox-test-tools","private":true}' >"$cache/tools/package.json"
   npm install --prefix "$cache/tools" --no-audit --no-fund --loglevel=error "${tools[@]}" >&2
   echo "${tools[*]}" >"$cache/tools/stamp"
+fi
+if [[ ! -f $cache/deploy/stamp || $(cat "$cache/deploy/stamp") != "$node24 ${deploy[*]}" ]]; then
+  rm -rf "$cache/deploy"
+  mkdir -p "$cache/deploy"
+  echo '{"name":"sandbox-test-deploy","private":true}' >"$cache/deploy/package.json"
+  PATH="$bin:$PATH" npm install --prefix "$cache/deploy" --no-audit --no-fund --loglevel=error \
+    "${deploy[@]}" >&2
+  echo "$node24 ${deploy[*]}" >"$cache/deploy/stamp"
 fi
 echo "$cache"

@@ -57,7 +57,7 @@ for depth in range(DEPTH + 1):
     for m in METHODS:
         op = {"operationId": "proxy%s%d" % (m.capitalize(), depth),
               "summary": "%s to a port of the sandbox, %d path segment%s after it" % (m.upper(), depth, "" if depth == 1 else "s"),
-              "description": "Sent on to the port on the sandbox's own loopback with the query and the request's headers (less the hop-by-hop ones); no WebSocket upgrade (docs/opensandbox.md).",
+              "description": "Sent on to the port on the sandbox's own loopback with the query and the request's headers (less the hop-by-hop ones); a GET asking to upgrade (WebSocket) that the sandbox's server answers with 101 is answered 101 too, then relayed both ways (docs/opensandbox.md).",
               "security": security, "tags": ["opensandbox-proxy"]}
         if m in ("post", "put", "patch"):
             op["requestBody"] = {"required": False, "content": {"*/*": {"schema": {}}}}

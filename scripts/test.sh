@@ -12,8 +12,8 @@ fi
 ./scripts/npm-deps.sh >/dev/null
 # The tests' daemons run without aggregate caps (sbxtest: --total-* 0) and
 # share the sandboxd/ parent cgroups with any daemon run before (the demo's
-# defaults cap it at 512 pids and 2 cores, and the caps outlive the daemon):
-# start from none.
+# defaults cap it at 512 pids and 2 cores; a daemon gives them back at its
+# stop, but not one that was killed): start from none.
 for f in /sys/fs/cgroup/pids/sandboxd/pids.max /sys/fs/cgroup/pids/*/sandboxd/pids.max; do
   if [[ -w $f ]]; then echo max >"$f"; fi
 done

@@ -301,8 +301,8 @@ static void tell_ended(sbx_http_request *req)
         ended(req->ended_ud);
 }
 
-/* The client is gone while its connection was parked (or we are stopping):
- * tell the owner, then wake the connection so MHD closes it. */
+/* The client is gone while its request was in progress (or we are
+ * stopping): tell the owner, then wake the connection so MHD closes it. */
 void sbx_http__client_gone(sbx_http_request *req)
 {
     req->gone = true;
@@ -310,36 +310,43 @@ void sbx_http__client_gone(sbx_http_request *req)
     fire_cancel(req);
     if (req->suspended)
         sbx_http__resume(req);
+    else
+        kick(req->srv);
 }
 
-/* MHD does not watch a parked connection, so a client that hangs up would
- * go unnoticed until we answer: watch for the end of its stream ourselves. */
+/* The end of a request's connection, watched from its first parking (an
+ * answer deferred, an event stream, a paused upload) until the request
+ * ends, parked or not: MHD does not watch a parked connection, and never
+ * reads one whose answer it is writing, so a client that hangs up would go
+ * unnoticed until the next write fails (an event stream's heartbeat). The
+ * relay (http_relay.c) reads the client's socket and sees its end at once,
+ * a reset included (issue 16.8); this looks at what it saw. */
 static void on_watch(evutil_socket_t fd, short what, void *arg)
 {
     sbx_http_request *req = arg;
-    if (!(what & EV_CLOSED)) {
-        char c;
-        ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n > 0) {
-            /* A pipelined next request: it cannot be read now, and polling
-             * for it would spin. MHD sees the connection again on resume. */
-            watch_stop(req);
-            return;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-            return;
-    }
-    sbx_http__client_gone(req);
+    bool reset = false;
+    if (req->gone || !req->cc || !req->cc->relay ||
+        !sbx_http__relay_client_gone(req->cc->relay, &reset))
+        return;
+    /* The client ended its side: within a body still arriving, the body
+     * watch decides (the bytes before the end are still to be read). */
+    if (reset || !req->has_body)
+        sbx_http__client_gone(req);
 }
 
-static void watch_start(sbx_http_request *req)
+void sbx_http__watch(sbx_http_request *req)
 {
-    if (req->watch || !req->cc || req->cc->fd < 0)
+    if (req->watch || req->gone || !req->cc)
         return;
-    short what = req->srv->early_close ? EV_CLOSED : EV_READ;
-    req->watch = event_new(req->srv->base, req->cc->fd, what | EV_PERSIST, on_watch, req);
+    req->watch = event_new(req->srv->base, -1, 0, on_watch, req);
     if (req->watch)
-        event_add(req->watch, NULL);
+        event_active(req->watch, EV_TIMEOUT, 0); /* the client may have ended already */
+}
+
+void sbx_http__client_ended(sbx_http_request *req)
+{
+    if (req->watch)
+        event_active(req->watch, EV_TIMEOUT, 0);
 }
 
 void sbx_http__suspend(sbx_http_request *req)
@@ -348,14 +355,13 @@ void sbx_http__suspend(sbx_http_request *req)
         return;
     sbx_mhd.suspend_connection(req->conn);
     req->suspended = true;
-    watch_start(req);
+    sbx_http__watch(req);
 }
 
 void sbx_http__resume(sbx_http_request *req)
 {
     if (!req->suspended)
         return;
-    watch_stop(req);
     req->suspended = false;
     sbx_mhd.resume_connection(req->conn);
     kick(req->srv);
@@ -380,6 +386,7 @@ static void req_free(sbx_http_request *req)
     sbx_http__share_put(&srv->sse_by_tenant, req->sse_ten_share);
     if (req->resp)
         sbx_mhd.destroy_response(req->resp);
+    sbx_http__upgrade_forget(req->upgrade);
     sbx_http__free_headers(req);
     sbx_route_match_clear(&req->match);
     free(req->body);
@@ -429,6 +436,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     fire_cancel(req);
     tell_ended(req);
     if (req->cc) {
+        if (req->cc->relay)
+            sbx_http__relay_completed(req->cc->relay, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
         req->cc->req = NULL;
         req->cc->bad_nul = false;
         sbx_http__body_timer(req->cc, false);
@@ -537,8 +546,9 @@ int sbx_http_server_listen(sbx_http_server *srv, sbx_err *err)
      * counts; MHD's own limit only leaves room for connections being closed
      * to make room for new ones. */
     srv->mhd = sbx_mhd.start_daemon(
-        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET, 0,
-        NULL, NULL, sbx_http__on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
+        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG |
+            MHD_USE_NO_LISTEN_SOCKET,
+        0, NULL, NULL, sbx_http__on_access, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
         MHD_OPTION_CONNECTION_LIMIT, c->max_connections * 2 + 16, MHD_OPTION_CONNECTION_TIMEOUT,
         c->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, c->conn_memory,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
@@ -581,6 +591,7 @@ static void stop_mhd(sbx_http_server *srv)
 {
     srv->stopping = true;
     sbx_http__gate_stop(srv);
+    sbx_http__upgrades_stop(srv);
     for (sbx_http_request *req = srv->reqs; req; req = req->next) {
         req->gone = true;
         watch_stop(req);
@@ -610,6 +621,7 @@ void sbx_http_server_free(sbx_http_server *srv)
         return;
     if (srv->mhd)
         stop_mhd(srv);
+    sbx_http__relays_free(srv);
     if (srv->io_ev)
         event_free(srv->io_ev);
     if (srv->timer_ev)

@@ -164,6 +164,22 @@ void sbx_http_req_resume_body(sbx_http_request *req);
  * refused with -1). Headers added before are sent with it. */
 int sbx_http_add_header(sbx_http_request *req, const char *name, const char *value);
 
+/* A protocol upgrade (WebSocket): 101 with the headers added so far (an
+ * Upgrade header among them; Connection: Upgrade is added). Once its head
+ * is sent, fn(ud, fd, extra, extra_len, up) is called from the loop: fd is
+ * the client's socket, for both directions, extra what the client sent after
+ * its request head. The caller moves the bytes (never closing fd) and ends
+ * it with sbx_http_upgrade_close(up), which closes the connection. stop(ud)
+ * is called when the server stops with it open (it must close it), or when
+ * the connection ends before fn was called (it lets go of its state). -1
+ * when the answer could not be given (then neither is called). */
+typedef struct sbx_http_upgrade sbx_http_upgrade;
+typedef void (*sbx_http_upgrade_fn)(void *ud, int fd, const char *extra, size_t extra_len,
+                                    sbx_http_upgrade *up);
+int sbx_http_respond_upgrade(sbx_http_request *req, sbx_http_upgrade_fn fn, void (*stop)(void *ud),
+                             void *ud);
+void sbx_http_upgrade_close(sbx_http_upgrade *up);
+
 /* 200-style JSON answer; steals body (even on failure). */
 int sbx_http_respond_json(sbx_http_request *req, unsigned status, json_t *body);
 

@@ -88,11 +88,13 @@ int sbx_http__answer(sbx_http_request *req, unsigned status, struct MHD_Response
         sbx_mhd.add_response_header(resp, h->name, h->value);
     sbx_http__free_headers(req);
     sbx_mhd.add_response_header(resp, "X-Content-Type-Options", "nosniff");
-    if (req->srv->cfg.no_keep_alive)
+    if (req->srv->cfg.no_keep_alive && status != MHD_HTTP_SWITCHING_PROTOCOLS)
         sbx_mhd.add_response_header(resp, "Connection", "close");
     req->answered = true;
     req->resp = resp;
     req->resp_status = status;
+    if (req->cc && req->cc->relay)
+        sbx_http__relay_answered(req->cc->relay, status);
     if (req->body_paused) {
         /* MHD takes no answer before the body is in: drop the rest of it,
          * the answer goes out at the end (see discard_max). */

@@ -1,7 +1,8 @@
 /* The gate in front of libmicrohttpd: the server accepts its own
  * connections, reads each new connection's first request head (peeking,
  * so nothing is consumed) and checks it before the connection is handed to
- * libmicrohttpd with MHD_add_connection(). What it refuses is answered here
+ * libmicrohttpd with MHD_add_connection() (through the relay, http_relay.c,
+ * which checks every later byte the same way). What it refuses is answered here
  * with our JSON error and the connection closed: libmicrohttpd's own error
  * answers are HTML (and were framed twice for some), and a few heads it
  * never answered at all (an unsupported Transfer-Encoding, hundreds of
@@ -27,6 +28,7 @@
 #include <sys/un.h>
 
 #include "api/json.h"
+#include "base/parse.h"
 #include "base/log.h"
 
 #define ACCEPT_BATCH 64
@@ -341,6 +343,8 @@ static void cc_free(struct conn_ctx *cc)
         event_free(cc->body_timer);
     if (cc->body_watch)
         event_free(cc->body_watch);
+    if (cc->relay)
+        sbx_http__relay_conn_closed(cc->relay);
     if (!cc->conn && cc->fd >= 0)
         close(cc->fd);
     if (cc->at_gate) {
@@ -380,14 +384,14 @@ static void on_linger(evutil_socket_t fd, short what, void *arg)
  * shut, then what the client still sends read and dropped for a moment, so
  * that unread bytes do not make the kernel reset the connection before the
  * client has read the answer. */
-static void gate_answer(struct conn_ctx *cc, unsigned status, const char *code, const char *msg)
+char *sbx_http__error_text(unsigned status, const char *code, const char *msg)
 {
-    sbx_http_server *srv = cc->srv;
     static const struct {
         unsigned status;
         const char *reason;
     } reasons[] = {{400, "Bad Request"},
                    {408, "Request Timeout"},
+                   {413, "Content Too Large"},
                    {414, "URI Too Long"},
                    {429, "Too Many Requests"},
                    {431, "Request Header Fields Too Large"},
@@ -401,15 +405,24 @@ static void gate_answer(struct conn_ctx *cc, unsigned status, const char *code, 
     json_t *body = sbx_json_error_body(code, msg);
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
-    char out[1536];
-    int n = snprintf(out, sizeof(out),
-                     "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                     "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
-                     "Connection: close\r\n\r\n%s\n",
-                     status, reason, text ? strlen(text) + 1 : 1, text ? text : "");
+    char *out = NULL;
+    if (asprintf(&out,
+                 "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                 "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
+                 "Connection: close\r\n\r\n%s\n",
+                 status, reason, text ? strlen(text) + 1 : 1, text ? text : "") < 0)
+        out = NULL;
     free(text);
-    if (n > 0 && (size_t)n < sizeof(out))
-        (void)!send(cc->fd, out, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    return out;
+}
+
+static void gate_answer(struct conn_ctx *cc, unsigned status, const char *code, const char *msg)
+{
+    sbx_http_server *srv = cc->srv;
+    char *out = sbx_http__error_text(status, code, msg);
+    if (out)
+        (void)!send(cc->fd, out, strlen(out), MSG_DONTWAIT | MSG_NOSIGNAL);
+    free(out);
     shutdown(cc->fd, SHUT_WR);
     uncount(cc); /* its place goes to the next client at once */
     if (cc->header_timer)
@@ -433,16 +446,23 @@ static void gate_answer(struct conn_ctx *cc, unsigned status, const char *code, 
 static void handoff(struct conn_ctx *cc)
 {
     sbx_http_server *srv = cc->srv;
+    int mhd_fd;
+    if (sbx_http__relay_start(cc, &mhd_fd) < 0) {
+        gate_answer(cc, 503, "unavailable", "the server is out of resources; retry later");
+        return;
+    }
     event_free(cc->gate_ev);
     cc->gate_ev = NULL;
     gate_unlink(cc);
+    cc->fd = mhd_fd; /* the client's socket is the relay's now */
     srv->adopting = cc;
     sbx_mhd.add_connection(srv->mhd, cc->fd, (const struct sockaddr *)&cc->addr, cc->addrlen);
     if (srv->adopting == cc) {
-        /* Never started: libmicrohttpd refused it and closed the socket.
+        /* Never started: libmicrohttpd refused it and closed its end.
          * (Once started, cc is libmicrohttpd's, freed at its close.) */
         srv->adopting = NULL;
         cc->fd = -1;
+        sbx_http__relay_free(cc->relay);
         cc_free(cc);
         return;
     }
@@ -451,21 +471,13 @@ static void handoff(struct conn_ctx *cc)
 
 /* The end of the request head that starts at buf[from] (just after its
  * empty line), or 0 when it is not all in buf[..n). */
-static size_t head_end(const char *buf, size_t from, size_t n)
+size_t sbx_http__head_end(const char *buf, size_t from, size_t n)
 {
     for (size_t i = from; i < n; i++)
         if (buf[i] == '\n' && ((i >= from + 1 && buf[i - 1] == '\n') ||
                                (i >= from + 3 && buf[i - 1] == '\r' && buf[i - 2] == '\n')))
             return i + 1;
     return 0;
-}
-
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
 }
 
 /* A chunked body from buf[off]: 0 and its end in *end when it is all in and
@@ -478,7 +490,7 @@ static int chunked_end(const char *buf, size_t off, size_t n, size_t *end, struc
         size_t i = off, digits = 0;
         uint64_t size = 0;
         int v;
-        while (i < n && (v = hexval(buf[i])) >= 0) {
+        while (i < n && (v = sbx_hex_digit(buf[i])) >= 0) {
             if (++digits > 16)
                 return head_fail(h, 413, "too_large", "a chunk size of more than 16 hex digits");
             size = size << 4 | (uint64_t)v;
@@ -544,7 +556,7 @@ static int check_pipelined(sbx_http_server *srv, size_t off, const struct sbx_ht
         }
         if (off == n)
             return 0;
-        size_t end = head_end(srv->peek, off, n);
+        size_t end = sbx_http__head_end(srv->peek, off, n);
         if (!end && n > srv->head_limits.max_head) {
             snprintf(h->msg, sizeof(h->msg),
                      "pipelined request %d: the requests' heads are over the %zu-byte limit", k,
@@ -579,7 +591,7 @@ static void on_gate_read(evutil_socket_t fd, short what, void *arg)
     }
     if (n < 0)
         return;
-    size_t end = head_end(srv->peek, 0, (size_t)n);
+    size_t end = sbx_http__head_end(srv->peek, 0, (size_t)n);
     if (!end) {
         if ((size_t)n > max) {
             char msg[96];

@@ -62,6 +62,7 @@ struct conn_ctx {
     int64_t body_t0;                        /* when its body began (monotonic ms) */
     uint64_t body_bytes;                    /* body bytes so far */
     bool bad_nul;                           /* the URL of the current request decodes to a NUL */
+    struct sbx_http_relay *relay;           /* after the gate: the client's bytes both ways */
     sbx_http_request *req;
 };
 
@@ -116,6 +117,8 @@ struct sbx_http_server {
     bool kick;              /* run again as soon as the current run returns */
     bool stopping;
     bool early_close; /* the loop's backend reports EV_CLOSED */
+    /* Upgraded connections (http_upgrade.c). */
+    struct sbx_http_upgrade *upgrades;
     /* The gate (http_gate.c). */
     struct event *listen_ev;
     struct event *listen_pause; /* accepting again after EMFILE */
@@ -130,6 +133,7 @@ struct sbx_http_server {
     struct share_table by_addr;
     struct share_table req_by_token, req_by_tenant; /* requests in progress */
     struct share_table sse_by_token, sse_by_tenant; /* event streams */
+    struct sbx_http_relay *relays;                  /* http_relay.c */
 };
 
 enum body_mode {
@@ -143,6 +147,7 @@ struct sbx_http_request {
     struct MHD_Connection *conn;
     struct conn_ctx *cc;
     sbx_http_request *prev, *next;
+    struct sbx_http_upgrade *upgrade; /* its 101 answer's, or NULL */
     const char *method;
     const char *path;
     const struct route_rec *route;
@@ -170,7 +175,7 @@ struct sbx_http_request {
     bool in_chunk;       /* inside the sink's chunk callback */
     bool body_paused;    /* the sink took part of a chunk: suspended until resumed */
     bool resume_asked;   /* sbx_http_req_resume_body() from inside the chunk callback */
-    struct event *watch; /* notices a disconnect while parked */
+    struct event *watch; /* notices a disconnect, from the first parking on */
     /* Called once when the request ends with its answer still kept by its
      * maker (an event stream): the client is gone, or the server stops. */
     void (*ended)(void *ud);
@@ -186,6 +191,9 @@ struct sbx_http_request {
 /* Park / wake the connection of req (parking only from an MHD callback). */
 void sbx_http__suspend(sbx_http_request *req);
 void sbx_http__resume(sbx_http_request *req);
+/* Watch req's connection for the client's end until the request ends
+ * (parked or not); from its first parking, and for every event stream. */
+void sbx_http__watch(sbx_http_request *req);
 /* The client is gone (or nothing can be said to it): tell the owner, and
  * wake the connection so MHD closes it. */
 void sbx_http__client_gone(sbx_http_request *req);
@@ -206,6 +214,35 @@ void sbx_http__idle(struct conn_ctx *cc, bool idle);
 void sbx_http__conn_closed(struct conn_ctx *cc);
 /* No head in time at the gate: 408. */
 void sbx_http__gate_timeout(struct conn_ctx *cc);
+/* The end of the request head that starts at buf[from] (just after its
+ * empty line), or 0 when it is not all in buf[..n). */
+size_t sbx_http__head_end(const char *buf, size_t from, size_t n);
+/* Our JSON error as a whole HTTP answer that closes the connection
+ * (malloc'd; NULL when out of memory). */
+char *sbx_http__error_text(unsigned status, const char *code, const char *msg);
+
+/* ---- http_relay.c: every byte between the client and libmicrohttpd ---- */
+struct sbx_http_relay;
+/* Start relaying cc's client socket (cc->fd); *mhd_fd: the pair's end for
+ * libmicrohttpd. -1 when out of descriptors or memory. */
+int sbx_http__relay_start(struct conn_ctx *cc, int *mhd_fd);
+void sbx_http__relay_free(struct sbx_http_relay *r);
+/* libmicrohttpd closed its end: the relay flushes its last answers. */
+void sbx_http__relay_conn_closed(struct sbx_http_relay *r);
+/* libmicrohttpd completed a request (called from its completion; ok: its
+ * whole answer was sent). */
+void sbx_http__relay_completed(struct sbx_http_relay *r, bool ok);
+/* A request's answer was given (status), and a 101's head has gone out
+ * (the bytes after it are no longer HTTP). */
+void sbx_http__relay_answered(struct sbx_http_relay *r, unsigned status);
+void sbx_http__relay_tunnel(struct sbx_http_relay *r);
+/* Whether the client has ended its side (*reset: reset the connection). */
+bool sbx_http__relay_client_gone(const struct sbx_http_relay *r, bool *reset);
+/* The server stops: the last answers out, every relay freed. */
+void sbx_http__relays_free(sbx_http_server *srv);
+/* The relay saw the client end: tell req (if it is watched). */
+void sbx_http__client_ended(sbx_http_request *req);
+
 /* %HH decoding of a URL's path or query part in place (what MHD would do);
  * returns the decoded length, *nul set when a %00 was decoded. Pure: the
  * fuzz target tests/fuzz/fuzz_http_request.c drives it. */
@@ -232,6 +269,10 @@ int sbx_http__answer(sbx_http_request *req, unsigned status, struct MHD_Response
 enum MHD_Result sbx_http__flush(sbx_http_request *req);
 /* Out of memory while answering: still say something. */
 void sbx_http__answer_oom(sbx_http_request *req);
+/* http_upgrade.c: the request ends (its upgrade, if any, is let go of); the
+ * server stops (every open upgrade is ended first). */
+void sbx_http__upgrade_forget(struct sbx_http_upgrade *up);
+void sbx_http__upgrades_stop(sbx_http_server *srv);
 void sbx_http__free_headers(sbx_http_request *req);
 
 /* CLOCK_MONOTONIC in seconds: the request log gives tenths of a

@@ -37,6 +37,8 @@
     X(create_post_processor)                                                                       \
     X(post_process)                                                                                \
     X(destroy_post_processor)                                                                      \
+    X(create_response_for_upgrade)                                                                 \
+    X(upgrade_action)                                                                              \
     X(destroy_response)
 
 struct sbx_mhd_api {

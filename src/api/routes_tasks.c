@@ -84,6 +84,11 @@ static json_t *exec_answer(const struct sbx_store_task *t, bool opensandbox)
                       sbx_json_text(t->stdout_data, t->stdout_len), "stderr",
                       sbx_json_text(t->stderr_data, t->stderr_len), "return_code", code,
                       "execution_time", secs);
+        /* Seed 004's four keys say nothing of a task that never ran (its
+         * sandbox's setup failed, a timeout, a cancel): the reason, then,
+         * as "error", else a failed setup would read as an empty 125. */
+        if (o && t->status != SBX_TASK_SUCCEEDED && t->error && t->error[0])
+            json_object_set_new(o, "error", json_string(t->error));
         json_decref(report);
     } else {
         o = json_pack("{s:s, s:I, s:o, s:o, s:o, s:o, s:s, s:s, s:o}", "taskId", t->id, "exitCode",
@@ -312,8 +317,15 @@ void h_execute(sbx_http_request *req, void *ud)
         sbx_err_set(&e, EINVAL, "env must be the name of an environment");
     else if (caps && !json_is_object(caps))
         sbx_err_set(&e, EINVAL, "capabilities must be an object");
-    else if (add && (!json_is_array(add) || json_array_size(add) > 0))
-        sbx_err_set(&e, EINVAL, "capabilities.add: adding capabilities is refused");
+    else if (add && !json_is_array(add))
+        sbx_err_set(&e, EINVAL, "capabilities.add must be a list of capability names");
+    else if (add && json_array_size(add) > 0)
+        sbx_err_set(&e, EINVAL,
+                    "capabilities.add: adding %.64s is refused (a task holds no capability; "
+                    "drop: [ALL] is accepted)",
+                    json_is_string(json_array_get(add, 0))
+                        ? json_string_value(json_array_get(add, 0))
+                        : "capabilities");
     else if (mem &&
              !(json_is_string(mem) && sbx_parse_size(json_string_value(mem), &bytes, &e) == 0))
         sbx_err_set(&e, EINVAL, "memory_limit: '%s' is not a size like 256m or 1g",

@@ -182,8 +182,21 @@ static void on_heartbeat(evutil_socket_t fd, short what, void *arg)
 {
     sbx_sse *sse = arg;
     /* Data already waiting says as much as a heartbeat would. */
-    if (evbuffer_get_length(sse->buf) == 0)
+    if (evbuffer_get_length(sse->buf) != 0)
+        return;
+    if (!sse->opts.heartbeat_json) {
         comment(sse, "heartbeat", true, NULL);
+        return;
+    }
+    json_t *j = sse->opts.heartbeat_json(sse->opts.ud);
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    struct evbuffer *ev = text ? evbuffer_new() : NULL;
+    if (ev && evbuffer_add_printf(ev, "data: %s\n\n", text) >= 0)
+        push(sse, ev, true, NULL);
+    if (ev)
+        evbuffer_free(ev);
+    free(text);
+    json_decref(j);
 }
 
 bool sbx_sse_full(const sbx_sse *sse)
@@ -269,6 +282,7 @@ sbx_sse *sbx_http_respond_sse(sbx_http_request *req, const sbx_sse_opts *opts)
     sse->refs++;
     req->ended = request_ended;
     req->ended_ud = sse;
+    sbx_http__watch(req); /* its client's hang-up frees its place at once */
     if (sse->heartbeat) {
         struct timeval tv = {.tv_sec = opts->heartbeat_ms / 1000,
                              .tv_usec = (suseconds_t)(opts->heartbeat_ms % 1000) * 1000};

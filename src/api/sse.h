@@ -26,7 +26,10 @@ typedef struct sbx_sse_opts {
     void (*on_drain)(sbx_sse *sse, void *ud);
     void *ud;
     unsigned heartbeat_ms; /* a ": heartbeat" comment this often; 0: none */
-    size_t buffer;         /* per-client buffer; 0: the server's sse_buffer */
+    /* The heartbeat as a data event instead: the JSON this returns (a new
+     * reference; NULL: none this time). May be NULL. */
+    json_t *(*heartbeat_json)(void *ud);
+    size_t buffer; /* per-client buffer; 0: the server's sse_buffer */
 } sbx_sse_opts;
 
 /* Answer req with 200 and an event stream. NULL (and a 500 answer) when out

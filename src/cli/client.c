@@ -1,16 +1,15 @@
 #include "cli/client.h"
 
-#include <curl/curl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#define CONNECT_TIMEOUT_S 10L
-/* An event stream with nothing, not even a heartbeat comment, for this long
- * is taken for a dead connection and resumed. */
-#define STREAM_STALL_S 90L
+#include "cli/client_int.h"
+#include "cli/curl_dl.h"
 
 struct sbx_cli_client {
-    CURL *curl;
+    struct sbx_cli_plain *plain; /* http:// and unix: targets, no proxy */
+    CURL *curl;                  /* the others (https, a proxy), libcurl loaded for them */
     struct sbx_cli_target target;
     char *auth; /* "Bearer …", or NULL */
     const char *tenant, *clone_key, *clone_id;
@@ -18,15 +17,34 @@ struct sbx_cli_client {
 };
 
 struct xfer {
+    struct sbx_cli_xfer x;
     struct sbx_cli_client *c;
-    const struct sbx_cli_request *rq;
-    struct sbx_cli_response *rs;
-    bool decided; /* status and type looked at */
-    bool to_sink;
-    bool sink_failed;
-    bool too_large;
-    sbx_err *err;
 };
+
+/* libcurl's proxy variables for http:// targets (it leaves unix: sockets
+ * alone): a set one sends such requests through libcurl, which honours it. */
+static bool proxy_set(void)
+{
+    static const char *const vars[] = {"http_proxy", "all_proxy", "ALL_PROXY"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return true;
+    }
+    return false;
+}
+
+/* Whether our own socket serves the target: http:// or unix:, no user in
+ * the URL, no proxy to go through. */
+static bool plain_serves(const struct sbx_cli_target *t)
+{
+    if (t->unix_path)
+        return true;
+    if (strncmp(t->base, "http://", 7) != 0 || proxy_set())
+        return false;
+    const char *auth = t->base + 7;
+    return memchr(auth, '@', strcspn(auth, "/")) == NULL;
+}
 
 struct sbx_cli_client *sbx_cli_client_new(const struct sbx_cli_args *args, sbx_err *err)
 {
@@ -48,6 +66,18 @@ struct sbx_cli_client *sbx_cli_client_new(const struct sbx_cli_args *args, sbx_e
     c->tenant = args->tenant;
     c->clone_key = args->clone_key;
     c->clone_id = args->clone_id;
+    if (plain_serves(&c->target)) {
+        if (!(c->plain = sbx_cli_plain_new(&c->target))) {
+            sbx_cli_client_free(c);
+            sbx_err_set(err, ENOMEM, "client");
+            return NULL;
+        }
+        return c;
+    }
+    if (sbx_cli_curl_load(err) < 0) {
+        sbx_cli_client_free(c);
+        return NULL;
+    }
     if (!(c->curl = curl_easy_init())) {
         sbx_cli_client_free(c);
         sbx_err_set(err, ENOMEM, "curl_easy_init");
@@ -60,6 +90,7 @@ void sbx_cli_client_free(struct sbx_cli_client *c)
 {
     if (!c)
         return;
+    sbx_cli_plain_free(c->plain);
     if (c->curl)
         curl_easy_cleanup(c->curl);
     sbx_cli_target_clear(&c->target);
@@ -99,20 +130,15 @@ static int keep(struct sbx_cli_response *rs, const char *p, size_t n)
     return 0;
 }
 
-static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
+bool sbx_cli_xfer_take(struct sbx_cli_xfer *x, const char *ct, const char *p, size_t n)
 {
-    struct xfer *x = ud;
     struct sbx_cli_response *rs = x->rs;
-    size_t n = size * nmemb;
     if (!x->decided) {
         x->decided = true;
-        curl_easy_getinfo(x->c->curl, CURLINFO_RESPONSE_CODE, &rs->status);
         bool ok = rs->status >= 200 && rs->status < 300;
-        char *ct = NULL;
-        curl_easy_getinfo(x->c->curl, CURLINFO_CONTENT_TYPE, &ct);
         if (ok && x->rq->require_type && !type_matches(ct, x->rq->require_type)) {
             rs->wrong_type = true;
-            return 0; /* cut off: the caller does not want this body */
+            return false; /* cut off: the caller does not want this body */
         }
         x->to_sink = ok && x->rq->sink;
     }
@@ -120,9 +146,9 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
     if (x->to_sink) {
         if (x->rq->sink(x->rq->sink_ud, p, n, x->err) < 0) {
             x->sink_failed = true;
-            return 0;
+            return false;
         }
-        return n;
+        return true;
     }
     bool ok = rs->status >= 200 && rs->status < 300;
     size_t max = ok ? SBX_CLI_BODY_MAX : SBX_CLI_ERROR_BODY_MAX;
@@ -130,16 +156,28 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
     if (rs->len + take > max) {
         if (ok) {
             x->too_large = true;
-            return 0;
+            return false;
         }
         take = max - rs->len; /* an error's first 64 KiB say enough */
         rs->body_cut = true;
     }
     if (take && keep(rs, p, take) < 0) {
         x->too_large = true;
-        return 0;
+        return false;
     }
-    return n;
+    return true;
+}
+
+static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
+{
+    struct xfer *x = ud;
+    size_t n = size * nmemb;
+    char *ct = NULL;
+    if (!x->x.decided) {
+        curl_easy_getinfo(x->c->curl, CURLINFO_RESPONSE_CODE, &x->x.rs->status);
+        curl_easy_getinfo(x->c->curl, CURLINFO_CONTENT_TYPE, &ct);
+    }
+    return sbx_cli_xfer_take(&x->x, ct, p, n) ? n : 0;
 }
 
 static size_t on_read(char *buf, size_t size, size_t nmemb, void *ud)
@@ -168,23 +206,36 @@ struct curl_slist *sbx_cli_header(struct curl_slist *h, bool *ok, const char *na
     return n ? n : h;
 }
 
-static struct curl_slist *headers_for(struct sbx_cli_client *c, const struct sbx_cli_request *rq)
+static void add(struct sbx_cli_headers *h, const char *name, const char *v)
+{
+    if (v && h->n < SBX_CLI_HEADERS_MAX)
+        h->name[h->n] = name, h->value[h->n++] = v;
+}
+
+static void headers_for(struct sbx_cli_client *c, const struct sbx_cli_request *rq,
+                        struct sbx_cli_headers *h)
+{
+    h->n = 0;
+    add(h, "Authorization", c->auth);
+    /* Our answers on the original's routes (docs/compatibility.md). */
+    add(h, "X-Sandbox-Extended", "1");
+    add(h, "X-Tenant-Code", c->tenant);
+    add(h, "X-Clone-Key", c->clone_key);
+    add(h, "X-Clone-Id", c->clone_id);
+    add(h, "Accept", rq->event_stream ? "text/event-stream" : "application/json, */*");
+    add(h, "Last-Event-ID", rq->last_event_id);
+    if (rq->json)
+        add(h, "Content-Type", "application/json");
+    else if (rq->upload)
+        add(h, "Content-Type", "application/octet-stream");
+}
+
+static struct curl_slist *curl_headers(const struct sbx_cli_headers *hs)
 {
     bool ok = true;
     struct curl_slist *h = NULL;
-    h = sbx_cli_header(h, &ok, "Authorization", c->auth);
-    /* Our answers on the original's routes (docs/compatibility.md). */
-    h = sbx_cli_header(h, &ok, "X-Sandbox-Extended", "1");
-    h = sbx_cli_header(h, &ok, "X-Tenant-Code", c->tenant);
-    h = sbx_cli_header(h, &ok, "X-Clone-Key", c->clone_key);
-    h = sbx_cli_header(h, &ok, "X-Clone-Id", c->clone_id);
-    h = sbx_cli_header(h, &ok, "Accept",
-                       rq->event_stream ? "text/event-stream" : "application/json, */*");
-    h = sbx_cli_header(h, &ok, "Last-Event-ID", rq->last_event_id);
-    if (rq->json)
-        h = sbx_cli_header(h, &ok, "Content-Type", "application/json");
-    else if (rq->upload)
-        h = sbx_cli_header(h, &ok, "Content-Type", "application/octet-stream");
+    for (size_t i = 0; i < hs->n; i++)
+        h = sbx_cli_header(h, &ok, hs->name[i], hs->value[i]);
     if (!ok) {
         curl_slist_free_all(h);
         return NULL;
@@ -203,7 +254,7 @@ static void set_options(struct sbx_cli_client *c, const struct sbx_cli_request *
     curl_easy_setopt(k, CURLOPT_ERRORBUFFER, c->errbuf);
     curl_easy_setopt(k, CURLOPT_USERAGENT, "sandboxctl/" SANDBOXCTL_VERSION);
     curl_easy_setopt(k, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(k, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_S);
+    curl_easy_setopt(k, CURLOPT_CONNECTTIMEOUT, (long)SBX_CLI_CONNECT_TIMEOUT_S);
     curl_easy_setopt(k, CURLOPT_TCP_KEEPALIVE, 1L);
     /* Never follow a redirect: it would carry the token elsewhere. */
     curl_easy_setopt(k, CURLOPT_FOLLOWLOCATION, 0L);
@@ -215,7 +266,7 @@ static void set_options(struct sbx_cli_client *c, const struct sbx_cli_request *
     }
     if (rq->event_stream) {
         curl_easy_setopt(k, CURLOPT_LOW_SPEED_LIMIT, 1L);
-        curl_easy_setopt(k, CURLOPT_LOW_SPEED_TIME, STREAM_STALL_S);
+        curl_easy_setopt(k, CURLOPT_LOW_SPEED_TIME, (long)SBX_CLI_STREAM_STALL_S);
     }
     if (rq->upload) {
         curl_easy_setopt(k, CURLOPT_UPLOAD, 1L);
@@ -242,43 +293,62 @@ static bool no_connection(CURLcode rc)
            rc == CURLE_COULDNT_RESOLVE_PROXY || rc == CURLE_SSL_CONNECT_ERROR;
 }
 
-int sbx_cli_send(struct sbx_cli_client *c, const struct sbx_cli_request *rq,
-                 struct sbx_cli_response *rs, sbx_err *err)
+static int curl_send(struct sbx_cli_client *c, const char *url, const struct sbx_cli_headers *hs,
+                     struct xfer *x)
 {
-    *rs = (struct sbx_cli_response){0};
-    cleanup_free char *url = sbx_cli_url(&c->target, rq->path, rq->query);
-    struct curl_slist *h = url ? headers_for(c, rq) : NULL;
+    const struct sbx_cli_request *rq = x->x.rq;
+    struct sbx_cli_response *rs = x->x.rs;
+    sbx_err *err = x->x.err;
+    struct curl_slist *h = curl_headers(hs);
     if (!h)
         return sbx_err_set(err, ENOMEM, "request %s", rq->path);
-    struct xfer x = {.c = c, .rq = rq, .rs = rs, .err = err};
     c->errbuf[0] = '\0';
-    set_options(c, rq, &x, url, h);
+    set_options(c, rq, x, url, h);
     CURLcode rc = curl_easy_perform(c->curl);
     curl_slist_free_all(h);
     if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && rs->wrong_type)) {
-        if (!x.decided)
+        if (!x->x.decided)
             curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &rs->status);
         return 0;
     }
-    if (x.sink_failed)
+    if (x->x.sink_failed)
         return -1; /* the sink said why */
     const char *why = c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc);
     long os_errno = 0;
     curl_easy_getinfo(c->curl, CURLINFO_OS_ERRNO, &os_errno);
     if (c->target.unix_path && no_connection(rc) && os_errno)
         why = strerror((int)os_errno); /* curl would speak of "localhost port 80" */
-    if (x.too_large)
-        sbx_err_set(err, EFBIG, "%s %s: the answer is larger than %u MiB", rq->method, rq->path,
-                    SBX_CLI_BODY_MAX >> 20);
-    else if (no_connection(rc))
-        sbx_err_set(err, ECONNREFUSED, "cannot connect to %s: %s", c->target.display, why);
-    else if (rc == CURLE_OPERATION_TIMEDOUT && !x.decided)
-        sbx_err_set(err, ETIMEDOUT, "no answer from %s: %s", c->target.display, why);
-    else
-        sbx_err_set(err, EIO, "%s %s at %s: %s", rq->method, rq->path, c->target.display, why);
-    /* What was kept of an answer cut short is no answer. */
-    free(rs->body);
-    rs->body = NULL;
-    rs->len = 0;
-    return -1;
+    if (x->x.too_large)
+        return sbx_err_set(err, EFBIG, "%s %s: the answer is larger than %u MiB", rq->method,
+                           rq->path, SBX_CLI_BODY_MAX >> 20);
+    if (no_connection(rc))
+        return sbx_err_set(err, ECONNREFUSED, "cannot connect to %s: %s", c->target.display, why);
+    if (rc == CURLE_OPERATION_TIMEDOUT && !x->x.decided)
+        return sbx_err_set(err, ETIMEDOUT, "no answer from %s: %s", c->target.display, why);
+    return sbx_err_set(err, EIO, "%s %s at %s: %s", rq->method, rq->path, c->target.display, why);
+}
+
+int sbx_cli_send(struct sbx_cli_client *c, const struct sbx_cli_request *rq,
+                 struct sbx_cli_response *rs, sbx_err *err)
+{
+    *rs = (struct sbx_cli_response){0};
+    cleanup_free char *url = sbx_cli_url(&c->target, rq->path, rq->query);
+    if (!url)
+        return sbx_err_set(err, ENOMEM, "request %s", rq->path);
+    struct sbx_cli_headers hs;
+    headers_for(c, rq, &hs);
+    struct xfer x = {.x = {.rq = rq, .rs = rs, .err = err}, .c = c};
+    int rc;
+    if (c->plain) {
+        rc = sbx_cli_plain_send(c->plain, url, &hs, &x.x);
+    } else {
+        rc = curl_send(c, url, &hs, &x);
+    }
+    if (rc < 0) {
+        /* What was kept of an answer cut short is no answer. */
+        free(rs->body);
+        rs->body = NULL;
+        rs->len = 0;
+    }
+    return rc;
 }

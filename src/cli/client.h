@@ -1,9 +1,9 @@
-/* sandboxctl's HTTP side: one libcurl handle (kept alive between requests,
- * e.g. while polling a task), the caller's identity sent on each request
- * (Authorization: Bearer, X-Tenant-Code, X-Clone-Key, X-Clone-Id), bodies
- * streamed both ways: an upload is read from a FILE as curl sends it, a
- * successful answer can go to a sink chunk by chunk, so neither sits whole
- * in memory. Error answers are kept (bounded) for their message. */
+/* sandboxctl's HTTP side: one connection (kept alive between requests,
+ * e.g. while polling a task; our own socket for http:// and unix: targets,
+ * libcurl for https:// or through a proxy: cli/client_int.h), the caller's identity sent on each
+ * request (Authorization: Bearer, X-Tenant-Code, X-Clone-Key, X-Clone-Id), bodies streamed both
+ * ways: an upload is read from a FILE as curl sends it, a successful answer can go to a sink chunk
+ * by chunk, so neither sits whole in memory. Error answers are kept (bounded) for their message. */
 #pragma once
 
 #include <stdbool.h>
@@ -27,7 +27,8 @@ struct curl_slist;
  * line is wiped from memory once copied (it may hold a token). */
 struct curl_slist *sbx_cli_header(struct curl_slist *h, bool *ok, const char *name, const char *v);
 
-/* NULL with err when curl cannot start or args->url is bad. */
+/* NULL with err when args->url is bad, or libcurl, needed for it, cannot
+ * be loaded. */
 struct sbx_cli_client *sbx_cli_client_new(const struct sbx_cli_args *args, sbx_err *err);
 void sbx_cli_client_free(struct sbx_cli_client *c);
 /* "http://127.0.0.1:8080" or "unix:/run/sandbox.sock". */

@@ -7,7 +7,6 @@
  * Transport failures become JSON-RPC errors of the request that met them.
  * Ends when stdin does, once the calls in flight are answered. Nothing but
  * MCP messages is written to stdout; diagnostics go to stderr. */
-#include <curl/curl.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <jansson.h>
@@ -19,6 +18,7 @@
 
 #include "cli/client.h"
 #include "cli/cmd.h"
+#include "cli/curl_dl.h"
 #include "cli/sse.h"
 #include "cli/target.h"
 
@@ -298,8 +298,10 @@ int sbx_cli_cmd_mcp(const struct sbx_cli_args *a)
 {
     struct bridge b = {.args = a};
     sbx_err e = {0};
-    if (sbx_cli_target_parse(a->url, &b.target, &e) < 0)
+    if (sbx_cli_target_parse(a->url, &b.target, &e) < 0 || sbx_cli_curl_load(&e) < 0) {
+        sbx_cli_target_clear(&b.target);
         return sbx_cli_fail(&e);
+    }
     int rc = 1;
     b.url = sbx_cli_url(&b.target, "/mcp", NULL);
     if (a->token && asprintf(&b.auth, "Bearer %s", a->token) < 0)

@@ -1,7 +1,6 @@
-/* sandboxctl: the client of sandboxd's HTTP API. HTTP only (libcurl); exit
+/* sandboxctl: the client of sandboxd's HTTP API. HTTP only (cli/client.c); exit
  * status 0, the task's own for exec, run and tasks wait, 1 for an error, 2
  * for a usage error naming the bad option or value. */
-#include <curl/curl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/cmd.h"
+#include "cli/curl_dl.h"
 
 static void usage(FILE *f)
 {
@@ -169,19 +169,19 @@ int main(int argc, char **argv)
         return 0;
     }
     if (a.cmd == SBX_CLI_VERSION) {
-        printf("sandboxctl %s (%s)\n", SANDBOXCTL_VERSION, curl_version());
+        /* libcurl serves https:// targets and `mcp` only (cli/curl_dl.h). */
+        bool curl = sbx_cli_curl_load(&err) == 0;
+        printf("sandboxctl %s (%s)\n", SANDBOXCTL_VERSION,
+               curl ? curl_version() : "libcurl not found: http:// and unix: targets only");
+        sbx_cli_curl_unload();
         return 0;
     }
     /* A reader that goes away (`stream | head`) is an EPIPE we handle, not
      * a signal that kills us mid-message. */
     signal(SIGPIPE, SIG_IGN);
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        fprintf(stderr, "sandboxctl: libcurl failed to start\n");
-        return 1;
-    }
     struct sbx_cli_client *c = sbx_cli_client_new(&a, &err);
     int rc = c ? dispatch(c, &a) : sbx_cli_fail(&err);
     sbx_cli_client_free(c);
-    curl_global_cleanup();
+    sbx_cli_curl_unload();
     return rc;
 }

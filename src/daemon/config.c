@@ -130,9 +130,11 @@ static int set_defaults(struct loader *L)
     c->total_cpu_cores = 2;
     c->max_clones_per_tenant = 1000;
     c->idle_timeout_s = 600;
+    c->workspace_idle_unmount_s = 300;
     c->net = SBX_NET_PROXY;
     c->mount_sandbox = true;
     c->seccomp = SBX_SECCOMP_DEFAULT;
+    c->read_only_rootfs = true;
     c->runner_uid = c->runner_gid = SBX_RUNNER_ID;
     c->host_id_base = SBX_DEFAULT_HOST_ID_BASE;
 
@@ -163,6 +165,7 @@ static int set_defaults(struct loader *L)
     c->retention.audit_max_records = 1000000;
 
     c->pool.idle_timeout_s = 300;
+    c->pool.spawner = true;
 
     if (cfg_env_add_builtins(L) < 0)
         return cfg_oom(L);
@@ -238,8 +241,17 @@ static int finish(struct loader *L, char **envp)
                            : sizeof(uint64_t));
         if (!(L->env_set[i] & ENV_SET_NET))
             env->net = c->net;
-        if (!(L->env_set[i] & ENV_SET_SECCOMP))
+        if (!(L->env_set[i] & ENV_SET_SECCOMP)) {
             env->seccomp = c->seccomp;
+            env->seccomp_table = c->seccomp_table;
+        }
+        if (!(L->env_set[i] & ENV_SET_ROOTFS_RW))
+            env->writable_root = !c->read_only_rootfs;
+        if (env->rootfs && env->image)
+            return sbx_err_set(L->err, EINVAL, "environments.%s: give rootfs or image, not both",
+                               env->name);
+        if (cfg_env_mounts_check(L, env) < 0)
+            return -1;
     }
     /* tokens: one name and one secret each */
     for (size_t i = 0; i < c->n_tokens; i++)
@@ -387,9 +399,14 @@ void sbx_config_free(struct sbx_config *c)
         cfg_strv_clear(&c->tenants[i].env, true);
     }
     free(c->tenants);
-    for (size_t i = 0; i < c->n_environments; i++)
+    for (size_t i = 0; i < c->n_environments; i++) {
+        if (c->environments[i].seccomp_table == c->seccomp_table)
+            c->environments[i].seccomp_table = NULL; /* borrowed */
         cfg_env_free(&c->environments[i]);
+    }
     free(c->environments);
+    sbx_seccomp_table_free(c->seccomp_table);
+    cfg_strv_clear(&c->mount_roots, false);
     cfg_strv_clear(&c->pool.environments, false);
     cfg_strv_clear(&c->ignored_env, false);
     free(c->skills.builtin_root);

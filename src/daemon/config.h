@@ -69,6 +69,8 @@
  *       output_limit: 64m
  *       tmp_size: 1g
  *     workspace_quota: 1g      # per clone
+ *     workspace_quota_mode: auto # auto|loop|project|monitor: how it is enforced
+ *     workspace_idle_unmount: 300s # an image unused this long is unmounted (loop mode)
  *     max_clones_per_tenant: 1000
  *     idle_timeout: 600s       # CLAW_IDLE_TIMEOUT_SEC: a session idle this long is stopped
  *     network_policy: proxy    # none|proxy|host (seed's `bridge` = proxy);
@@ -127,6 +129,7 @@
  *     max_active: 0            # 0: server.max_concurrent
  *     idle_timeout: 5m
  *     environments: [python]   # unset: every environment
+ *     spawner: true            # sandboxes made by a small process forked at start
  *
  * Lists and precedence: a source that sets a list replaces the whole list of
  * lower sources. Operator tokens are one such list (server.tokens entries
@@ -189,9 +192,9 @@ struct sbx_config {
     char *workspace_root; /* <root>/<tenant>/[<cloneKey>/]<cloneId>/work */
     char *control_dir;
     char *snapshot_dir; /* workspace snapshots' store */
-    char *runtime_id;  /* NULL: the daemon picks one */
-    char *tenant_code; /* the default clone of requests that name none */
-    char *clone_key;   /* NULL: none */
+    char *runtime_id;   /* NULL: the daemon picks one */
+    char *tenant_code;  /* the default clone of requests that name none */
+    char *clone_key;    /* NULL: none */
     char *clone_id;
     struct sbx_token *tokens; /* none: the daemon generates one on first start */
     size_t n_tokens;
@@ -202,7 +205,7 @@ struct sbx_config {
     uint64_t max_body_bytes;
     double header_timeout_s;
     double connection_idle_timeout_s;
-    bool metrics_tenant_label; /* a series per tenant: the operator's choice */
+    bool metrics_tenant_label;    /* a series per tenant: the operator's choice */
     uint64_t store_reserve_bytes; /* kept beside the database for its writes on a full disk */
     uint64_t disk_reserve_bytes;  /* of the state dir's filesystem, never promised to images */
     uint64_t max_connections_per_address; /* 0: the server's default */
@@ -219,6 +222,8 @@ struct sbx_config {
     struct sbx_limits limits; /* defaults, each <= max */
     struct sbx_limits max;
     uint64_t workspace_quota_bytes;
+    enum sbx_ws_quota_mode workspace_quota_mode; /* auto|loop|project|monitor */
+    double workspace_idle_unmount_s;             /* an unused image is unmounted */
     /* The aggregate caps over all sandboxes, on the sandboxd/ parent cgroup
      * (0: none); the seed's container of 2 cores, 3 GB, 512 processes. */
     uint64_t total_memory_bytes, total_pids;
@@ -228,6 +233,15 @@ struct sbx_config {
     enum sbx_net_policy net;
     bool mount_sandbox;
     enum sbx_seccomp_profile seccomp;
+    /* sandbox.seccomp_profile given as seed 004's table: the environments
+     * that set no profile of their own take it (they borrow it) */
+    struct sbx_seccomp_table *seccomp_table;
+    /* sandbox.read_only_rootfs: the environments' default (false: each
+     * task's system directories are tmpfs overlays) */
+    bool read_only_rootfs;
+    /* sandbox.mount_roots: the host directories environments' mounts may
+     * take their sources from (absolute, no trailing slash) */
+    struct sbx_strv mount_roots;
     uint32_t runner_uid, runner_gid;
     uint32_t host_id_base;
     struct sbx_strv task_env_keys;

@@ -49,6 +49,7 @@ enum kind {
     K_NETPOL,      /* enum sbx_net_policy */
     K_NETBOOL,     /* enum sbx_net_policy from true/false */
     K_SECCOMP,     /* enum sbx_seccomp_profile */
+    K_WSQUOTA,     /* enum sbx_ws_quota_mode */
     K_DEFAULT,     /* enum sbx_default */
     K_CPU,         /* double cores, or "N%" */
     K_CPU0,        /* same, or 0: none */
@@ -78,6 +79,7 @@ extern const struct lim_field cfg_lim_fields[N_LIM];
 /* Bits of an environment's explicitly set fields, besides the limits. */
 #define ENV_SET_NET (1u << N_LIM)
 #define ENV_SET_SECCOMP (1u << (N_LIM + 1))
+#define ENV_SET_ROOTFS_RW (1u << (N_LIM + 2))
 
 /* One scalar setting and the names it has in each source. */
 struct setting {
@@ -182,6 +184,14 @@ int cfg_load_file(struct loader *L, const char *path);
 
 /* Environments (config_environments.c). */
 void cfg_env_free(struct sbx_environment *env);
+/* Seed 004's seccomp table {default_action, syscalls: [{names, action}]}
+ * into *out (replacing what was there); unknown syscalls and actions are
+ * errors naming them. */
+int cfg_yseccomp_table(struct loader *L, const yaml_node_t *k, const yaml_node_t *v,
+                       const char *path, struct sbx_seccomp_table **out);
+/* An environment's mounts against sandbox.mount_roots: each source is cut
+ * into its root and the part beneath; one outside every root is an error. */
+int cfg_env_mounts_check(struct loader *L, struct sbx_environment *env);
 int cfg_env_add_builtins(struct loader *L);
 int cfg_check_name(const char *s, bool arg, sbx_err *e);
 int cfg_yenvironments(struct loader *L, const yaml_node_t *n, const char *path);

@@ -89,6 +89,10 @@ const struct setting cfg_settings[] = {
      1024, LIM_CPU},
     {"sandbox", "workspace_quota", NULL, NULL, 0, NULL, K_SIZE, OFF(workspace_quota_bytes),
      1ull << 20, 0, -1},
+    {"sandbox", "workspace_quota_mode", NULL, NULL, 0, NULL, K_WSQUOTA, OFF(workspace_quota_mode),
+     0, 0, -1},
+    {"sandbox", "workspace_idle_unmount", NULL, NULL, 0, NULL, K_DURATION,
+     OFF(workspace_idle_unmount_s), 0, 30 * 86400, -1},
     {"sandbox", "total_memory", NULL, NULL, 0, "--total-memory", K_SIZE0, OFF(total_memory_bytes),
      8ull << 20, 0, -1},
     {"sandbox", "total_pids", NULL, NULL, 0, "--total-pids", K_UINT, OFF(total_pids), 0, 1u << 22,
@@ -103,14 +107,14 @@ const struct setting cfg_settings[] = {
      OFF(net), 0, 0, -1},
     {"sandbox", "mount_sandbox", NULL, "CLAW_ENABLE_MOUNT_SANDBOX", K_BOOL, NULL, K_BOOL,
      OFF(mount_sandbox), 0, 0, -1},
-    {"sandbox", "read_only_rootfs", NULL, NULL, 0, NULL, K_TRUE_ONLY, 0, 0, 0, -1},
+    {"sandbox", "read_only_rootfs", NULL, NULL, 0, NULL, K_BOOL, OFF(read_only_rootfs), 0, 0, -1},
     {"sandbox", "seccomp_profile", NULL, NULL, 0, NULL, K_SECCOMP, OFF(seccomp), 0, 0, -1},
     {"sandbox", "runner_uid", NULL, "CLAW_RUNNER_UID", K_U32, NULL, K_U32, OFF(runner_uid), 1,
      SBX_ID_RANGE - 2, -1},
     {"sandbox", "runner_gid", NULL, "CLAW_RUNNER_GID", K_U32, NULL, K_U32, OFF(runner_gid), 1,
      SBX_ID_RANGE - 2, -1},
-    {"sandbox", "host_id_base", NULL, NULL, 0, "--host-id-base", K_U32, OFF(host_id_base), SBX_ID_RANGE,
-     UINT32_MAX - SBX_ID_RANGE, -1},
+    {"sandbox", "host_id_base", NULL, NULL, 0, "--host-id-base", K_U32, OFF(host_id_base),
+     SBX_ID_RANGE, UINT32_MAX - SBX_ID_RANGE, -1},
     {"sandbox", "task_env_keys", NULL, "CLAW_TASK_ENV_KEYS", K_KEYS, NULL, K_KEYS,
      OFF(task_env_keys), 0, 0, -1},
     /* network */
@@ -188,6 +192,7 @@ const struct setting cfg_settings[] = {
     {"pool", "max_active", NULL, NULL, 0, NULL, K_UINT, OFF(pool.max_active), 0, 4096, -1},
     {"pool", "idle_timeout", NULL, NULL, 0, NULL, K_DURATION, OFF(pool.idle_timeout_s), 0, 86400,
      -1},
+    {"pool", "spawner", NULL, NULL, 0, NULL, K_BOOL, OFF(pool.spawner), 0, 0, -1},
 };
 const size_t cfg_n_settings = SBX_ARRAY_LEN(cfg_settings);
 

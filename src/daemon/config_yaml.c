@@ -219,7 +219,7 @@ static int ywalk(struct loader *L, const yaml_node_t *map, const char *path, con
         cfg_keypath(kpath, path, key);
         const struct setting *s = find_setting(section, key);
         int rc = 0;
-        if (s)
+        if (s && !(s->kind == K_SECCOMP && v->type == YAML_MAPPING_NODE))
             rc =
                 cfg_yapply(L, s->kind, (char *)L->c + s->off, s->min, s->max, k, v, kpath, NULL, 0);
         else if (fn && (rc = fn(L, key, k, v, kpath)) == 0)
@@ -294,6 +294,31 @@ static int ysandbox_special(struct loader *L, const char *key, const yaml_node_t
     int i = cfg_lim_index(key);
     if (i >= 0)
         return cfg_ylimit(L, i, &L->c->limits, k, v, path, L->lim_origin[i]) < 0 ? -1 : 1;
+    if (strcmp(key, "seccomp_profile") == 0) /* a table: a mapping */
+        return cfg_yseccomp_table(L, k, v, path, &L->c->seccomp_table) < 0 ? -1 : 1;
+    if (strcmp(key, "mount_roots") == 0) {
+        if (cfg_ylist(L, v, path, &L->c->mount_roots, NULL, false) < 0)
+            return -1;
+        for (size_t j = 0; j < L->c->mount_roots.n; j++) {
+            char *r = L->c->mount_roots.v[j];
+            struct stat st;
+            size_t n = strlen(r);
+            while (n > 1 && r[n - 1] == '/')
+                r[--n] = '\0';
+            if (r[0] != '/' || strcmp(r, "/") == 0 || strstr(r, "/..") || strstr(r, "/./") ||
+                cfg_has_control(r))
+                return cfg_yfail(L, k, path,
+                                 "'%.80s' is not an absolute directory path other "
+                                 "than / without . or ..",
+                                 r);
+            if (lstat(r, &st) < 0 || !S_ISDIR(st.st_mode))
+                return cfg_yfail(L, k, path,
+                                 "'%.80s' is not a directory (nor a symlink: give "
+                                 "the real path)",
+                                 r);
+        }
+        return 1;
+    }
     if (strcmp(key, "max") != 0)
         return 0;
     if (cfg_ymapping(L, v, path) < 0 || cfg_ylim_aliases(L, v, path) < 0)
@@ -547,9 +572,9 @@ static int ypool_special(struct loader *L, const char *key, const yaml_node_t *k
 
 static int yroot(struct loader *L, const yaml_node_t *root)
 {
-    static const char *const sections[] = {"server",    "sandbox",      "network", "tenants",
-                                           "retention", "environments", "pool",    "skills",
-                                           "model"};
+    static const char *const sections[] = {"server",  "sandbox",   "network",
+                                           "tenants", "retention", "environments",
+                                           "pool",    "skills",    "model"};
     if (root->type != YAML_MAPPING_NODE)
         return cfg_yfail(L, root, "(top)",
                          "expects a mapping of sections (server, sandbox, "
@@ -579,11 +604,6 @@ static int yroot(struct loader *L, const yaml_node_t *root)
             rc = ywalk(L, n, name, name, yserver_special);
         else if (strcmp(name, "sandbox") == 0) {
             if (n->type == YAML_MAPPING_NODE) {
-                yaml_node_t *sk, *sv = cfg_ylookup(L, n, "seccomp_profile", &sk);
-                if (sv && sv->type == YAML_MAPPING_NODE)
-                    return cfg_yfail(L, sk, "sandbox.seccomp_profile",
-                                     "custom seccomp tables are not supported: use default or "
-                                     "strict");
                 if (cfg_ylim_aliases(L, n, name) < 0)
                     return -1;
             }

@@ -3,28 +3,44 @@
  * therefore apply. Exit 0 when full isolation is possible, 1 when something
  * required is missing (the warnings say what), 2 for a bad option. */
 #include <jansson.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "daemon/cmd.h"
+#include "daemon/doctor_envs.h"
 #include "isolate/probe_host.h"
 #include "isolate/probe_steps.h"
+#include "workspace/quota_mode.h"
 
 #define KEY_WIDTH 20
+
+/* The workspace quota modes serve could take here. */
+struct wsq_probe {
+    char root[PATH_MAX]; /* the default workspace root, or its nearest existing parent */
+    bool loop, project;
+    char loop_why[160], project_why[240];
+    enum sbx_ws_quota_mode automatic;
+};
 
 struct doctor {
     struct sbx_host_probe probe;
     struct sbx_cg_host cg;
     struct sbx_isolation_plan plan;
     struct sbx_steps steps;
+    json_t *envs; /* --config: its environments (doctor_envs.c) */
+    struct wsq_probe wsq;
 };
 
 static void doctor_usage(FILE *f)
 {
-    fprintf(f, "usage: sandboxd doctor [--json]\n"
+    fprintf(f, "usage: sandboxd doctor [--json] [--config FILE]\n"
                "  --json  one JSON object instead of text\n"
+               "  --config FILE  also its environments' images (digest, unpacked), roots,\n"
+               "                 seccomp tables and mounts\n"
                "Exit 0 when full isolation is possible, 1 when something required is missing.\n");
 }
 
@@ -210,6 +226,40 @@ static void text_plan(const struct sbx_isolation_plan *plan)
            plan->full ? "full isolation available" : "full isolation NOT possible on this host");
 }
 
+/* ---- the workspace quota (serve's sandbox.workspace_quota_mode) ---- */
+
+static void wsq_probe(struct wsq_probe *w)
+{
+    const char *env = getenv("CLAW_WORKSPACE");
+    snprintf(w->root, sizeof(w->root), "%s",
+             env && env[0] == '/' ? env : "/var/lib/sandbox/workspaces");
+    struct stat st;
+    for (char *slash; stat(w->root, &st) < 0 && (slash = strrchr(w->root, '/'));)
+        slash == w->root ? (void)(w->root[1] = '\0') : (void)(*slash = '\0');
+    w->loop = sbx_ws_quota_loop_usable(w->loop_why, sizeof(w->loop_why));
+    w->project = sbx_ws_quota_project_usable(w->root, w->project_why, sizeof(w->project_why));
+    w->automatic = w->loop ? SBX_WSQ_LOOP : w->project ? SBX_WSQ_PROJECT : SBX_WSQ_MONITOR;
+}
+
+static void text_wsq(const struct wsq_probe *w)
+{
+    printf("\nWorkspace quota (serve: sandbox.workspace_quota_mode)\n");
+    line("loop", "%s (%s)", yes_no(w->loop), w->loop_why);
+    line("project", "%s (%s, on %s)", yes_no(w->project), w->project_why, w->root);
+    line("auto picks", "%s%s", sbx_ws_quota_mode_name(w->automatic),
+         sbx_ws_quota_mode_kernel(w->automatic)
+             ? ""
+             : " (weaker: the daemon measures workspaces and stops writers over the quota)");
+}
+
+static json_t *wsq_json(const struct wsq_probe *w)
+{
+    return json_pack("{s:{s:b, s:s}, s:{s:b, s:s, s:s}, s:s, s:b}", "loop", "available", w->loop,
+                     "why", w->loop_why, "project", "available", w->project, "why", w->project_why,
+                     "root", w->root, "auto", sbx_ws_quota_mode_name(w->automatic),
+                     "kernelEnforced", sbx_ws_quota_mode_kernel(w->automatic));
+}
+
 /* ---- JSON ---- */
 
 static json_t *feature_json(struct sbx_feature f)
@@ -333,6 +383,7 @@ static json_t *doctor_json(const struct doctor *d)
     json_object_set_new(o, "inContainer", json_boolean(d->steps.in_container));
     json_object_set_new(o, "steps", steps_json(&d->steps));
     json_object_set_new(o, "isolation", plan_json(&d->plan));
+    json_object_set_new(o, "workspaceQuota", wsq_json(&d->wsq));
     json_t *warnings = json_array(), *missing = json_array();
     for (size_t i = 0; i < d->plan.n_warn; i++) {
         json_array_append_new(warnings, json_string(d->plan.warn[i].text));
@@ -341,6 +392,8 @@ static json_t *doctor_json(const struct doctor *d)
     }
     json_object_set_new(o, "warnings", warnings);
     json_object_set_new(o, "missing", missing);
+    if (d->envs)
+        json_object_set(o, "environments", d->envs);
     return o;
 }
 
@@ -361,13 +414,15 @@ static int print_json(const struct doctor *d)
 /* ---- command ---- */
 
 /* 1 for --json, 0 for text, -1 for --help (done), -2 for a bad argument. */
-static int parse_doctor_opts(int argc, char **argv)
+static int parse_doctor_opts(int argc, char **argv, const char **config)
 {
     int json = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--json") == 0) {
             json = 1;
+        } else if (strcmp(a, "--config") == 0 && i + 1 < argc) {
+            *config = argv[++i];
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             doctor_usage(stdout);
             return -1;
@@ -383,28 +438,41 @@ static int parse_doctor_opts(int argc, char **argv)
 
 int sbx_cmd_doctor(int argc, char **argv)
 {
-    int json = parse_doctor_opts(argc, argv);
+    const char *config = NULL;
+    int json = parse_doctor_opts(argc, argv, &config);
     if (json < 0)
         return json == -1 ? 0 : 2;
 
-    struct doctor d;
+    struct doctor d = {0};
     sbx_err e = {0};
     char msg[600];
+    if (config && !(d.envs = sbx_doctor_environments(config, &e))) {
+        fprintf(stderr, "sandboxd doctor: %s\n", sbx_err_format(&e, msg, sizeof(msg)));
+        return 2;
+    }
     if (sbx_host_probe(&d.probe, &e) < 0 || sbx_cg_host_detect(false, &d.cg, &e) < 0 ||
         sbx_steps_try(&d.probe, &d.cg, &d.steps, &e) < 0) {
         fprintf(stderr, "sandboxd doctor: %s\n", sbx_err_format(&e, msg, sizeof(msg)));
+        json_decref(d.envs);
         return 1;
     }
     sbx_isolation_plan_make(&d.probe, &d.cg, &d.plan);
     sbx_steps_to_plan(&d.steps, &d.plan);
+    int rc = 0;
+    wsq_probe(&d.wsq);
     if (json) {
-        if (print_json(&d) < 0)
-            return 1;
+        rc = print_json(&d);
     } else {
         text_host(&d);
         text_steps(&d.steps);
+        text_wsq(&d.wsq);
         text_plan(&d.plan);
+        if (d.envs)
+            sbx_doctor_environments_text(d.envs);
     }
+    json_decref(d.envs);
+    if (rc < 0)
+        return 1;
     fflush(stdout);
     return d.plan.full ? 0 : 1;
 }

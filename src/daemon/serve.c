@@ -7,7 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <limits.h>
+#include <sys/wait.h>
+#include <sys/syscall.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,7 +24,9 @@
 #include "base/time.h"
 #include "daemon/cmd.h"
 #include "daemon/config.h"
+#include "daemon/image.h"
 #include "daemon/settings.h"
+#include "isolate/spawner.h"
 #include "net/egress.h"
 
 extern char **environ;
@@ -49,7 +56,11 @@ struct serve {
     sbx_http_server *http;
     struct sbx_api api;
     struct event *prune;
-    char token[65]; /* generated on first start when none is configured */
+    struct image_job *images; /* the environments' image helpers, one per image */
+    char token[65];           /* generated on first start when none is configured */
+    /* how workspace quotas are enforced, and why */
+    enum sbx_ws_quota_mode wsq;
+    char wsq_why[512];
 };
 
 static int mkdir_p(const char *path, mode_t mode, sbx_err *err)
@@ -192,6 +203,151 @@ static void status_totals(void *ud, json_t *status)
                   t->want.cpu_cores, "enforced", "memoryBytes", (json_int_t)now.memory_bytes,
                   "pids", (json_int_t)now.pids, "cpu", now.cpu_cores, "holds", "memory",
                   t->memory_ok, "pids", t->pids_ok, "cpu", t->cpu_ok, "why", t->why));
+    /* the environments with a root of their own */
+    json_t *envs = json_array();
+    for (size_t i = 0; i < s->cfg.n_environments; i++) {
+        const struct sbx_environment *env = &s->cfg.environments[i];
+        if (!env->image && !env->rootfs && !env->writable_root && !env->n_mounts &&
+            !env->seccomp_table)
+            continue;
+        json_t *o = json_pack("{s:s, s:b, s:i, s:b}", "name", env->name, "readOnlyRootfs",
+                              !env->writable_root, "mounts", (int)env->n_mounts, "seccompTable",
+                              env->seccomp_table != NULL);
+        if (env->rootfs)
+            json_object_set_new(o, "rootfs", json_string(env->rootfs));
+        if (env->image) {
+            json_object_set_new(o, "image", json_string(env->image));
+            json_object_set_new(o, "imageState",
+                                json_string(env->rootfs        ? "ready"
+                                            : env->image_error ? "failed"
+                                                               : "unpacking"));
+            if (env->image_digest[0])
+                json_object_set_new(o, "digest", json_string(env->image_digest));
+            if (env->image_error)
+                json_object_set_new(o, "imageError", json_string(env->image_error));
+        }
+        json_array_append_new(envs, o);
+    }
+    json_object_set_new(status, "environments", envs);
+    json_object_set_new(status, "workspaceQuota",
+                        json_pack("{s:s, s:I, s:s, s:s}", "mode", sbx_ws_quota_mode_name(s->wsq),
+                                  "bytes", (json_int_t)s->cfg.workspace_quota_bytes, "enforcement",
+                                  sbx_ws_quota_mode_kernel(s->wsq) ? "kernel" : "monitor (weaker)",
+                                  "why", s->wsq_why));
+    struct sbx_spawner_counts sc;
+    sbx_spawner_counts(&sc);
+    json_object_set_new(status, "spawner",
+                        json_pack("{s:b, s:b, s:I, s:I, s:I, s:I}", "enabled", s->cfg.pool.spawner,
+                                  "running", sbx_spawner_running(), "pending",
+                                  (json_int_t)sbx_spawner_pending(), "made", (json_int_t)sc.remote,
+                                  "madeInDaemon", (json_int_t)sc.local, "fallbacks",
+                                  (json_int_t)sc.fallbacks));
+}
+
+/* ---- environments' images: unpacked once by a helper child each ---- */
+
+struct image_job {
+    struct sbx_environment *env;
+    pid_t pid;
+    int pidfd, rd;
+    struct event *ev;
+};
+
+/* The helper's body: the image into the cache, one line back on fd. */
+static __attribute__((noreturn)) void image_helper(const char *image, const char *cache, int fd)
+{
+    char digest[SBX_IMAGE_DIGEST_MAX] = "", rootfs[PATH_MAX], line[PATH_MAX + 256];
+    sbx_err e = {0};
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (sbx_image_prepare(image, cache, digest, rootfs, sizeof(rootfs), &e) == 0)
+        snprintf(line, sizeof(line), "ok %s %s\n", digest, rootfs);
+    else
+        snprintf(line, sizeof(line), "error %s %s\n", digest[0] ? digest : "-", e.msg);
+    _exit(write(fd, line, strlen(line)) == (ssize_t)strlen(line) ? 0 : 1);
+}
+
+static void image_job_close(struct image_job *j)
+{
+    if (j->ev)
+        event_free(j->ev);
+    if (j->pidfd >= 0) {
+        syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+        close(j->pidfd);
+    }
+    if (j->pid > 0)
+        waitpid(j->pid, NULL, 0); /* killed or gone: at once */
+    if (j->rd >= 0)
+        close(j->rd);
+    *j = (struct image_job){.pidfd = -1, .rd = -1};
+}
+
+static void on_image_done(evutil_socket_t fd, short what, void *ud)
+{
+    (void)fd, (void)what;
+    struct image_job *j = ud;
+    struct sbx_environment *env = j->env;
+    char buf[PATH_MAX + 256], d[SBX_IMAGE_DIGEST_MAX], safe[600];
+    ssize_t n = read(j->rd, buf, sizeof(buf) - 1); /* written whole before it exited */
+    buf[n > 0 ? n : 0] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    char *sp = strchr(buf, ' '), *rest = sp ? strchr(sp + 1, ' ') : NULL;
+    if (sp && rest && (size_t)(rest - sp - 1) < sizeof(d)) {
+        snprintf(d, sizeof(d), "%.*s", (int)(rest - sp - 1), sp + 1);
+        if (strcmp(d, "-") != 0)
+            snprintf(env->image_digest, sizeof(env->image_digest), "%s", d);
+    }
+    if (strncmp(buf, "ok ", 3) == 0 && rest)
+        env->rootfs = strdup(rest + 1);
+    if (!env->rootfs)
+        env->image_error = strdup(strncmp(buf, "error ", 6) == 0 && rest
+                                      ? rest + 1
+                                      : "the unpacking helper ended without an answer");
+    if (env->rootfs)
+        sbx_log(SBX_LOG_INFO, "environment %s: image %s ready digest=%s", env->name, env->image,
+                env->image_digest);
+    else
+        sbx_log(SBX_LOG_WARN, "environment %s: image refused error=%s", env->name,
+                sbx_log_safe(env->image_error ? env->image_error : "out of memory", safe,
+                             sizeof(safe)));
+    image_job_close(j);
+}
+
+/* One helper per environment with an image, watched by its pidfd. */
+static int images_start(struct serve *s, sbx_err *err)
+{
+    char cache[PATH_MAX];
+    size_t n = s->cfg.n_environments;
+    if (!n || !(s->images = calloc(n, sizeof(*s->images))))
+        return n ? sbx_err_set(err, ENOMEM, "image helpers") : 0;
+    snprintf(cache, sizeof(cache), "%s/images", s->cfg.state_dir);
+    for (size_t i = 0; i < n; i++) {
+        struct image_job *j = &s->images[i];
+        *j = (struct image_job){.pidfd = -1, .rd = -1};
+        struct sbx_environment *env = &s->cfg.environments[i];
+        if (!env->image)
+            continue;
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+            return sbx_err_set(err, errno, "image helper: pipe");
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(p[0]);
+            image_helper(env->image, cache, p[1]);
+        }
+        close(p[1]);
+        j->rd = p[0];
+        if (pid < 0)
+            return sbx_err_set(err, errno, "image helper: fork");
+        j->pid = pid;
+        j->env = env;
+        if ((j->pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0)
+            return sbx_err_set(err, errno, "image helper: pidfd_open");
+        if (!(j->ev = event_new(s->base, j->pidfd, EV_READ, on_image_done, j)) ||
+            event_add(j->ev, NULL) < 0)
+            return sbx_err_set(err, ENOMEM, "image helper: event");
+        sbx_log(SBX_LOG_INFO, "environment %s: unpacking image %s", env->name, env->image);
+    }
+    return 0;
 }
 
 /* The aggregate caps over all sandboxes (sandbox.total_*), on the sandboxd/
@@ -213,6 +369,20 @@ static void apply_totals(struct serve *s)
             all ? "" : " why=", all ? "" : sbx_log_safe(t->why, why, sizeof(why)));
 }
 
+/* At the stop, with every sandbox gone: the shared sandboxd/ bases get back
+ * what they held before apply_totals, so the caps do not outlive us. */
+static void restore_totals(struct serve *s)
+{
+    sbx_err e = {0};
+    char msg[600], why[300];
+    int n = sbx_cg_host_restore_totals(&s->totals, &e);
+    if (n < 0)
+        sbx_log(SBX_LOG_WARN, "aggregate caps not all restored error=%s",
+                sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
+    else if (n > 0)
+        sbx_log(SBX_LOG_INFO, "aggregate caps restored files=%d", n);
+}
+
 static int setup_engine(struct serve *s, sbx_err *err)
 {
     if (sbx_cg_host_detect(false, &s->cg_host, err) < 0)
@@ -223,6 +393,13 @@ static int setup_engine(struct serve *s, sbx_err *err)
         s->fds[p].seccomp = s->fds[p].init_exe < 0 ? -1 : sbx_seccomp_compile_fd(p, err);
         if (s->fds[p].seccomp < 0)
             return -1;
+    }
+    /* the environments' seccomp tables, each stacked on the default profile */
+    for (size_t i = 0; i < s->cfg.n_environments; i++) {
+        struct sbx_environment *env = &s->cfg.environments[i];
+        if (env->seccomp_table &&
+            (env->seccomp_fd = sbx_seccomp_table_compile_fd(env->seccomp_table, err)) < 0)
+            return sbx_err_wrap(err, "environment %s: seccomp_profile", env->name);
     }
     struct sbx_policy_opts po = {
         .def = s->cfg.network.def,
@@ -447,10 +624,14 @@ static void teardown(struct serve *s)
     sbx_agent_free(s->agent);
     keys_free(s);
     sbx_runtime_free(s->rt);
+    restore_totals(s);
     sbx_skills_free(s->skills);
     sbx_auth_free(s->auth);
     sbx_resolver_free(s->resolver);
     sbx_policy_free(s->policy);
+    for (size_t i = 0; s->images && i < s->cfg.n_environments; i++)
+        image_job_close(&s->images[i]);
+    free(s->images);
     for (int p = 0; p < 2; p++) {
         if (s->fds[p].init_exe >= 0)
             close(s->fds[p].init_exe);
@@ -462,6 +643,7 @@ static void teardown(struct serve *s)
         event_base_free(s->base);
     sbx_config_free(&s->cfg);
     sbx_metrics_reset();
+    sbx_spawner_stop();
 }
 
 /* An event made by event_new or evsignal_new (NULL when that failed) onto
@@ -471,6 +653,28 @@ static int loop_add(struct event *ev, const struct timeval *tv, const char *what
     if (!ev || event_add(ev, tv) < 0)
         return sbx_err_set(err, ev ? EINVAL : ENOMEM, "event loop: cannot add %s", what);
     return 0;
+}
+
+/* Each HTTP connection holds three descriptors (the client's socket and
+ * the pair between the relay and libmicrohttpd, api/http_relay.c): raise
+ * the soft RLIMIT_NOFILE to what the connection cap needs (plus room for
+ * the rest), within the hard limit; say so when the hard limit is lower. */
+static void fd_room(unsigned max_connections)
+{
+    struct rlimit rl;
+    rlim_t need = (rlim_t)max_connections * 3 + 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= need)
+        return;
+    rlim_t want = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need ? rl.rlim_max : need;
+    if (want > rl.rlim_cur) {
+        rl.rlim_cur = want;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (want < need)
+        sbx_log(SBX_LOG_WARN,
+                "RLIMIT_NOFILE is %llu, below the %llu that server.max_connections %u needs "
+                "(three descriptors a connection): connections beyond it get 503",
+                (unsigned long long)want, (unsigned long long)need, max_connections);
 }
 
 int sbx_cmd_serve(int argc, char **argv)
@@ -489,6 +693,9 @@ int sbx_cmd_serve(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     sbx_log_set_level(s.cfg.log_level);
+    /* Before the daemon grows: the spawner is a copy of it (isolate/spawner.h). */
+    if (s.cfg.pool.spawner && sbx_spawner_start(&e) < 0)
+        sbx_log(SBX_LOG_WARN, "no sandbox spawner (%s): sandboxes are made in the daemon", e.msg);
     for (size_t i = 0; i < s.cfg.ignored_env.n; i++)
         sbx_log(SBX_LOG_WARN, "%s is ignored: it means nothing to this daemon",
                 s.cfg.ignored_env.v[i]);
@@ -507,6 +714,14 @@ int sbx_cmd_serve(int argc, char **argv)
     recover(&s);
     struct sbx_runtime_settings rs;
     sbx_settings_from_config(&rs, &s.cfg);
+    if (sbx_ws_quota_choose(s.cfg.workspace_quota_mode, s.cfg.workspace_root, &s.wsq, s.wsq_why,
+                            sizeof(s.wsq_why), &e) < 0)
+        goto fail;
+    rs.workspace_quota_mode = s.wsq;
+    rs.workspace_quota_why = s.wsq_why;
+    sbx_log(sbx_ws_quota_mode_kernel(s.wsq) ? SBX_LOG_INFO : SBX_LOG_WARN,
+            "workspace quota mode=%s enforcement=%s why=%s", sbx_ws_quota_mode_name(s.wsq),
+            sbx_ws_quota_mode_kernel(s.wsq) ? "kernel" : "monitor", s.wsq_why);
     struct sbx_runtime_opts ro = {.base = s.base,
                                   .store = s.store,
                                   .settings = &rs,
@@ -524,7 +739,7 @@ int sbx_cmd_serve(int argc, char **argv)
         .kind = SBX_METRIC_GAUGE,
         .labels = {"mode"}};
     sbx_metric_set(&cg_mode, 1, sbx_cg_mode_name(s.cg_host.mode));
-    if (!(s.rt = sbx_runtime_new(&ro, &e)) || setup_skills(&s, &e) < 0)
+    if (images_start(&s, &e) < 0 || !(s.rt = sbx_runtime_new(&ro, &e)) || setup_skills(&s, &e) < 0)
         goto fail;
     if (setup_agent(&s, &e) < 0)
         goto fail;
@@ -554,6 +769,7 @@ int sbx_cmd_serve(int argc, char **argv)
                              .idempotency_ttl_s = s.cfg.idempotency_ttl_s,
                              .status_extra = status_totals,
                              .status_extra_ud = &s};
+    fd_room(hc.max_connections);
     if (sbx_http_server_new(s.base, &hc, &s.http, &e) < 0 ||
         sbx_api_routes(s.http, &s.api, &e) < 0 || sbx_http_server_listen(s.http, &e) < 0)
         goto fail;
@@ -566,8 +782,9 @@ int sbx_cmd_serve(int argc, char **argv)
     if (loop_add(s.prune = event_new(s.base, -1, EV_PERSIST, on_prune, &s), &every,
                  "the retention timer", &e) < 0)
         goto fail;
-    printf("sandboxd: listening on %s (cgroups %s, network %s)\n", sbx_http_server_address(s.http),
-           sbx_cg_mode_name(s.cg_host.mode), sbx_net_policy_name(s.cfg.net));
+    printf("sandboxd: listening on %s (cgroups %s, network %s, workspace quota %s)\n",
+           sbx_http_server_address(s.http), sbx_cg_mode_name(s.cg_host.mode),
+           sbx_net_policy_name(s.cfg.net), sbx_ws_quota_mode_name(s.wsq));
     if (s.token[0])
         printf("sandboxd: API token (generated, kept in %s/api-token): %s\n", s.cfg.state_dir,
                s.token);

@@ -18,6 +18,8 @@ void sbx_settings_from_config(struct sbx_runtime_settings *s, const struct sbx_c
         .limits = c->limits,
         .max = c->max,
         .workspace_quota_bytes = c->workspace_quota_bytes,
+        .workspace_quota_mode = c->workspace_quota_mode,
+        .workspace_idle_unmount_s = c->workspace_idle_unmount_s,
         .disk_reserve_bytes = c->disk_reserve_bytes,
         .max_clones_per_tenant = c->max_clones_per_tenant,
         .idle_timeout_s = c->idle_timeout_s,

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/time.h"
+#include "isolate/spawner.h"
 
 #define READ_CHUNK 65536
 /* Relayed stdin kept in memory before we stop reading the caller's fd. */
@@ -50,6 +51,7 @@ struct sbx_task {
     bool draining;            /* init is gone: reading what is left in the pipes */
     struct sbx_init_msg exited, setup_error, exec_error;
     bool have_exited, have_setup_error, have_exec_error;
+    struct waiter *spawning; /* its sandbox is asked of the spawner */
     struct timespec t0;
     struct sbx_report report;
 };
@@ -363,28 +365,12 @@ static int setup_stdin(struct sbx_task *t, sbx_err *err)
     return event_add(t->ev_stdin_r, NULL);
 }
 
-struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_opts *o,
-                                sbx_err *err)
+/* The caller's work on the new sandbox and its watch: on failure the
+ * sandbox is gone, t is not freed, and err says why. */
+static int start_watch(struct sbx_task *t, sbx_err *err)
 {
-    struct sbx_task *t = calloc(1, sizeof(*t));
-    if (!t) {
-        sbx_err_set(err, ENOMEM, "task");
-        return NULL;
-    }
-    t->o = *o;
-    t->base = base;
-    struct sbx_applied_limits *l = &t->report.limits;
-    l->memory_bytes = o->spec.cg_limits.memory_bytes;
-    l->pids = o->spec.cg_limits.pids;
-    l->cpu_cores = o->spec.cg_limits.cpu_cores;
-    l->timeout_s = o->timeout_s;
-    l->file_size_bytes = o->spec.file_size_bytes;
-    l->output_limit_bytes = o->output_limit;
-    clock_gettime(CLOCK_MONOTONIC, &t->t0);
-    if (sbx_sandbox_spawn(&t->o.spec, &t->sb, err) < 0) {
-        free(t);
-        return NULL;
-    }
+    const struct sbx_task_opts *o = &t->o;
+    struct event_base *base = t->base;
     /* The caller's work on the new sandbox (an egress) runs while the child
      * builds its root, ready before the task starts. */
     if ((o->on_spawn && o->on_spawn(o->ud, t->sb.init_pid, err) < 0) ||
@@ -393,8 +379,7 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
         sbx_sandbox_send_fds(&t->sb, &t->o.fds, err) < 0) {
         sbx_sandbox_kill(&t->sb);
         sbx_sandbox_release(&t->sb, NULL);
-        free(t);
-        return NULL;
+        return -1;
     }
     set_nonblock(t->sb.stdout_fd);
     set_nonblock(t->sb.stderr_fd);
@@ -408,7 +393,11 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
     t->ev_exit = event_new(base, t->sb.pidfd, EV_READ, on_exit_ev, t);
     t->ev_timer = evtimer_new(base, on_timeout, t);
     t->ev_release = evtimer_new(base, on_release, t);
-    double secs = o->timeout_s > 0 ? o->timeout_s : 365.0 * 86400;
+    /* From the task's start (its sandbox may have been asked of the spawner
+     * a while ago), on the monotonic clock. */
+    double secs = o->timeout_s > 0 ? o->timeout_s - since(&t->t0) : 365.0 * 86400;
+    if (secs < 0)
+        secs = 0;
     struct timeval tv = {.tv_sec = (time_t)secs,
                          .tv_usec = (suseconds_t)((secs - floor(secs)) * 1e6)};
     if (!t->out[0].kept || !t->out[1].kept || !t->out[0].ev || !t->out[1].ev || !t->ev_sync ||
@@ -420,6 +409,150 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
             sbx_err_set(err, ENOMEM, "task events");
         sbx_sandbox_kill(&t->sb);
         sbx_sandbox_release(&t->sb, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- sandboxes asked of the spawner (isolate/spawner.h) ----
+ * Its answers come in the order of the requests: one waiter each, in a
+ * list; a task freed while it waits leaves its waiter empty, and the
+ * sandbox that comes for it is killed. The loop never waits for a clone. */
+struct waiter {
+    struct sbx_task *t;
+    struct waiter *next;
+};
+static struct waiter *waiting_head, *waiting_tail;
+static struct event *ev_spawner;
+
+/* The task ends as a setup error without a sandbox (or with one that is
+ * gone already): the report, then the caller's on_done. */
+static void spawn_failed(struct sbx_task *t, const sbx_err *e)
+{
+    /* A task canceled meanwhile ends canceled, whatever became of its sandbox. */
+    t->have_setup_error = !t->canceled;
+    t->setup_error = (struct sbx_init_msg){.kind = SBX_MSG_SETUP_ERROR, .errnum = e->errnum};
+    snprintf(t->setup_error.stage, sizeof(t->setup_error.stage), "%s",
+             e->stage[0] ? e->stage : sbx_stage_name(SBX_STAGE_SPAWN));
+    snprintf(t->setup_error.text, sizeof(t->setup_error.text), "%s", e->msg);
+    t->finished = t->released = true;
+    build_report(t);
+    if (t->o.on_done)
+        t->o.on_done(t->o.ud, t);
+}
+
+static struct waiter *waiter_pop(void)
+{
+    struct waiter *w = waiting_head;
+    if (w && !(waiting_head = w->next))
+        waiting_tail = NULL;
+    return w;
+}
+
+static void on_spawner(evutil_socket_t fd, short what, void *arg)
+{
+    while (waiting_head) {
+        struct sbx_sandbox sb;
+        sbx_err e = {0};
+        int rc = sbx_spawner_reply(&sb, &e);
+        if (rc == 0)
+            return;
+        if (rc == -2) { /* every request in flight is lost */
+            event_free(ev_spawner);
+            ev_spawner = NULL;
+            struct waiter *w;
+            while ((w = waiter_pop())) {
+                struct sbx_task *t = w->t;
+                free(w);
+                if (t) {
+                    t->spawning = NULL;
+                    spawn_failed(t, &e);
+                }
+            }
+            return;
+        }
+        struct waiter *w = waiter_pop();
+        struct sbx_task *t = w->t;
+        free(w);
+        if (!t) { /* its task is gone: so is the sandbox */
+            if (rc == 1) {
+                sbx_sandbox_kill(&sb);
+                if (sbx_sandbox_release_step(&sb, NULL) < 0)
+                    sbx_sandbox_abandon(&sb);
+            }
+            continue;
+        }
+        t->spawning = NULL;
+        if (rc == -1) {
+            spawn_failed(t, &e);
+            continue;
+        }
+        t->sb = sb;
+        if (start_watch(t, &e) < 0)
+            spawn_failed(t, &e);
+        else if (t->canceled)
+            sbx_sandbox_kill(&t->sb);
+    }
+    if (ev_spawner)
+        event_del(ev_spawner);
+}
+
+/* 1: asked of the spawner (t waits); 0: make it here. */
+static int spawn_remote(struct sbx_task *t)
+{
+    if (sbx_spawner_fd() < 0 || t->o.spec.join_pidfd >= 0)
+        return 0;
+    if (!ev_spawner && !(ev_spawner = event_new(t->base, sbx_spawner_fd(), EV_READ | EV_PERSIST,
+                                                on_spawner, NULL)))
+        return 0;
+    struct waiter *w = calloc(1, sizeof(*w));
+    if (!w || event_add(ev_spawner, NULL) < 0 || sbx_spawner_request(&t->o.spec) != 1) {
+        free(w);
+        if (!waiting_head)
+            event_del(ev_spawner);
+        return 0;
+    }
+    w->t = t;
+    if (waiting_tail)
+        waiting_tail->next = w;
+    else
+        waiting_head = w;
+    waiting_tail = w;
+    t->spawning = w;
+    return 1;
+}
+
+struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_opts *o,
+                                sbx_err *err)
+{
+    struct sbx_task *t = calloc(1, sizeof(*t));
+    if (!t) {
+        sbx_err_set(err, ENOMEM, "task");
+        return NULL;
+    }
+    t->o = *o;
+    t->base = base;
+    t->sb = (struct sbx_sandbox){.init_pid = -1,
+                                 .pidfd = -1,
+                                 .sync_fd = -1,
+                                 .stdin_fd = -1,
+                                 .stdout_fd = -1,
+                                 .stderr_fd = -1};
+    struct sbx_applied_limits *l = &t->report.limits;
+    l->memory_bytes = o->spec.cg_limits.memory_bytes;
+    l->pids = o->spec.cg_limits.pids;
+    l->cpu_cores = o->spec.cg_limits.cpu_cores;
+    l->timeout_s = o->timeout_s;
+    l->file_size_bytes = o->spec.file_size_bytes;
+    l->output_limit_bytes = o->output_limit;
+    clock_gettime(CLOCK_MONOTONIC, &t->t0);
+    if (spawn_remote(t) == 1)
+        return t; /* on_spawner goes on */
+    if (sbx_spawn_local(&t->o.spec, &t->sb, err) < 0) {
+        free(t);
+        return NULL;
+    }
+    if (start_watch(t, err) < 0) {
         t->finished = t->released = true;
         sbx_task_free(t);
         return NULL;
@@ -443,6 +576,10 @@ const struct sbx_report *sbx_task_report(const struct sbx_task *t)
 const char *sbx_task_output(const struct sbx_task *t, enum sbx_stream s, size_t *len)
 {
     struct evbuffer *b = t->out[s == SBX_STDOUT ? 0 : 1].kept;
+    if (!b) { /* its sandbox never came (spawn_failed) */
+        *len = 0;
+        return "";
+    }
     *len = evbuffer_get_length(b);
     return (const char *)evbuffer_pullup(b, -1);
 }
@@ -451,6 +588,8 @@ void sbx_task_free(struct sbx_task *t)
 {
     if (!t)
         return;
+    if (t->spawning) /* the sandbox that comes for it is killed */
+        t->spawning->t = NULL;
     /* Off the normal path (the caller gives up on a live task, or on one whose
      * release is still retrying): the bounded synchronous release. */
     if (!t->finished)

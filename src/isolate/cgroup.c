@@ -524,6 +524,7 @@ int sbx_cgroup_adopt(const struct sbx_cg_host *host, const char *name, struct sb
 {
     memset(cg, 0, sizeof(*cg));
     cg->mode = host->mode;
+    cg->subs = true; /* left by a crash: a session's may have its tasks' below */
     bool found = false;
     struct stat st;
     if (host->mode == SBX_CG_V2) {
@@ -579,11 +580,28 @@ void sbx_cgroup_each(const struct sbx_cg_host *host, void (*fn)(const char *name
             each_in(host->v1_base[c], fn, ud);
 }
 
+/* The empty cgroups below dir (a session's tasks' own): removed; a busy one
+ * stays and makes dir's own rmdir fail with EBUSY, which is what is said. */
+static void rmdir_children(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    for (struct dirent *de; (de = readdir(d));)
+        if (de->d_type == DT_DIR && strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            (void)unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+    closedir(d);
+}
+
 int sbx_cgroup_remove(struct sbx_cgroup *cg, sbx_err *err)
 {
     if (!cg)
         return sbx_err_set(err, EINVAL, "cgroup remove: missing argument");
     int rc = 0;
+    if (cg->mode == SBX_CG_V1 && cg->subs)
+        for (int c = 0; c < SBX_CGC_COUNT; c++)
+            if (cg->path[c][0] && !cg_v1_earlier(cg, c, cg->path[c]))
+                rmdir_children(cg->path[c]);
     if (cg->v2_path[0]) {
         if (rmdir(cg->v2_path) == 0 || errno == ENOENT)
             cg->v2_path[0] = '\0';

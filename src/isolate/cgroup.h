@@ -70,17 +70,34 @@ struct sbx_cg_limits {
  * "sandboxd/" bases themselves (v2: memory.max, pids.max, cpu.max; v1:
  * memory.limit_in_bytes, pids.max, cpu.cfs_quota_us), which every sandbox
  * cgroup is a child of, so many sandboxes together cannot pass them. */
+/* One file a cap was written to: its text before, and as the kernel held
+ * it just after (the bases are shared with any daemon run before or beside). */
+struct sbx_cg_saved {
+    char dir[PATH_MAX];
+    const char *file;
+    char before[64], wrote[64];
+};
+#define SBX_CG_SAVED_MAX 4 /* memory, pids, cpu (v1: period and quota) */
+
 struct sbx_cg_totals {
     struct sbx_cg_limits want;       /* as configured (0: none) */
     struct sbx_cg_limits now;        /* as read back from the bases (0: none or unknown) */
     bool memory_ok, pids_ok, cpu_ok; /* each wanted one holds */
     char why[256];                   /* the first that does not, and why */
+    struct sbx_cg_saved saved[SBX_CG_SAVED_MAX]; /* what was written, in order */
+    size_t n_saved;
 };
 /* Write want to the bases (an unwanted one is left as it is); never fails:
  * what could not be set is said in out (ok false, why). rlimit mode: none
- * can be, said so. */
+ * can be, said so. What each written file held before is kept in out. */
 void sbx_cg_host_set_totals(const struct sbx_cg_host *host, const struct sbx_cg_limits *want,
                             struct sbx_cg_totals *out);
+/* Give the bases back what they held before sbx_cg_host_set_totals wrote
+ * them, in reverse order: only the files it wrote, and only those that still
+ * hold what it wrote (a value changed since is someone else's, kept).
+ * Returns how many were restored, or -1 with the first failure in err (the
+ * others still tried); t forgets them either way. */
+int sbx_cg_host_restore_totals(struct sbx_cg_totals *t, sbx_err *err);
 /* What the bases hold now (for doctor and status). */
 void sbx_cg_host_read_totals(const struct sbx_cg_host *host, struct sbx_cg_limits *now);
 
@@ -90,6 +107,7 @@ struct sbx_cgroup {
     char path[SBX_CGC_COUNT][PATH_MAX]; /* v1: per controller; "" if absent */
     char v2_path[PATH_MAX];
     bool cpu_enforced;
+    bool subs; /* may have cgroups below it (a session's: its tasks' own) */
 };
 
 /* Longest sandbox cgroup name accepted by sbx_cg_child_path. */
@@ -106,6 +124,15 @@ int sbx_cg_child_path(const char *base, const char *name, char *out, size_t len,
  * left behind. */
 int sbx_cgroup_create(const struct sbx_cg_host *host, const char *name,
                       const struct sbx_cg_limits *lim, struct sbx_cgroup *cg, sbx_err *err);
+/* v1: a task's own CPU budget inside a session's cgroup parent: the
+ * directory <parent's cpu (and cpuacct) path>/<name> with a quota of
+ * cpu_cores (0: none), so that each task of a session has its own quota
+ * instead of sharing one. join is what the task joins (the parent's other
+ * hierarchies, memory and pids staying shared, with the new directories),
+ * own holds only the new directories (for sbx_cgroup_remove). EOPNOTSUPP
+ * outside v1 or without a cpu hierarchy: the caller joins parent. */
+int sbx_cgroup_create_sub(const struct sbx_cgroup *parent, const char *name, double cpu_cores,
+                          struct sbx_cgroup *join, struct sbx_cgroup *own, sbx_err *err);
 /* Move pid into the cgroup (every hierarchy). No-op in rlimit mode. */
 int sbx_cgroup_attach(const struct sbx_cgroup *cg, pid_t pid, sbx_err *err);
 /* v1: open each hierarchy's `tasks` file for writing (one fd per distinct
@@ -162,9 +189,10 @@ int sbx_cgroup_adopt(const struct sbx_cg_host *host, const char *name, struct sb
  * tolerate that, e.g. adopt then destroy). Nothing in rlimit mode. */
 void sbx_cgroup_each(const struct sbx_cg_host *host, void (*fn)(const char *name, void *ud),
                      void *ud);
-/* rmdir in every hierarchy once, without waiting: removes an empty cgroup,
- * leaves one with a process in it (EBUSY) and keeps in cg what is left. 0
- * when nothing of it is left. */
+/* rmdir in every hierarchy once, without waiting: removes an empty cgroup
+ * (and the empty cgroups below it: a session's tasks' own, see
+ * sbx_cgroup_create_sub), leaves one with a process in it (EBUSY) and keeps
+ * in cg what is left. 0 when nothing of it is left. */
 int sbx_cgroup_remove(struct sbx_cgroup *cg, sbx_err *err);
 /* rmdir in every hierarchy, retrying (at most 1 s) while the kernel releases it. */
 int sbx_cgroup_destroy(struct sbx_cgroup *cg, sbx_err *err);

@@ -59,6 +59,48 @@ int cg_create_v1(const struct sbx_cg_host *host, const char *name, const struct 
     return 0;
 }
 
+int sbx_cgroup_create_sub(const struct sbx_cgroup *parent, const char *name, double cpu_cores,
+                          struct sbx_cgroup *join, struct sbx_cgroup *own, sbx_err *err)
+{
+    if (!parent || !join || !own)
+        return sbx_err_set(err, EINVAL, "cgroup create_sub: missing argument");
+    if (parent->mode != SBX_CG_V1 || !parent->path[SBX_CGC_CPU][0])
+        return sbx_err_set(err, EOPNOTSUPP, "a task's own cgroup in a session: v1 cpu only");
+    if (cg_check_name(name, err) < 0)
+        return -1;
+    if (!(cpu_cores >= 0) || cpu_cores > CG_CPU_MAX_CORES)
+        return sbx_err_set(err, EINVAL, "cgroup cpu limit %g out of range", cpu_cores);
+    *join = *parent;
+    memset(own, 0, sizeof(*own));
+    own->mode = SBX_CG_V1;
+    static const int ctrls[] = {SBX_CGC_CPU, SBX_CGC_CPUACCT};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(ctrls); i++) {
+        int c = ctrls[i];
+        if (!parent->path[c][0])
+            continue;
+        char path[PATH_MAX];
+        if (sbx_cg_child_path(parent->path[c], name, path, sizeof(path), err) < 0)
+            goto fail;
+        /* cpu and cpuacct are usually one hierarchy: one directory */
+        if (!cg_v1_earlier(own, c, path) && mkdir(path, 0755) < 0) {
+            sbx_err_set(err, errno, "cgroup mkdir %s", path);
+            goto fail;
+        }
+        memcpy(own->path[c], path, sizeof(path));
+        memcpy(join->path[c], path, sizeof(path));
+    }
+    const char *cpu = own->path[SBX_CGC_CPU];
+    join->cpu_enforced = cpu_cores > 0;
+    if (cpu_cores > 0 &&
+        (cg_write_u64(cpu, "cpu.cfs_period_us", CG_CPU_PERIOD_US, err) < 0 ||
+         cg_write_u64(cpu, "cpu.cfs_quota_us", cg_cpu_quota_us(cpu_cores), err) < 0))
+        goto fail;
+    return 0;
+fail:
+    (void)sbx_cgroup_remove(own, NULL);
+    return -1;
+}
+
 int cg_freeze_v1(const char *dir, bool frozen, sbx_err *err)
 {
     if (cg_write(dir, "freezer.state", frozen ? "FROZEN" : "THAWED", CG_REQUIRED, err) < 0)

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -182,8 +183,21 @@ static int setup_etc(const struct sbx_rootfs_opts *o, sbx_err *err)
     } else if (write_file(NEWROOT "/etc/resolv.conf", "nameserver 127.0.0.1\n", err) < 0) {
         return -1;
     }
+    /* An environment's own root brings its /etc entries (its ld.so.cache
+     * matches its libraries): its etc/ reached beneath it, no symlink
+     * followed on the way; an entry that is a symlink stays one. */
+    cleanup_fd int etc = -1;
+    char from[32] = "/etc";
+    if (o->sysroot_fd >= 0) {
+        struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                               .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS};
+        etc = (int)syscall(SYS_openat2, o->sysroot_fd, "etc", &how, sizeof(how));
+        if (etc < 0)
+            return 0; /* none: the generated files only */
+        snprintf(from, sizeof(from), "/proc/self/fd/%d", etc);
+    }
     for (size_t i = 0; i < SBX_ARRAY_LEN(etc_entries); i++) {
-        snprintf(host, sizeof(host), "/etc/%s", etc_entries[i]);
+        snprintf(host, sizeof(host), "%s/%s", from, etc_entries[i]);
         snprintf(dst, sizeof(dst), NEWROOT "/etc/%s", etc_entries[i]);
         if (mirror_entry(host, dst, 0, true, err) < 0)
             return -1;
@@ -241,16 +255,56 @@ static int mount_root_tmpfs(const struct sbx_rootfs_opts *o, sbx_err *err)
     return mount_tmpfs(NEWROOT, "mode=0755,size=4m", MS_NOSUID | MS_NODEV, err);
 }
 
+/* read_only_rootfs: false: each system directory is an overlay of its
+ * source under a tmpfs upper (sized like /tmp) whose root is the runner's.
+ * The tmpfs is detached once the overlays hold it: the task never sees it,
+ * and it goes with the sandbox's mount namespace. */
+#define UPPER NEWROOT "/.upper"
+
+static int overlay_dir(const struct sbx_rootfs_opts *o, const char *host, const char *name,
+                       const char *dst, sbx_err *err)
+{
+    char up[PATH_MAX], work[PATH_MAX], opts[3 * PATH_MAX + 64];
+    snprintf(up, sizeof(up), UPPER "/%s", name);
+    if (make_dir(up, 0755, err) < 0)
+        return -1;
+    snprintf(up, sizeof(up), UPPER "/%s/u", name);
+    snprintf(work, sizeof(work), UPPER "/%s/w", name);
+    if (make_dir(up, 0755, err) < 0 || make_dir(work, 0700, err) < 0 ||
+        make_dir(dst, 0755, err) < 0)
+        return -1;
+    if (chown(up, o->runner_id, o->runner_id) < 0)
+        return sbx_err_at(err, SBX_STAGE_MKDIR, errno, "%s", up);
+    snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s,userxattr", host, up, work);
+    if (mount("overlay", dst, "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
+        return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, errno, "overlay on /%s", name);
+    return 0;
+}
+
 static int bind_system_dirs(const struct sbx_rootfs_opts *o, sbx_err *err)
 {
-    (void)o;
-    char host[PATH_MAX], dst[PATH_MAX];
-    for (size_t i = 0; i < SBX_ARRAY_LEN(system_dirs); i++) {
-        snprintf(host, sizeof(host), "/%s", system_dirs[i]);
-        snprintf(dst, sizeof(dst), NEWROOT "/%s", system_dirs[i]);
-        if (mirror_entry(host, dst, 0, false, err) < 0)
+    char host[PATH_MAX], dst[PATH_MAX], from[32] = "";
+    if (o->sysroot_fd >= 0)
+        snprintf(from, sizeof(from), "/proc/self/fd/%d", o->sysroot_fd);
+    if (o->writable_root) {
+        char opts[64];
+        snprintf(opts, sizeof(opts), "mode=0755,size=%llu", (unsigned long long)o->tmp_size_bytes);
+        if (make_dir(UPPER, 0755, err) < 0 ||
+            mount_tmpfs(UPPER, opts, MS_NOSUID | MS_NODEV, err) < 0)
             return -1;
     }
+    for (size_t i = 0; i < SBX_ARRAY_LEN(system_dirs); i++) {
+        struct stat st;
+        snprintf(host, sizeof(host), "%s/%s", from, system_dirs[i]);
+        snprintf(dst, sizeof(dst), NEWROOT "/%s", system_dirs[i]);
+        int rc = o->writable_root && lstat(host, &st) == 0 && S_ISDIR(st.st_mode)
+                     ? overlay_dir(o, host, system_dirs[i], dst, err)
+                     : mirror_entry(host, dst, 0, false, err);
+        if (rc < 0)
+            return -1;
+    }
+    if (o->writable_root && (umount2(UPPER, MNT_DETACH) < 0 || rmdir(UPPER) < 0))
+        return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, errno, "detach the overlays' tmpfs");
     return 0;
 }
 
@@ -375,8 +429,9 @@ static int bind_extra(const struct sbx_rootfs_opts *o, sbx_err *err)
         snprintf(src, sizeof(src), "/proc/self/fd/%d", o->mount_fds[i]);
         if (fstat(o->mount_fds[i], &st) < 0)
             return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, errno, "%s", in);
+        bool rw = o->mount_writable && o->mount_writable[i];
         if (mount_point(dst, S_ISDIR(st.st_mode), err) < 0 ||
-            bind_mount(src, dst, MS_RDONLY, err) < 0)
+            bind_mount(src, dst, rw ? 0 : MS_RDONLY, err) < 0)
             return -1;
     }
     return 0;
@@ -405,7 +460,7 @@ static int pivot(const struct sbx_rootfs_opts *o, sbx_err *err)
 static int (*const steps[])(const struct sbx_rootfs_opts *o, sbx_err *err) = {
     make_private,       /* before anything is mounted */
     mount_root_tmpfs,   /* the new root, over /tmp of our mount namespace */
-    bind_system_dirs,   /* /usr, /bin, /lib*, /sbin read-only */
+    bind_system_dirs,   /* /usr, /bin, /lib*, /sbin read-only (or overlays) */
     setup_etc,          /* a generated /etc and a few host files */
     setup_dev,          /* a minimal /dev */
     mount_proc,         /* a fresh /proc */
@@ -413,7 +468,7 @@ static int (*const steps[])(const struct sbx_rootfs_opts *o, sbx_err *err) = {
     mount_tmp_and_home, /* size-capped tmpfs /tmp and /home/runner */
     bind_host_view,     /* /host, only without the mount sandbox */
     bind_workspace,     /* /workspace read-write */
-    bind_extra,         /* a skill, claw-skill and its socket, read-only */
+    bind_extra,         /* a skill, claw-skill, the environment's mounts */
     pivot,              /* into it; / read-only; cwd /workspace */
 };
 

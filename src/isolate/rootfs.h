@@ -13,10 +13,14 @@ struct sbx_rootfs_opts {
     bool host_view;                      /* the host's root filesystem, read-only, at /host */
     const char *const *host_view_hidden; /* host paths masked in it, NULL-terminated */
     unsigned runner_id;
-    /* Read-only binds: O_PATH fds of their host sources and where they go. */
+    /* Extra binds: O_PATH fds of their host sources and where they go;
+     * read-only unless mount_writable[i] (NULL: all read-only). */
     const int *mount_fds;
     const char *const *mount_targets;
+    const bool *mount_writable;
     size_t n_mounts;
+    int sysroot_fd;     /* O_PATH fd of the environment's root directory; -1: the host's */
+    bool writable_root; /* overlay (tmpfs upper) over each system directory */
 };
 
 /* In the calling process's own (fresh) mount namespace: make / private, build a

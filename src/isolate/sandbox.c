@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/openat2.h>
 #include <linux/sched.h>
 #include <net/if.h>
 #include <sched.h>
@@ -122,9 +123,34 @@ static int open_mounts(const struct sbx_spec *spec, int *fds, sbx_err *err)
 {
     if (spec->n_mounts > SBX_MOUNTS_MAX)
         return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, E2BIG, "%zu mounts", spec->n_mounts);
-    for (size_t i = 0; i < spec->n_mounts; i++)
-        if ((fds[i] = open(spec->mounts[i].host, O_PATH | O_CLOEXEC)) < 0)
-            return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, errno, "open %s", spec->mounts[i].inside);
+    for (size_t i = 0; i < spec->n_mounts; i++) {
+        const struct sbx_mount *m = &spec->mounts[i];
+        if (!m->root) {
+            fds[i] = open(m->host, O_PATH | O_CLOEXEC);
+        } else {
+            /* beneath its root, no symlink anywhere on the way, no magic link */
+            struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+                                   .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+                                              RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+            int root = open(m->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+            fds[i] = root < 0 ? -1 : (int)syscall(SYS_openat2, root, m->host, &how, sizeof(how));
+            if (root >= 0) {
+                int saved = errno;
+                close(root);
+                errno = saved;
+            }
+        }
+        if (fds[i] < 0)
+            return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, errno, "open %s", m->inside);
+    }
+    return 0;
+}
+
+/* The environment's root directory, opened like the workspace. */
+static int open_sysroot(const struct sbx_spec *spec, int *fd, sbx_err *err)
+{
+    if (spec->rootfs && (*fd = open(spec->rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+        return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, errno, "open the environment's root");
     return 0;
 }
 
@@ -246,15 +272,22 @@ static int net_rules(const struct sbx_spec *spec, sbx_err *err)
     return 0;
 }
 
-static int build_root(const struct child_ctx *c, int ws, const int *mount_fds, sbx_err *err)
+static int build_root(const struct child_ctx *c, int ws, int sysroot, const int *mount_fds,
+                      sbx_err *err)
 {
     const struct sbx_spec *spec = c->spec;
     const char *targets[SBX_MOUNTS_MAX];
-    for (size_t i = 0; i < spec->n_mounts && i < SBX_MOUNTS_MAX; i++)
+    bool writable[SBX_MOUNTS_MAX];
+    for (size_t i = 0; i < spec->n_mounts && i < SBX_MOUNTS_MAX; i++) {
         targets[i] = spec->mounts[i].inside;
+        writable[i] = spec->mounts[i].writable;
+    }
     struct sbx_rootfs_opts ro = {
+        .sysroot_fd = sysroot,
+        .writable_root = spec->writable_root,
         .mount_fds = mount_fds,
         .mount_targets = targets,
+        .mount_writable = writable,
         .n_mounts = spec->n_mounts,
         .workspace_fd = ws,
         .tmp_size_bytes = c->tmp_size,
@@ -336,11 +369,12 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
 {
     const struct sbx_spec *spec = c->spec;
     sbx_err e = {0};
-    int ws = -1, got[2], mount_fds[SBX_MOUNTS_MAX];
+    int ws = -1, sysroot = -1, got[2], mount_fds[SBX_MOUNTS_MAX];
 
     STEP(tie_to_creator(c, &e));
     STEP(join_cgroup(c, "join", &e));
     STEP(open_workspace(spec, &ws, &e));
+    STEP(open_sysroot(spec, &sysroot, &e));
     STEP(open_mounts(spec, mount_fds, &e));
     wait_for_id_maps(c);
     STEP(become_root(&e));
@@ -351,7 +385,7 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
         STEP(loopback_up(&e));
     if (!spec->host_net && spec->net_rules)
         STEP(net_rules(spec, &e));
-    STEP(build_root(c, ws, mount_fds, &e));
+    STEP(build_root(c, ws, sysroot, mount_fds, &e));
     STEP(unshare_cgroup_ns(&e));
     STEP(recv_fds(c->sync_fd, got, &e));
     exec_init(c, got);
@@ -537,6 +571,7 @@ static int make_cgroup(struct spawn *s, sbx_err *err)
     if (sbx_cgroup_create(spec->cg_host, spec->name, &lim, &sb->cg, err) < 0)
         return -1;
     sb->cg_made = true;
+    sb->cg.subs = spec->session;
     return 0;
 }
 
@@ -693,8 +728,18 @@ int sbx_sandbox_send_fds(struct sbx_sandbox *sb, const struct sbx_sandbox_fds *f
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(sizeof(pass));
     memcpy(CMSG_DATA(cm), pass, sizeof(pass));
-    if (sendmsg(sb->sync_fd, &mh, MSG_NOSIGNAL) != 1)
-        return sbx_err_at(err, SBX_STAGE_SPAWN, errno, "send init and seccomp fds");
+    if (sendmsg(sb->sync_fd, &mh, MSG_NOSIGNAL) != 1) {
+        int e = errno;
+        /* The child failed a setup step and exited before taking them: its
+         * own message is the reason (it is already in the socket). */
+        struct sbx_init_msg m;
+        if (recv(sb->sync_fd, &m, sizeof(m), MSG_DONTWAIT | MSG_PEEK) == (ssize_t)sizeof(m) &&
+            m.kind == SBX_MSG_SETUP_ERROR) {
+            m.text[sizeof(m.text) - 1] = '\0';
+            return sbx_err_at(err, SBX_STAGE_SETUP, m.errnum, "%s", m.text);
+        }
+        return sbx_err_at(err, SBX_STAGE_SPAWN, e, "send init and seccomp fds");
+    }
     return 0;
 }
 

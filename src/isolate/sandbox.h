@@ -79,6 +79,12 @@
 struct sbx_mount {
     const char *host;
     const char *inside;
+    /* An environment's mount (sbx_environment.mounts): host is relative to
+     * root and resolved beneath it without following any symlink
+     * (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS); NULL: host is absolute
+     * and trusted (the daemon's own binds). */
+    const char *root;
+    bool writable; /* bound read-write; otherwise read-only */
 };
 #define SBX_MOUNTS_MAX 8
 
@@ -112,6 +118,13 @@ struct sbx_spec {
     const struct sbx_cgroup *join_cg;
     const struct sbx_mount *mounts; /* n_mounts <= SBX_MOUNTS_MAX; none for a join */
     size_t n_mounts;
+    /* The environment's root directory (its usr/, bin/, lib*, etc/): the
+     * system directories and /etc entries come from it instead of the
+     * host's. NULL: the host's. */
+    const char *rootfs;
+    /* The system directories writable for the task: an overlay with a tmpfs
+     * upper over each, gone with the sandbox (read_only_rootfs: false). */
+    bool writable_root;
 };
 
 /* What init is exec'd from and the task's seccomp programs. They reach the

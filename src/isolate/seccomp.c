@@ -16,9 +16,11 @@
 #include <sys/prctl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/strv.h"
 #include "isolate/stage.h"
 
 /* How the profiles are built.
@@ -465,10 +467,11 @@ static int attr_set(scmp_filter_ctx ctx, enum scmp_filter_attr attr, uint32_t va
     return 0;
 }
 
-/* On success *out is the caller's, to seccomp_release(). */
-static int filter_build(const struct filter_spec *spec, scmp_filter_ctx *out, sbx_err *err)
+/* An empty filter with our attributes; on success *out is the caller's, to
+ * seccomp_release(). */
+static int filter_new(uint32_t default_action, scmp_filter_ctx *out, sbx_err *err)
 {
-    cleanup_scmp scmp_filter_ctx ctx = seccomp_init(spec->default_action);
+    cleanup_scmp scmp_filter_ctx ctx = seccomp_init(default_action);
     if (!ctx)
         return sbx_err_at(err, SBX_STAGE_SECCOMP, ENOMEM, "seccomp_init");
     /* Binary-tree dispatch: a syscall costs a few comparisons, not a walk of
@@ -477,7 +480,15 @@ static int filter_build(const struct filter_spec *spec, scmp_filter_ctx *out, sb
         attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2, "optimize", err) < 0 ||
         attr_set(ctx, SCMP_FLTATR_API_SYSRAWRC, 1, "raw return codes", err) < 0)
         return -1;
-    if (spec->add_rules(ctx, err) < 0)
+    *out = sbx_steal_pointer(&ctx);
+    return 0;
+}
+
+/* On success *out is the caller's, to seccomp_release(). */
+static int filter_build(const struct filter_spec *spec, scmp_filter_ctx *out, sbx_err *err)
+{
+    cleanup_scmp scmp_filter_ctx ctx = NULL;
+    if (filter_new(spec->default_action, &ctx, err) < 0 || spec->add_rules(ctx, err) < 0)
         return -1;
     *out = sbx_steal_pointer(&ctx);
     return 0;
@@ -560,6 +571,107 @@ int sbx_seccomp_compile_fd(enum sbx_seccomp_profile p, sbx_err *err)
         if (filter_build(specs[i], &ctx, err) < 0 || export_filter(ctx, fd, err) < 0)
             return -1;
     }
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, errno, "seal BPF memfd");
+    return sbx_steal_fd(&fd);
+}
+
+/* ---- an operator's table, stacked on the default profile ---- */
+
+static const struct {
+    const char *name;
+    enum sbx_sc_table_action action;
+} table_actions[] = {
+    {"allow", SBX_SCT_ALLOW},
+    {"errno", SBX_SCT_ERRNO},
+    {"kill", SBX_SCT_KILL_THREAD},
+    {"kill_thread", SBX_SCT_KILL_THREAD},
+    {"kill_process", SBX_SCT_KILL_PROCESS},
+    {"trap", SBX_SCT_TRAP},
+    {"log", SBX_SCT_LOG},
+};
+
+int sbx_seccomp_action_parse(const char *s, enum sbx_sc_table_action *out, sbx_err *err)
+{
+    const char *v = strncasecmp(s, "SCMP_ACT_", 9) == 0 ? s + 9 : s;
+    for (size_t i = 0; i < SBX_ARRAY_LEN(table_actions); i++)
+        if (strcasecmp(v, table_actions[i].name) == 0) {
+            *out = table_actions[i].action;
+            return 0;
+        }
+    return sbx_err_set(err, EINVAL,
+                       "'%.80s' is not a seccomp action (SCMP_ACT_ALLOW, SCMP_ACT_ERRNO, "
+                       "SCMP_ACT_KILL, SCMP_ACT_KILL_PROCESS, SCMP_ACT_TRAP, SCMP_ACT_LOG)",
+                       s);
+}
+
+int sbx_seccomp_syscall_check(const char *name, sbx_err *err)
+{
+    if (seccomp_syscall_resolve_name(name) == __NR_SCMP_ERROR)
+        return sbx_err_set(err, EINVAL, "unknown syscall '%.80s'", name);
+    return 0;
+}
+
+void sbx_seccomp_table_free(struct sbx_seccomp_table *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->n_rules; i++)
+        sbx_strv_free(t->rules[i].names);
+    free(t->rules);
+    free(t);
+}
+
+static uint32_t table_action(enum sbx_sc_table_action a)
+{
+    switch (a) {
+    case SBX_SCT_ALLOW:
+        return SCMP_ACT_ALLOW;
+    case SBX_SCT_KILL_THREAD:
+        return SCMP_ACT_KILL_THREAD;
+    case SBX_SCT_KILL_PROCESS:
+        return SCMP_ACT_KILL_PROCESS;
+    case SBX_SCT_TRAP:
+        return SCMP_ACT_TRAP;
+    case SBX_SCT_LOG:
+        return SCMP_ACT_LOG;
+    case SBX_SCT_ERRNO:
+    default:
+        return SCMP_ACT_ERRNO(EPERM);
+    }
+}
+
+static int table_filter(const struct sbx_seccomp_table *t, int out, sbx_err *err)
+{
+    uint32_t def = table_action(t->default_action);
+    cleanup_scmp scmp_filter_ctx ctx = NULL;
+    if (filter_new(def, &ctx, err) < 0)
+        return -1;
+    for (size_t i = 0; i < t->n_rules; i++) {
+        uint32_t a = table_action(t->rules[i].action);
+        if (a == def)
+            continue; /* the default says it already (libseccomp refuses such a rule) */
+        for (size_t j = 0; t->rules[i].names && t->rules[i].names[j]; j++) {
+            const char *name = t->rules[i].names[j];
+            int nr = seccomp_syscall_resolve_name(name);
+            if (nr == __NR_SCMP_ERROR)
+                return sbx_err_at(err, SBX_STAGE_SECCOMP, EINVAL, "unknown syscall '%s'", name);
+            if (rule_add(ctx, a, nr, name, 0, NULL, err) < 0)
+                return -1;
+        }
+    }
+    return export_filter(ctx, out, err);
+}
+
+int sbx_seccomp_table_compile_fd(const struct sbx_seccomp_table *t, sbx_err *err)
+{
+    cleanup_fd int fd = memfd_create("seccomp-bpf", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return sbx_err_at(err, SBX_STAGE_SECCOMP, errno, "memfd_create");
+    cleanup_scmp scmp_filter_ctx ctx = NULL;
+    if (filter_build(&deny_filter, &ctx, err) < 0 || export_filter(ctx, fd, err) < 0 ||
+        table_filter(t, fd, err) < 0)
+        return -1;
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
         return sbx_err_at(err, SBX_STAGE_SECCOMP, errno, "seal BPF memfd");
     return sbx_steal_fd(&fd);

@@ -39,6 +39,36 @@ extern const size_t sbx_seccomp_strict_allowed_len;
 /* Namespace flags whose presence makes clone()/unshare() fail with EPERM. */
 extern const unsigned long sbx_seccomp_ns_flags;
 
+/* An operator's table (seed 004's `seccomp_profile: {default_action,
+ * syscalls: [{names, action}]}`): compiled as one more filter stacked on
+ * the default profile's, so it can only narrow it (the kernel keeps the
+ * strictest answer of all filters: io_uring and kin stay refused). */
+enum sbx_sc_table_action {
+    SBX_SCT_ALLOW = 0,
+    SBX_SCT_ERRNO,       /* EPERM */
+    SBX_SCT_KILL_THREAD, /* SCMP_ACT_KILL */
+    SBX_SCT_KILL_PROCESS,
+    SBX_SCT_TRAP,
+    SBX_SCT_LOG,
+};
+struct sbx_sc_table_rule {
+    char **names; /* NULL-terminated, libseccomp's names */
+    enum sbx_sc_table_action action;
+};
+struct sbx_seccomp_table {
+    enum sbx_sc_table_action default_action;
+    struct sbx_sc_table_rule *rules;
+    size_t n_rules;
+};
+/* "SCMP_ACT_ERRNO" (or "errno", any case) -> action; -1 naming it otherwise. */
+int sbx_seccomp_action_parse(const char *s, enum sbx_sc_table_action *out, sbx_err *err);
+/* 0 when libseccomp knows the syscall on this architecture; -1 naming it. */
+int sbx_seccomp_syscall_check(const char *name, sbx_err *err);
+void sbx_seccomp_table_free(struct sbx_seccomp_table *t);
+/* The default profile's filter, then the table's, in one sealed memfd like
+ * sbx_seccomp_compile_fd's. */
+int sbx_seccomp_table_compile_fd(const struct sbx_seccomp_table *t, sbx_err *err);
+
 /* Export the profile's BPF program (for tests and `doctor`): returns the
  * number of instructions (summed over the profile's filters), or -1. */
 int sbx_seccomp_bpf_len(enum sbx_seccomp_profile p, sbx_err *err);

@@ -237,6 +237,16 @@ static bool over_limit(const struct sbx_conn_ctx *ctx, char *rule, size_t len)
     return false;
 }
 
+void sbx_conn_report_flow(struct sbx_conn_ctx *ctx, const struct sbx_flow *f)
+{
+    report(ctx, f);
+}
+
+bool sbx_conn_over_limit(const struct sbx_conn_ctx *ctx, char *rule, size_t len)
+{
+    return over_limit(ctx, rule, len);
+}
+
 static void init_flow(struct sbx_flow *f, enum sbx_flow_via via, const struct sbx_addr *addr,
                       uint16_t port)
 {

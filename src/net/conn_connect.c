@@ -50,7 +50,7 @@ static void on_connect_ready(evutil_socket_t fd, short what, void *arg)
     try_next(c);
 }
 
-static socklen_t sockaddr_of(const struct sbx_addr *a, uint16_t port, struct sockaddr_storage *ss)
+socklen_t sbx_sockaddr_of(const struct sbx_addr *a, uint16_t port, struct sockaddr_storage *ss)
 {
     memset(ss, 0, sizeof(*ss));
     if (a->family == AF_INET) {
@@ -72,7 +72,7 @@ static socklen_t sockaddr_of(const struct sbx_addr *a, uint16_t port, struct soc
 static int start_connect(struct sbx_conn *c, const struct sbx_addr *a)
 {
     struct sockaddr_storage ss;
-    socklen_t sl = sockaddr_of(a, c->port, &ss);
+    socklen_t sl = sbx_sockaddr_of(a, c->port, &ss);
     c->ufd = socket(a->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->ufd < 0) {
         c->last_err = errno;
@@ -126,6 +126,24 @@ static void try_next(struct sbx_conn *c)
         return;
     }
     conn_end_failed(c, c->last_err ? c->last_err : EHOSTUNREACH, "connect");
+}
+
+void sbx_conn_target_connected(struct sbx_conn *c, const char *name, const struct sbx_addr *addr,
+                               uint16_t port, int ufd, const char *rule)
+{
+    if (c->cev)
+        event_del(c->cev);
+    c->phase = CONN_CONNECT;
+    c->port = port;
+    c->flow.port = port;
+    if (name)
+        snprintf(c->flow.name, sizeof(c->flow.name), "%s", name);
+    c->flow.addr = *addr;
+    c->allow.verdict = SBX_VERDICT_ALLOW;
+    snprintf(c->allow.rule, sizeof(c->allow.rule), "%s", rule);
+    c->allowed_one = true;
+    c->ufd = ufd;
+    connected(c);
 }
 
 static void resolved(struct sbx_conn *c)

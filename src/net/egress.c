@@ -12,10 +12,15 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "isolate/stage.h"
+#include "net/synq.h"
 
 void sbx_egress_env_make(struct sbx_egress_env *e, uint16_t socks_port)
 {
@@ -77,6 +82,14 @@ struct sbx_egress {
     struct sbx_dns_answers *answers;
     struct sbx_dns_server *dns;
     struct evconnlistener *listeners[L_COUNT];
+    struct sbx_synq *synq;
+    int netns_fd; /* the sandbox's, for live updates of its sets */
+    /* The helper applying a live update (-1 / NULL: none), and whether the
+     * policy changed again while it ran. */
+    pid_t upd_pid;
+    int upd_pidfd, upd_pipe;
+    struct event *upd_ev;
+    bool upd_again;
 };
 
 /* ---- inside the namespace: loopback, routes, rules, sockets ---- */
@@ -214,28 +227,41 @@ int sbx_egress_rules_load(sbx_err *err)
 static char *nft_rules_text(const char *sets)
 {
     static const char head[] = "table inet sandbox {\n";
-    static const char chains[] = "  chain refuse_out {\n"
-                                 "    type filter hook output priority -150; policy accept;\n"
-                                 "    ip daddr 127.0.0.0/8 accept\n"
-                                 "    ip6 daddr ::1 accept\n"
-                                 "    ip daddr " SBX_DNS_ALIAS_TEXT " accept\n"
-                                 "    ip daddr @open4 accept\n"
-                                 "    ip6 daddr @open6 accept\n"
-                                 "    meta l4proto tcp ip daddr @deny4 reject with tcp reset\n"
-                                 "    meta l4proto tcp ip6 daddr @deny6 reject with tcp reset\n"
-                                 "  }\n"
-                                 "  chain nat_out {\n"
-                                 "    type nat hook output priority -100; policy accept;\n"
-                                 "    ip daddr 127.0.0.0/8 return\n"
-                                 "    ip6 daddr ::1 return\n"
-                                 "    meta l4proto tcp redirect to :15001\n"
-                                 "  }\n"
-                                 "  chain filter_out {\n"
-                                 "    type filter hook output priority 0; policy drop;\n"
-                                 "    ip daddr 127.0.0.0/8 accept\n"
-                                 "    ip6 daddr ::1 accept\n"
-                                 "  }\n"
-                                 "}\n";
+    static const char chains[] =
+        /* sbx_synq_rule() appends the NFQUEUE target here. */
+        "  chain syn_queue {\n"
+        "  }\n"
+        "  chain syn_out {\n"
+        "    tcp flags & (fin | syn | rst | ack) == syn jump syn_queue\n"
+        "  }\n"
+        "  chain refuse_out {\n"
+        "    type filter hook output priority -150; policy accept;\n"
+        "    ip daddr 127.0.0.0/8 accept\n"
+        "    ip6 daddr ::1 accept\n"
+        "    ip daddr " SBX_DNS_ALIAS_TEXT " goto syn_out\n"
+        "    ip daddr @open4 goto syn_out\n"
+        "    ip6 daddr @open6 goto syn_out\n"
+        "    meta l4proto tcp ip daddr @deny4 reject with tcp reset\n"
+        "    meta l4proto tcp ip6 daddr @deny6 reject with tcp reset\n"
+        "    goto syn_out\n"
+        "  }\n"
+        /* A SYN the SYN queue refused (net/synq.h) comes back marked. */
+        "  chain refuse_marked {\n"
+        "    type filter hook output priority -140; policy accept;\n"
+        "    meta mark " SBX_SYNQ_REJECT_MARK_TEXT " meta l4proto tcp reject with tcp reset\n"
+        "  }\n"
+        "  chain nat_out {\n"
+        "    type nat hook output priority -100; policy accept;\n"
+        "    ip daddr 127.0.0.0/8 return\n"
+        "    ip6 daddr ::1 return\n"
+        "    meta l4proto tcp redirect to :15001\n"
+        "  }\n"
+        "  chain filter_out {\n"
+        "    type filter hook output priority 0; policy drop;\n"
+        "    ip daddr 127.0.0.0/8 accept\n"
+        "    ip6 daddr ::1 accept\n"
+        "  }\n"
+        "}\n";
     char *text = NULL;
     return asprintf(&text, "%s%s%s", head, sets, chains) < 0 ? NULL : text;
 }
@@ -251,7 +277,26 @@ char *sbx_egress_rules_text(const struct sbx_policy *p, sbx_err *err)
     return text;
 }
 
-int sbx_egress_rules(const char *rules, sbx_err *err)
+/* The live update of the sets alone: one transaction that empties them and
+ * adds the new policy's elements. */
+static char *sets_update_text(const struct sbx_policy *p, sbx_err *err)
+{
+    cleanup_free char *sets = NULL;
+    if (sbx_policy_nft_sets(p, &sets, err) < 0)
+        return NULL;
+    char *text = NULL;
+    if (asprintf(&text,
+                 "flush set inet sandbox deny4\nflush set inet sandbox deny6\n"
+                 "flush set inet sandbox open4\nflush set inet sandbox open6\n"
+                 "table inet sandbox {\n%s}\n",
+                 sets) < 0) {
+        sbx_err_at(err, SBX_STAGE_EGRESS, ENOMEM, "nftables sets");
+        return NULL;
+    }
+    return text;
+}
+
+static int nft_apply(const char *rules, sbx_err *err)
 {
     if (sbx_egress_rules_load(err) < 0)
         return -1;
@@ -264,6 +309,11 @@ int sbx_egress_rules(const char *rules, sbx_err *err)
         sbx_err_at(err, SBX_STAGE_EGRESS, EPERM, "nftables rules: %s", nft.get_error(ctx));
     nft.ctx_free(ctx);
     return rc != 0 ? -1 : 0;
+}
+
+int sbx_egress_rules(const char *rules, sbx_err *err)
+{
+    return nft_apply(rules, err) < 0 ? -1 : sbx_synq_rule(err);
 }
 
 static int bound_socket(int family, int type, uint16_t port, sbx_err *err)
@@ -293,6 +343,7 @@ static int bound_socket(int family, int type, uint16_t port, sbx_err *err)
 struct ns_sockets {
     int stream[L_COUNT];
     int dns;
+    int synq;
 };
 
 /* Everything of ours that must happen inside the sandbox's namespace (its
@@ -319,7 +370,10 @@ static int inside(struct ns_sockets *s, uint16_t socks_port, sbx_err *err)
             return -1;
     }
     s->dns = bound_socket(AF_INET, SOCK_DGRAM, SBX_EGRESS_DNS_PORT, err);
-    return s->dns < 0 ? -1 : 0; /* the DNS endpoint filters it (net/dns.c) */
+    if (s->dns < 0)
+        return -1; /* the DNS endpoint filters it (net/dns.c) */
+    s->synq = sbx_synq_open(err);
+    return s->synq < 0 ? -1 : 0;
 }
 
 static int in_namespace(int netns_fd, struct ns_sockets *s, uint16_t socks_port, sbx_err *err)
@@ -352,11 +406,17 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
 
 struct sbx_egress *sbx_egress_start(const struct sbx_egress_opts *o, int netns_fd, sbx_err *err)
 {
-    struct ns_sockets s = {.stream = {-1, -1, -1, -1}, .dns = -1};
+    struct ns_sockets s = {.stream = {-1, -1, -1, -1}, .dns = -1, .synq = -1};
     struct sbx_egress *eg = calloc(1, sizeof(*eg));
     if (!eg) {
         sbx_err_at(err, SBX_STAGE_EGRESS, ENOMEM, "egress");
         return NULL;
+    }
+    eg->upd_pid = -1;
+    eg->upd_pidfd = eg->upd_pipe = -1;
+    if ((eg->netns_fd = fcntl(netns_fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+        sbx_err_at(err, SBX_STAGE_EGRESS, errno, "network namespace fd");
+        goto fail;
     }
     eg->ctx = (struct sbx_conn_ctx){.base = o->base,
                                     .policy = o->policy,
@@ -389,6 +449,9 @@ struct sbx_egress *sbx_egress_start(const struct sbx_egress_opts *o, int netns_f
     if (!eg->dns)
         goto fail;
     s.dns = -1;
+    if (!(eg->synq = sbx_synq_new(&eg->ctx, sbx_steal_fd(&s.synq), err)))
+        goto fail;
+    eg->ctx.synq = eg->synq;
     return eg;
 fail:
     for (int i = 0; i < L_COUNT; i++)
@@ -396,6 +459,8 @@ fail:
             close(s.stream[i]);
     if (s.dns >= 0)
         close(s.dns);
+    if (s.synq >= 0)
+        close(s.synq);
     sbx_egress_free(eg);
     return NULL;
 }
@@ -439,10 +504,104 @@ int sbx_netns_connect_loopback(pid_t pid, uint16_t port, sbx_err *err)
     return fd;
 }
 
+/* ---- live updates of the sandbox's sets ----
+ * A helper process (never the daemon: libnftables waits with select(), see
+ * sbx_egress_rules) enters the sandbox's network namespace and applies the
+ * new sets in one transaction; the loop watches its pidfd. One at a time:
+ * a change made meanwhile is applied after it, from the newest policy. */
+
+static void rules_update(struct sbx_egress *eg);
+
+static void upd_done(evutil_socket_t fd, short what, void *arg)
+{
+    struct sbx_egress *eg = arg;
+    sbx_err got = {0};
+    ssize_t n = read(eg->upd_pipe, &got, sizeof(got));
+    int status = 0;
+    while (waitpid(eg->upd_pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (n == (ssize_t)sizeof(got) || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        char msg[600];
+        got.stage[sizeof(got.stage) - 1] = got.msg[sizeof(got.msg) - 1] = '\0';
+        sbx_log(SBX_LOG_WARN, "egress: live update of the sandbox's nftables sets failed: %s",
+                n == (ssize_t)sizeof(got) ? sbx_err_format(&got, msg, sizeof(msg))
+                                          : "helper ended without applying them");
+    }
+    event_free(eg->upd_ev);
+    eg->upd_ev = NULL;
+    close(eg->upd_pidfd);
+    close(eg->upd_pipe);
+    eg->upd_pidfd = eg->upd_pipe = -1;
+    eg->upd_pid = -1;
+    if (eg->upd_again) {
+        eg->upd_again = false;
+        rules_update(eg);
+    }
+}
+
+static void rules_update(struct sbx_egress *eg)
+{
+    if (eg->upd_pid > 0) {
+        eg->upd_again = true;
+        return;
+    }
+    sbx_err e = {0};
+    cleanup_free char *text = sets_update_text(eg->ctx.policy, &e);
+    int p[2] = {-1, -1};
+    if (!text || sbx_egress_rules_load(&e) < 0 || pipe2(p, O_CLOEXEC) < 0) {
+        if (text)
+            sbx_err_at(&e, SBX_STAGE_EGRESS, errno, "pipe");
+        char msg[600];
+        sbx_log(SBX_LOG_WARN, "egress: live update of the sandbox's nftables sets: %s",
+                sbx_err_format(&e, msg, sizeof(msg)));
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* Into the sandbox's namespace, then only the pipe (as fd 0). */
+        int out = p[1];
+        if (setns(eg->netns_fd, CLONE_NEWNET) < 0) {
+            sbx_err_at(&e, SBX_STAGE_EGRESS, errno, "enter the sandbox's network namespace");
+        } else {
+            if (dup2(p[1], 0) < 0 || syscall(SYS_close_range, 1, ~0U, 0) < 0)
+                _exit(125);
+            out = 0;
+            if (nft_apply(text, &e) == 0)
+                _exit(0);
+        }
+        (void)!write(out, &e, sizeof(e));
+        _exit(1);
+    }
+    close(p[1]);
+    int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+    struct event *ev = pidfd >= 0 ? event_new(eg->ctx.base, pidfd, EV_READ, upd_done, eg) : NULL;
+    if (!ev || event_add(ev, NULL) < 0) {
+        sbx_log(SBX_LOG_WARN, "egress: live update of the sandbox's nftables sets: %s",
+                pid < 0 ? "fork failed" : "cannot watch its helper");
+        if (ev)
+            event_free(ev);
+        if (pid > 0) {
+            kill(pid, SIGKILL);
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        }
+        if (pidfd >= 0)
+            close(pidfd);
+        close(p[0]);
+        return;
+    }
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    eg->upd_pid = pid;
+    eg->upd_pidfd = pidfd;
+    eg->upd_pipe = p[0];
+    eg->upd_ev = ev;
+}
+
 void sbx_egress_set_policy(struct sbx_egress *eg, const struct sbx_policy *policy)
 {
     eg->ctx.policy = policy;
     sbx_dns_server_set_policy(eg->dns, policy);
+    rules_update(eg);
 }
 
 void sbx_egress_free(struct sbx_egress *eg)
@@ -454,6 +613,18 @@ void sbx_egress_free(struct sbx_egress *eg)
             evconnlistener_free(eg->listeners[i]);
     if (eg->dns)
         sbx_dns_server_free(eg->dns);
+    sbx_synq_free(eg->synq);
+    eg->ctx.synq = NULL;
+    if (eg->upd_ev) { /* the sandbox is going: its rules go with it */
+        event_free(eg->upd_ev);
+        kill(eg->upd_pid, SIGKILL);
+        while (waitpid(eg->upd_pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        close(eg->upd_pidfd);
+        close(eg->upd_pipe);
+    }
+    if (eg->netns_fd >= 0)
+        close(eg->netns_fd);
     sbx_conn_ctx_close_all(&eg->ctx);
     sbx_dns_answers_free(eg->answers);
     free(eg);

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "net/policy.h"
@@ -152,6 +153,19 @@ int sbx_conn_queue_upstream(struct sbx_conn *c, const void *buf, size_t n);
  * addr is given; addr NULL when name is to be resolved. */
 void sbx_conn_target(struct sbx_conn *c, const char *name, const struct sbx_addr *addr,
                      uint16_t port);
+/* The target was connected before the client's connection was accepted
+ * (the SYN queue, net/synq.h): ufd is taken; rule is the policy's allowing
+ * decision. The relay starts at once. */
+void sbx_conn_target_connected(struct sbx_conn *c, const char *name, const struct sbx_addr *addr,
+                               uint16_t port, int ufd, const char *rule);
+/* a:port as a socket address in ss; its length. */
+socklen_t sbx_sockaddr_of(const struct sbx_addr *a, uint16_t port, struct sockaddr_storage *ss);
+/* A flow that never had a connection of its own (judged at the SYN): into
+ * the metrics and the context's on_flow. */
+void sbx_conn_report_flow(struct sbx_conn_ctx *ctx, const struct sbx_flow *f);
+/* Whether a new connection would pass the context's limits (connections,
+ * all sandboxes' connections, bytes); rule says which when not. */
+bool sbx_conn_over_limit(const struct sbx_conn_ctx *ctx, char *rule, size_t len);
 /* The handshake failed: close, reporting a denied flow with rule
  * "<proto>: <why>". The reply, if any, was sent by the caller. */
 void sbx_conn_fail(struct sbx_conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

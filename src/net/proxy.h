@@ -31,6 +31,7 @@ struct sbx_conn_ctx {
     const struct sbx_policy *policy;
     struct sbx_resolver *resolver;
     struct sbx_dns_answers *answers; /* for transparent connections */
+    struct sbx_synq *synq;           /* upstreams connected at the SYN (net/synq.h), or NULL */
     struct sbx_egress_limits limits;
     sbx_flow_cb on_flow;
     void *ud;

@@ -4,6 +4,7 @@
  * answered for that address, never what the bytes claim (SNI, Host). A
  * denial or a failed connect resets the connection, as a firewall would. */
 #include "net/proto.h"
+#include "net/synq.h"
 
 #include <linux/netfilter_ipv4.h>
 #include <linux/netfilter_ipv6/ip6_tables.h>
@@ -40,6 +41,32 @@ int sbx_transparent_orig_dst_sockopt(int fd, struct sbx_addr *addr, uint16_t *po
 
 sbx_orig_dst_fn sbx_transparent_orig_dst = sbx_transparent_orig_dst_sockopt;
 
+/* The client's end as the sandbox's SYN carried it. */
+static int peer_of(int fd, struct sbx_addr *addr, uint16_t *port)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+        return -1;
+    memset(addr, 0, sizeof(*addr));
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)&ss;
+        addr->family = AF_INET;
+        addr->u.v4 = sin->sin_addr;
+        *port = ntohs(sin->sin_port);
+        return 0;
+    }
+    const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)&ss;
+    addr->family = AF_INET6;
+    addr->u.v6 = sin6->sin6_addr;
+    *port = ntohs(sin6->sin6_port);
+    if (IN6_IS_ADDR_V4MAPPED(&addr->u.v6)) { /* an IPv4 client on a dual-stack socket */
+        addr->family = AF_INET;
+        memcpy(&addr->u.v4, &addr->u.v6.s6_addr[12], 4);
+    }
+    return 0;
+}
+
 static const struct sbx_conn_ops transparent_ops = {
     .via = SBX_VIA_TRANSPARENT,
     .proto = "transparent",
@@ -60,9 +87,19 @@ void sbx_transparent_accept(struct sbx_conn_ctx *c, int fd)
         return;
     }
     const char *name = c->answers ? sbx_dns_answers_lookup(c->answers, &addr) : NULL;
+    /* Connected already for its SYN (net/synq.h): the SYN queue judged it. */
+    char rule[128];
+    struct sbx_addr src;
+    uint16_t sport;
+    int ufd = c->synq && peer_of(fd, &src, &sport) == 0
+                  ? sbx_synq_take(c->synq, &src, sport, &addr, port, rule, sizeof(rule))
+                  : -1;
     /* An alias our DNS gave for the host's loopback: its real address. */
     struct sbx_addr real;
     if (name && sbx_dns_answers_real(c->answers, &addr, &real))
         addr = real;
-    sbx_conn_target(conn, name, &addr, port);
+    if (ufd >= 0)
+        sbx_conn_target_connected(conn, name, &addr, port, ufd, rule);
+    else
+        sbx_conn_target(conn, name, &addr, port);
 }

@@ -74,6 +74,12 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
         free(rt);
         return NULL;
     }
+    if (rt_monitor_init(rt, err) < 0 || rt_idle_unmount_init(rt, err) < 0) {
+        rt_monitor_fini(rt);
+        rt_idle_unmount_fini(rt);
+        free(rt);
+        return NULL;
+    }
     rt_metrics_init(rt);
     return rt;
 }
@@ -105,6 +111,8 @@ void sbx_runtime_free(struct sbx_runtime *rt)
     rt_releases_finish(rt);
     while (rt->formats)
         rt_format_free(rt->formats);
+    rt_monitor_fini(rt);
+    rt_idle_unmount_fini(rt);
     for (struct mounted_ws *m = rt->mounted, *next; m; m = next) {
         next = m->next;
         free(m->path);

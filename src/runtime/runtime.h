@@ -164,6 +164,16 @@ struct sbx_snapshot_request {
     const char *id;
     const char *against;
     const char *path;
+    /* create: the clone's live session of this name, frozen by the caller
+     * (sbx_runtime_session_freeze), does not count as a writer, nor do its
+     * tasks; the runtime checks that it is frozen (EBUSY otherwise). NULL:
+     * none. */
+    const char *frozen_session;
+    /* rollback: the snapshot id is one of this other clone of the same
+     * tenant (and key): its contents are restored into this clone's
+     * workspace, whose own snapshots are left as they are. NULL: this
+     * clone's. */
+    const char *from_clone;
 };
 /* result: the helper's answer (borrowed during the call), err NULL; or err.
  *  create:   {snapshot: {id, timestamp (ms), message, fileCount, size},

@@ -7,6 +7,7 @@
 
 #include "net/egress.h"
 #include "workspace/quota.h"
+#include "workspace/quota_mode.h"
 #include "runtime/runtime.h"
 
 struct rt_task;
@@ -59,12 +60,24 @@ struct rt_task {
     struct sbx_mount mounts[SBX_MOUNTS_MAX];
     size_t n_mounts;
     char *mount_strs[2 * SBX_MOUNTS_MAX];
+    /* Code in an environment: it (borrowed from the settings), and its
+     * mounts' sources as this task fills them in (rt_env_mounts). */
+    const struct sbx_environment *envc;
+    char *env_mount_src[SBX_ENV_MOUNTS_MAX];
     void (*tap)(void *ud, int stream, const char *buf, size_t n);
     void *tap_ud;
     struct rt_task *next;     /* in its tenant's queue */
     struct rt_task *all_next; /* in the list of active tasks */
     bool stopping;            /* canceled by its runtime's stop */
+    char *kill_reason;        /* killed for this (its workspace over quota): failed */
+    /* In a session: its own cgroup ([0] what was made, [1] what it joins). */
+    struct sbx_cgroup *sub_cg;
 };
+
+/* The environment's mounts of t (envmounts.c) into out[0..room): their
+ * sources made beneath their roots; *n of them. */
+int rt_env_mounts(struct rt_task *t, uint32_t host_base, struct sbx_mount *out, size_t room,
+                  size_t *n, sbx_err *err);
 
 /* A start request waiting for its session to be ready. */
 /* Someone told once how a session's start or a workspace's format ended
@@ -105,7 +118,12 @@ struct rt_session {
     bool formatting;        /* waiting for its workspace image, not spawned yet */
     struct rt_waiter *waiters;
     unsigned tasks;
-    struct sbx_cg_limits lim;       /* of its cgroup; zero fields: the settings' defaults */
+    struct sbx_cg_limits lim; /* of its cgroup; zero fields: the settings' defaults */
+    /* v1: each task gets a cgroup of its own below the session's, with this
+     * CPU quota (the session's cpu limit); the session's own has none then.
+     * 0 with per_task false: its tasks share the session's cgroup (v2). */
+    bool per_task;
+    double task_cpu;
     struct sbx_policy *own_policy;  /* set through the API, or NULL */
     struct retired_policy *retired; /* replaced ones, freed with the session */
     struct rt_session *next;
@@ -113,13 +131,17 @@ struct rt_session {
 
 /* Someone else waiting for a workspace image (a session start, a file
  * request): told from the loop once it is formatted. */
-/* A clone's first workspace image being formatted (mkfs.ext4 watched by its
- * pidfd): the clone's tasks wait in the queue until it ends. */
+/* A clone's workspace image being made ready (formatted if new, attached
+ * and mounted) or unmounted (idle) by a helper child watched by its pidfd:
+ * the clone's tasks wait in the queue until it ends. */
 struct rt_format {
     struct sbx_runtime *rt;
     struct sbx_clone clone;
     char *dir; /* the workspace directory it is for */
-    struct sbx_ws_format f;
+    struct sbx_ws_job f;
+    bool unmount; /* an idle workspace's unmount, not a mount */
+    uid_t uid;    /* the owner of its root */
+    gid_t gid;
     struct event *ev;        /* the pidfd is readable */
     struct rt_task *waiters; /* tasks that hold a slot for it (linked by next) */
     struct rt_waiter *others;
@@ -140,8 +162,17 @@ struct rt_release {
     struct rt_release *next;
 };
 
+/* A clone's workspace made ready by this daemon run: mounted (loop), given
+ * its project quota (project) or watched (monitor). */
 struct mounted_ws {
     char *path;
+    struct sbx_clone clone;
+    uid_t uid; /* the owner of its root */
+    gid_t gid;
+    bool dirty;      /* used since the last measure (monitor) */
+    int64_t used_at; /* sbx_mono_ms() of its last use: idle ones are unmounted (loop) */
+    bool over;       /* measured over its quota (monitor): its writers stopped */
+    uint64_t used;   /* as last measured (monitor) */
     struct mounted_ws *next;
 };
 
@@ -157,11 +188,16 @@ struct sbx_runtime {
     unsigned egress_conns;      /* live egress connections of all sandboxes */
     struct mounted_ws *mounted; /* workspace images this daemon mounted */
     struct rt_format *formats;  /* workspace images being formatted */
+    /* monitor mode: the periodic measure and the helper child measuring */
+    struct event *ev_monitor, *ev_measured;
+    struct event *ev_idle_ws; /* loop mode: the sweep of idle mounted workspaces */
+    struct sbx_ws_measure measure;
+    struct mounted_ws **measuring; /* what the child measures, in order */
     struct rt_session *sessions;
     struct rt_release *releasing; /* sandboxes of ended sessions */
     struct sbx_subscriber *subs;
     struct rt_snapjob *snapjobs; /* snapshot operations (snapshots.c) */
-    struct rt_clone_rt *clones; /* the clones' runtimes (lifecycle.c) */
+    struct rt_clone_rt *clones;  /* the clones' runtimes (lifecycle.c) */
     sbx_clone_mounts_fn clone_mounts;
     void *clone_mounts_ud;
 };
@@ -194,6 +230,9 @@ void rt_fail_queued(struct sbx_runtime *rt, const struct sbx_clone *c, const cha
 
 /* tasks.c */
 int rt_task_start(struct rt_task *t, sbx_err *err);
+int rt_task_sub_cgroup(struct rt_task *t, const struct rt_session *x,
+                       const struct sbx_cgroup **join, sbx_err *err);
+void rt_task_sub_cgroup_free(struct rt_task *t);
 /* Record the end, tell the stream and the waiter, free the task. */
 void rt_finish(struct rt_task *t, enum sbx_task_status status, const char *error,
                const char *result, const char *out, size_t out_len, const char *errout,
@@ -248,6 +287,12 @@ int rt_task_workspace(struct rt_task *t, sbx_err *err);
  * naming the figures, when a new one would take the state filesystem's
  * reserve): asked when a task is submitted, so that it is refused at once. */
 int rt_workspace_room(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err *err);
+/* monitor mode: start and stop measuring the workspaces in use. */
+int rt_monitor_init(struct sbx_runtime *rt, sbx_err *err);
+void rt_monitor_fini(struct sbx_runtime *rt);
+/* loop mode: start and stop the sweep of idle mounted images. */
+int rt_idle_unmount_init(struct sbx_runtime *rt, sbx_err *err);
+void rt_idle_unmount_fini(struct sbx_runtime *rt);
 /* Kill a format still running (at the runtime's end) and free it; the
  * tasks that waited for it are left to the caller (active, not queued), the
  * others are told it failed. */
@@ -259,6 +304,8 @@ void rt_format_unwait(struct rt_task *t);
 /* EBUSY when a snapshot or rollback of clone c is under way (its tasks,
  * sessions and file writes wait for none: they are refused meanwhile). */
 int rt_snapshot_busy(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err *err);
+/* Whether any snapshot operation of clone c is under way. */
+bool rt_snapshot_any(const struct sbx_runtime *rt, const struct sbx_clone *c);
 /* At the runtime's end: helpers killed and reaped, waiters told. */
 void rt_snapshots_free(struct sbx_runtime *rt);
 

@@ -12,6 +12,7 @@
 #include "base/strv.h"
 #include "isolate/sandbox.h"
 #include "net/netpolicy.h"
+#include "workspace/quota_mode.h"
 
 enum sbx_language { SBX_LANG_PYTHON = 0, SBX_LANG_NODE, SBX_LANG_SHELL };
 const char *sbx_language_name(enum sbx_language l); /* "python", "node", "shell" */
@@ -37,16 +38,44 @@ struct sbx_tenant_conf {
     struct sbx_strv env;
 };
 
+/* A host directory bound into an environment's tasks (seed 004's
+ * `mounts:`). source is relative to root (one of sandbox.mount_roots) and
+ * may hold {{.TaskID}}, {{.TenantCode}}, {{.CloneID}}, {{.SessionID}}; it is
+ * made per task when missing and resolved beneath root without following
+ * any symlink. */
+struct sbx_env_mount {
+    char *root;   /* absolute, the operator's mount root it lies under */
+    char *source; /* relative to root, a template */
+    char *target; /* absolute, inside the sandbox */
+    bool writable;
+};
+#define SBX_ENV_MOUNTS_MAX 4
+
 struct sbx_environment {
     char *name;
     enum sbx_language language;
     struct sbx_strv command; /* argv prefix, n >= 1; the code is appended */
     struct sbx_strv aliases; /* other names a request may use */
-    char *rootfs;            /* NULL: the host's system directories */
-    char *working_dir;       /* absolute, inside the sandbox */
+    /* Its root directory (usr/, bin/, lib*, etc/); NULL: the host's system
+     * directories. For an image, set by the daemon once it is unpacked. */
+    char *rootfs;
+    char *working_dir; /* absolute, inside the sandbox */
     enum sbx_net_policy net;
     enum sbx_seccomp_profile seccomp;
     struct sbx_limits limits; /* defaults of a task in it, within the maxima */
+    bool writable_root;       /* read_only_rootfs: false */
+    struct sbx_env_mount mounts[SBX_ENV_MOUNTS_MAX];
+    size_t n_mounts;
+    /* An operator's seccomp table, stacked on the default profile, and its
+     * compiled programs (the daemon compiles it at start; -1: none yet). */
+    struct sbx_seccomp_table *seccomp_table;
+    int seccomp_fd;
+    /* An OCI image (a layout directory or a docker/podman save archive):
+     * its path, its digest once known, and why it is not usable (NULL
+     * while it is unpacked or once it is ready: rootfs says which). */
+    char *image;
+    char image_digest[80];
+    char *image_error;
 };
 
 /* The egress proxy of `proxy` sandboxes: the port a sandbox reaches it on
@@ -68,6 +97,7 @@ struct sbx_pool_settings {
     uint64_t max_active; /* 0: max_concurrent */
     double idle_timeout_s;
     struct sbx_strv environments; /* canonical names; empty: all */
+    bool spawner; /* make sandboxes in a spawner process forked at start (isolate/spawner.h) */
 };
 
 /* Workspace snapshots (runtime/snapshots.c): where the store is and what
@@ -97,6 +127,12 @@ struct sbx_runtime_settings {
     struct sbx_limits limits; /* a task's defaults, each <= max */
     struct sbx_limits max;    /* the most a request may ask for */
     uint64_t workspace_quota_bytes;
+    /* How it is enforced (never auto here: serve chose at start) and why. */
+    enum sbx_ws_quota_mode workspace_quota_mode;
+    const char *workspace_quota_why;
+    /* loop mode: a clone's image unused this long is unmounted (and mounted
+     * again on its next use); 0: kept mounted until the daemon stops */
+    double workspace_idle_unmount_s;
     /* Free space of the state directory's filesystem that workspace images
      * are never promised: a new image is refused (ENOSPC) when the free
      * space, less what the existing images may still grow by, less its own

@@ -36,6 +36,7 @@ struct rt_snapjob {
     enum sbx_snapshot_op op;
     char *message, *path;
     char id[SBX_SHA256_HEX_SIZE], against[SBX_SHA256_HEX_SIZE];
+    char from_clone[SBX_SEGMENT_MAX + 1]; /* rollback from another clone, or "" */
     sbx_snapshot_done_fn done;
     void *ud;
     bool started, waiting_ws;
@@ -70,17 +71,37 @@ int rt_snapshot_busy(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err 
     return 0;
 }
 
-/* Whether the clone has anything that may write to its workspace. */
-static int clone_quiet(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err *err)
+bool rt_snapshot_any(const struct sbx_runtime *rt, const struct sbx_clone *c)
 {
+    for (const struct rt_snapjob *j = rt->snapjobs; j; j = j->next)
+        if (same_clone(&j->clone, c->tenant, c->key, c->id))
+            return true;
+    return false;
+}
+
+/* Whether the clone has anything that may write to its workspace. The
+ * session called frozen (or NULL), once its cgroup is seen frozen, does not
+ * count, nor do the tasks that name it (they run, or will, inside it). */
+static int clone_quiet(struct sbx_runtime *rt, const struct sbx_clone *c, const char *frozen,
+                       sbx_err *err)
+{
+    struct rt_session *fx = frozen ? rt_find_session(rt, c, frozen) : NULL;
+    if (frozen) {
+        /* Asking to freeze a frozen cgroup again is how it is seen frozen. */
+        sbx_err fe = {0};
+        if (!fx || !fx->ready || sbx_cgroup_freeze_start(&fx->sb.cg, true, &fe) < 0)
+            return sbx_err_set(err, EBUSY, "the session %s is not frozen: %s", frozen,
+                               fx ? fe.msg : "there is no such live session");
+    }
     for (struct rt_task *t = rt->active; t; t = t->all_next)
-        if (same_clone(&t->clone, c->tenant, c->key, c->id))
+        if (same_clone(&t->clone, c->tenant, c->key, c->id) &&
+            !(fx && strcmp(t->session, fx->name) == 0))
             return sbx_err_set(err, EBUSY,
                                "the workspace has tasks queued or running (task %s): wait for "
                                "them or cancel them first",
                                t->id);
     for (struct rt_session *x = rt->sessions; x; x = x->next)
-        if (same_clone(c, x->tenant, x->clone_key, x->clone_id))
+        if (x != fx && same_clone(c, x->tenant, x->clone_key, x->clone_id))
             return sbx_err_set(err, EBUSY, "the workspace has a live session (%s): stop it first",
                                x->name);
     return 0;
@@ -361,22 +382,34 @@ out:
     return res;
 }
 
-static json_t *do_rollback(struct rt_snapjob *j, int ws, struct sbx_snap_store *st, json_t *index,
-                           sbx_err *err)
+/* src: the store of the clone whose snapshot it is (st's own, or another
+ * clone's of the same tenant: then st's index is left as it is). */
+static json_t *do_rollback(struct rt_snapjob *j, int ws, struct sbx_snap_store *st,
+                           const struct sbx_snap_store *src, json_t *index, sbx_err *err)
 {
     struct sbx_snap_manifest m;
-    if (!index_find(index, j->id, NULL))
+    json_t *src_index = index;
+    if (src != st && sbx_snap_index_read(src->clone_fd, &src_index, err) < 0)
+        return NULL;
+    bool found = index_find(src_index, j->id, NULL) != NULL;
+    if (src_index != index)
+        json_decref(src_index);
+    if (!found)
         return sbx_err_set(err, ENOENT, "no snapshot %s", j->id), NULL;
-    if (sbx_snap_manifest_read(st->clone_fd, j->id, &m, err) < 0)
+    if (sbx_snap_manifest_read(src->clone_fd, j->id, &m, err) < 0)
         return NULL;
     struct sbx_snap_manifest cache;
     sbx_snap_cache_read(st->clone_fd, &cache);
     int rc = sbx_snap_restore(ws, st->blobs_fd, &m, &cache, j->uid, j->gid, err);
     sbx_snap_free(&cache);
     sbx_snap_free(&m);
-    json_object_set_new(index, "current", json_string(j->id));
-    if (rc < 0 || sbx_snap_index_write(st->clone_fd, index, err) < 0)
+    if (rc < 0)
         return NULL;
+    if (src == st) {
+        json_object_set_new(index, "current", json_string(j->id));
+        if (sbx_snap_index_write(st->clone_fd, index, err) < 0)
+            return NULL;
+    }
     return json_pack("{s:b}", "success", 1);
 }
 
@@ -399,12 +432,20 @@ static json_t *do_delete(struct rt_snapjob *j, struct sbx_snap_store *st, json_t
 static json_t *helper_run(struct rt_snapjob *j, sbx_err *err)
 {
     char buf[PATH_MAX];
-    struct sbx_snap_store st;
+    struct sbx_snap_store st, src = {.tenant_fd = -1, .blobs_fd = -1, .clone_fd = -1};
     cleanup_fd int ws = -1;
     json_t *index = NULL, *res = NULL;
-    if (sbx_snap_store_open(store_dir(j->rt, buf, sizeof(buf)), j->clone.tenant, j->clone.key,
-                            j->clone.id, true, &st, err) < 0)
+    const char *dir = store_dir(j->rt, buf, sizeof(buf));
+    if (sbx_snap_store_open(dir, j->clone.tenant, j->clone.key, j->clone.id, true, &st, err) < 0)
         return NULL;
+    if (j->from_clone[0] && sbx_snap_store_open(dir, j->clone.tenant, j->clone.key, j->from_clone,
+                                                false, &src, err) < 0) {
+        sbx_snap_store_close(&src);
+        sbx_snap_store_close(&st);
+        if (err->errnum == ENOENT)
+            sbx_err_set(err, ENOENT, "no snapshot %s", j->id);
+        return NULL;
+    }
     if (j->ws_dir && (ws = open(j->ws_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
         sbx_err_set(err, errno, "open the workspace");
     else if (sbx_snap_index_read(st.clone_fd, &index, err) == 0) {
@@ -416,7 +457,7 @@ static json_t *helper_run(struct rt_snapjob *j, sbx_err *err)
             res = do_diff(j, ws, &st, err);
             break;
         case SBX_SNAPSHOT_ROLLBACK:
-            res = do_rollback(j, ws, &st, index, err);
+            res = do_rollback(j, ws, &st, j->from_clone[0] ? &src : &st, index, err);
             break;
         case SBX_SNAPSHOT_DELETE:
             res = do_delete(j, &st, index, err);
@@ -434,6 +475,8 @@ static json_t *helper_run(struct rt_snapjob *j, sbx_err *err)
         }
     }
     json_decref(index);
+    if (j->from_clone[0])
+        sbx_snap_store_close(&src);
     sbx_snap_store_close(&st);
     return res;
 }
@@ -633,7 +676,12 @@ int sbx_runtime_snapshot(struct sbx_runtime *rt, const struct sbx_clone *c,
             return sbx_err_set(err, EBUSY,
                                "another snapshot operation of this workspace is under "
                                "way: try again");
-    if (exclusive(r->op) && clone_quiet(rt, c, err) < 0)
+    if ((r->frozen_session && r->op != SBX_SNAPSHOT_CREATE) ||
+        (r->from_clone && (r->op != SBX_SNAPSHOT_ROLLBACK || !*r->from_clone ||
+                           strlen(r->from_clone) > SBX_SEGMENT_MAX || strchr(r->from_clone, '/') ||
+                           r->from_clone[0] == '.')))
+        return sbx_err_set(err, EINVAL, "a snapshot request with a bad frozen session or clone");
+    if (exclusive(r->op) && clone_quiet(rt, c, r->frozen_session, err) < 0)
         return -1;
     struct rt_snapjob *j = calloc(1, sizeof(*j));
     if (!j)
@@ -650,6 +698,8 @@ int sbx_runtime_snapshot(struct sbx_runtime *rt, const struct sbx_clone *c,
         snprintf(j->id, sizeof(j->id), "%s", r->id);
     if (r->against)
         snprintf(j->against, sizeof(j->against), "%s", r->against);
+    if (r->from_clone)
+        snprintf(j->from_clone, sizeof(j->from_clone), "%s", r->from_clone);
     if ((r->message && !(j->message = strdup(r->message))) ||
         (r->path && !(j->path = strdup(r->path)))) {
         free(j->message);

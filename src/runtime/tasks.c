@@ -95,12 +95,42 @@ static void task_free(struct rt_task *t)
         free(t->skill[i]);
     for (size_t i = 0; i < SBX_ARRAY_LEN(t->mount_strs); i++)
         free(t->mount_strs[i]);
+    for (size_t i = 0; i < SBX_ARRAY_LEN(t->env_mount_src); i++)
+        free(t->env_mount_src[i]);
     sbx_strv_free(t->argv);
     free(t->call_id);
     sbx_env_free(t->env);
     free(t->stdin_data);
     free(t->workspace);
+    free(t->kill_reason);
+    rt_task_sub_cgroup_free(t);
     free(t);
+}
+
+/* A task of a session: a cgroup of its own below the session's with the
+ * session's CPU quota; what it joins is in *join (t->sub_cg[1]). */
+int rt_task_sub_cgroup(struct rt_task *t, const struct rt_session *x,
+                       const struct sbx_cgroup **join, sbx_err *err)
+{
+    if (!(t->sub_cg = calloc(2, sizeof(*t->sub_cg))))
+        return sbx_err_set(err, ENOMEM, "task cgroup");
+    if (sbx_cgroup_create_sub(&x->sb.cg, t->name, x->task_cpu, &t->sub_cg[1], &t->sub_cg[0], err) <
+        0) {
+        free(sbx_steal_pointer(&t->sub_cg));
+        return -1;
+    }
+    *join = &t->sub_cg[1];
+    return 0;
+}
+
+/* Its own cgroup, once it has ended: removed when empty; a busy one (a
+ * background process it left in the session) goes with the session's. */
+void rt_task_sub_cgroup_free(struct rt_task *t)
+{
+    if (!t->sub_cg)
+        return;
+    (void)sbx_cgroup_remove(&t->sub_cg[0], NULL);
+    free(sbx_steal_pointer(&t->sub_cg));
 }
 
 static void unlink_active(struct sbx_runtime *rt, struct rt_task *t)
@@ -239,6 +269,8 @@ static void on_task_done(void *ud, struct sbx_task *et)
         rt_session_touch(t->in_session);
     }
     const char *error = st == SBX_TASK_SUCCEEDED ? "" : r->message;
+    if (t->kill_reason && st != SBX_TASK_SUCCEEDED) /* stopped as a writer over its quota */
+        st = SBX_TASK_FAILED, error = t->kill_reason;
     if (sbx_log_enabled(SBX_LOG_INFO)) {
         char tenant[128], session[128], why[300];
         sbx_log(SBX_LOG_INFO,
@@ -275,6 +307,19 @@ static int session_network_differs(const struct rt_task *t, const struct rt_sess
                            "one egress with all its tasks (change the session's rules with POST "
                            "/runtime/network)",
                            x->name);
+    return 0;
+}
+
+/* A task of an environment with a root, mounts or a seccomp table of its
+ * own is built in a sandbox of its own: never inside a live session. */
+static int env_in_session_refused(const struct sbx_environment *ev, const char *session,
+                                  sbx_err *err)
+{
+    if (ev && (ev->rootfs || ev->image || ev->writable_root || ev->n_mounts || ev->seccomp_table))
+        return sbx_err_set(err, EINVAL,
+                           "environment '%s' has a root, mounts or a seccomp table of its own: "
+                           "its tasks run outside a live session (session '%s' is live)",
+                           ev->name, session);
     return 0;
 }
 
@@ -332,9 +377,24 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
     struct rt_session *x = t->skill[0] ? NULL : rt_find_session(rt, &t->clone, t->session);
     if (x && session_network_differs(t, x, err) < 0)
         return -1;
+    const struct sbx_environment *ev = t->envc;
+    if (x && env_in_session_refused(ev, x->name, err) < 0)
+        return -1;
+    if (!x && ev) { /* its root, its mounts, its seccomp table */
+        size_t ne = 0;
+        if (rt_env_mounts(t, base, mounts + nm, SBX_MOUNTS_MAX - nm, &ne, err) < 0)
+            return -1;
+        to.spec.n_mounts = nm + ne;
+        to.spec.rootfs = ev->rootfs;
+        to.spec.writable_root = ev->writable_root;
+        if (ev->seccomp_table && t->seccomp != SBX_SECCOMP_STRICT)
+            to.fds.seccomp = ev->seccomp_fd;
+    }
     if (x) {
         to.spec.join_pidfd = x->sb.pidfd;
         to.spec.join_cg = &x->sb.cg;
+        if (x->per_task && rt_task_sub_cgroup(t, x, &to.spec.join_cg, err) < 0)
+            return -1;
         to.spec.workspace = x->workspace;
         to.spec.host_net = set->net == SBX_NET_HOST;
         to.spec.net_rules = NULL;
@@ -386,7 +446,8 @@ static int rt_task_skill(struct rt_task *t, const struct sbx_task_request *req, 
         if (!(t->mount_strs[2 * i] = strdup(req->mounts[i].host)) ||
             !(t->mount_strs[2 * i + 1] = strdup(req->mounts[i].inside)))
             return sbx_err_set(err, ENOMEM, "binds");
-        t->mounts[i] = (struct sbx_mount){t->mount_strs[2 * i], t->mount_strs[2 * i + 1]};
+        t->mounts[i] =
+            (struct sbx_mount){.host = t->mount_strs[2 * i], .inside = t->mount_strs[2 * i + 1]};
     }
     t->n_mounts = req->n_mounts;
     t->tap = req->on_output;
@@ -502,6 +563,24 @@ int sbx_runtime_submit(struct sbx_runtime *rt, const struct sbx_task_request *re
     /* Code in a language runs with its environment's settings. */
     const struct sbx_environment *envc =
         req->argv ? NULL : sbx_settings_environment(set, req->language ? req->language : "");
+    t->envc = envc;
+    if (envc && rt_find_session(rt, &req->clone, t->session) &&
+        env_in_session_refused(envc, t->session, err) < 0) {
+        task_free(t);
+        return -1;
+    }
+    if (envc && envc->image && !envc->rootfs) {
+        sbx_err_set(err, envc->image_error ? EIO : EAGAIN, "environment '%s': image %s %s",
+                    envc->name, envc->image,
+                    envc->image_error ? envc->image_error : "is still being unpacked");
+        task_free(t);
+        return -1;
+    }
+    if (envc && envc->seccomp_table && envc->seccomp_fd < 0) {
+        sbx_err_set(err, EIO, "environment '%s': its seccomp table is not compiled", envc->name);
+        task_free(t);
+        return -1;
+    }
     t->net = req->net >= 0 ? (enum sbx_net_policy)req->net : envc ? envc->net : set->net;
     t->env = t->argv ? rt_task_env(set, t->net, req->clone.tenant, req->env, err) : NULL;
     if (!t->argv || !t->env || !t->argv[0]) {

@@ -442,10 +442,10 @@ size_t sbx_skills_clone_mounts(void *ud, const struct sbx_clone *c, struct sbx_m
         return 0;
     struct sk_broker_clone *b = listen_for(sk, c);
     size_t n = 0;
-    m[n++] = (struct sbx_mount){sk->bin_path, "/opt/sandbox/bin/claw-skill"};
-    m[n++] = (struct sbx_mount){sk->bin_path, "/opt/sandbox/bin/sandbox-skill"};
+    m[n++] = (struct sbx_mount){.host = sk->bin_path, .inside = "/opt/sandbox/bin/claw-skill"};
+    m[n++] = (struct sbx_mount){.host = sk->bin_path, .inside = "/opt/sandbox/bin/sandbox-skill"};
     if (b)
-        m[n++] = (struct sbx_mount){b->dir, "/run/sandbox"};
+        m[n++] = (struct sbx_mount){.host = b->dir, .inside = "/run/sandbox"};
     return n;
 }
 

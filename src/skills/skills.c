@@ -718,7 +718,7 @@ int sbx_skills_task(struct sbx_skills *sk, const char *name, const char *action,
         !(h->strs[1] = strdup(src)) || !(h->strs[2] = strdup(trust)) ||
         !(h->strs[3] = strdup(r.version)) || !(h->strs[4] = strdup(name)))
         goto oom;
-    h->mount = (struct sbx_mount){h->strs[0], "/skill"};
+    h->mount = (struct sbx_mount){.host = h->strs[0], .inside = "/skill"};
 
     /* UR_TOKEN: fresh for this task, an hour at most */
     int64_t now = (int64_t)time(NULL);

@@ -7,53 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Prepare sql; NULL with err. */
-static sqlite3_stmt *prep(struct sbx_store *st, const char *sql, sbx_err *err)
-{
-    sqlite3_stmt *s = NULL;
-    int rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
-    if (rc != SQLITE_OK) {
-        store_fail(st, err, rc, "prepare");
-        sqlite3_finalize(s);
-        return NULL;
-    }
-    return s;
-}
-
-static void finalizep(sqlite3_stmt **s)
-{
-    sqlite3_finalize(*s);
-}
-#define cleanup_final __attribute__((cleanup(finalizep)))
-
-/* Bind the text arguments v[0..n) as ?1..?n and step to the end. */
-static int run(struct sbx_store *st, const char *sql, const char *const *v, int n, const char *what,
-               sbx_err *err)
-{
-    if (store_enter(st, err) < 0)
-        return -1;
-    cleanup_final sqlite3_stmt *s = prep(st, sql, err);
-    if (!s)
-        return -1;
-    int rc = SQLITE_OK;
-    for (int i = 0; i < n && rc == SQLITE_OK; i++)
-        rc = store_bind_text(s, i + 1, v[i]);
-    if (rc == SQLITE_OK && strstr(sql, "?9"))
-        rc = sqlite3_bind_int64(s, 9, sbx_now_ms());
-    if (rc != SQLITE_OK)
-        return store_fail(st, err, rc, "%s", what);
-    return store_exec(st, s, err, what);
-}
-
 int sbx_store_message_append(struct sbx_store *st, const char *conversation, const char *message,
                              sbx_err *err)
 {
     const char *v[] = {conversation, message};
-    return run(st,
-               "INSERT INTO agent_messages (conversation, seq, message, created_at)"
-               " VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM agent_messages"
-               " WHERE conversation = ?1), ?2, ?9)",
-               v, 2, "append a message to a conversation", err);
+    return store_run(st,
+                     "INSERT INTO agent_messages (conversation, seq, message, created_at)"
+                     " VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM agent_messages"
+                     " WHERE conversation = ?1), ?2, ?9)",
+                     v, 2, "append a message to a conversation", err);
 }
 
 int sbx_store_messages(struct sbx_store *st, const char *conversation,
@@ -61,8 +23,8 @@ int sbx_store_messages(struct sbx_store *st, const char *conversation,
 {
     if (store_enter(st, err) < 0)
         return -1;
-    cleanup_final sqlite3_stmt *s =
-        prep(st, "SELECT message FROM agent_messages WHERE conversation = ?1 ORDER BY seq", err);
+    store_cleanup_final sqlite3_stmt *s = store_prep(
+        st, "SELECT message FROM agent_messages WHERE conversation = ?1 ORDER BY seq", err);
     if (!s)
         return -1;
     int rc = store_bind_text(s, 1, conversation);
@@ -80,10 +42,10 @@ int sbx_store_conv_tools_set(struct sbx_store *st, const char *conversation, con
                              sbx_err *err)
 {
     const char *v[] = {conversation, tools};
-    return run(st,
-               "INSERT INTO agent_tools (conversation, tools) VALUES (?1, ?2)"
-               " ON CONFLICT (conversation) DO UPDATE SET tools = excluded.tools",
-               v, 2, "record a conversation's tools", err);
+    return store_run(st,
+                     "INSERT INTO agent_tools (conversation, tools) VALUES (?1, ?2)"
+                     " ON CONFLICT (conversation) DO UPDATE SET tools = excluded.tools",
+                     v, 2, "record a conversation's tools", err);
 }
 
 int sbx_store_conv_tools_get(struct sbx_store *st, const char *conversation, char **tools,
@@ -92,8 +54,8 @@ int sbx_store_conv_tools_get(struct sbx_store *st, const char *conversation, cha
     *tools = NULL;
     if (store_enter(st, err) < 0)
         return -1;
-    cleanup_final sqlite3_stmt *s =
-        prep(st, "SELECT tools FROM agent_tools WHERE conversation = ?1", err);
+    store_cleanup_final sqlite3_stmt *s =
+        store_prep(st, "SELECT tools FROM agent_tools WHERE conversation = ?1", err);
     if (!s)
         return -1;
     int rc = store_bind_text(s, 1, conversation);
@@ -110,19 +72,19 @@ int sbx_store_turn_begin(struct sbx_store *st, const char *id, const char *conve
                          const char *tenant, const char *session, sbx_err *err)
 {
     const char *v[] = {id, conversation, tenant, session};
-    return run(st,
-               "INSERT INTO agent_turns (id, conversation, tenant, session_id, status,"
-               " started_at) VALUES (?1, ?2, ?3, ?4, 'running', ?9)",
-               v, 4, "record a turn", err);
+    return store_run(st,
+                     "INSERT INTO agent_turns (id, conversation, tenant, session_id, status,"
+                     " started_at) VALUES (?1, ?2, ?3, ?4, 'running', ?9)",
+                     v, 4, "record a turn", err);
 }
 
 int sbx_store_turn_end(struct sbx_store *st, const char *id, const char *stop, sbx_err *err)
 {
     const char *v[] = {id, stop};
-    return run(st,
-               "UPDATE agent_turns SET status = 'ended', stop_reason = ?2, ended_at = ?9"
-               " WHERE id = ?1",
-               v, 2, "record a turn's end", err);
+    return store_run(st,
+                     "UPDATE agent_turns SET status = 'ended', stop_reason = ?2, ended_at = ?9"
+                     " WHERE id = ?1",
+                     v, 2, "record a turn's end", err);
 }
 
 int sbx_store_turns_interrupted(struct sbx_store *st,
@@ -133,12 +95,12 @@ int sbx_store_turns_interrupted(struct sbx_store *st,
     if (store_enter(st, err) < 0)
         return -1;
     /* Marked first: a crash while telling them does not tell them twice. */
-    cleanup_final sqlite3_stmt *s =
-        prep(st,
-             "UPDATE agent_turns SET status = 'interrupted', stop_reason = 'interrupted',"
-             " ended_at = ?1 WHERE status = 'running'"
-             " RETURNING id, conversation, tenant, session_id, started_at",
-             err);
+    store_cleanup_final sqlite3_stmt *s =
+        store_prep(st,
+                   "UPDATE agent_turns SET status = 'interrupted', stop_reason = 'interrupted',"
+                   " ended_at = ?1 WHERE status = 'running'"
+                   " RETURNING id, conversation, tenant, session_id, started_at",
+                   err);
     if (!s)
         return -1;
     struct row {

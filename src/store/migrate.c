@@ -140,14 +140,24 @@ static const char schema_v4[] =
     ");";
 
 /* v5: the version of a skill task's skill (the active one when it ran). */
-static const char schema_v5[] = "ALTER TABLE tasks ADD COLUMN skill_version TEXT NOT NULL DEFAULT '';";
+static const char schema_v5[] =
+    "ALTER TABLE tasks ADD COLUMN skill_version TEXT NOT NULL DEFAULT '';";
+
+/* v6: records of the OpenSandbox API (src/api/opensandbox): its sandboxes
+ * and its snapshots, one JSON document each, so that they outlive a restart
+ * of the daemon. */
+static const char schema_v6[] =
+    "CREATE TABLE api_records ("
+    " kind TEXT NOT NULL,"
+    " id TEXT NOT NULL,"
+    " tenant TEXT NOT NULL,"
+    " record TEXT NOT NULL CONSTRAINT record_is_json CHECK (json_valid(record)),"
+    " updated_at INTEGER NOT NULL,"
+    " PRIMARY KEY (kind, id)"
+    ");";
 
 const struct store_migration store_migrations[] = {
-    {1, schema_v1},
-    {2, schema_v2},
-    {3, schema_v3},
-    {4, schema_v4},
-    {5, schema_v5},
+    {1, schema_v1}, {2, schema_v2}, {3, schema_v3}, {4, schema_v4}, {5, schema_v5}, {6, schema_v6},
 };
 const size_t store_n_migrations = SBX_ARRAY_LEN(store_migrations);
 

@@ -380,3 +380,40 @@ int sbx_store_check(struct sbx_store *st, bool quick, sbx_err *err)
     sqlite3_finalize(s);
     return r;
 }
+
+/* Prepare sql; NULL with err. */
+sqlite3_stmt *store_prep(struct sbx_store *st, const char *sql, sbx_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(st->db, sql, -1, &s, NULL);
+    if (rc != SQLITE_OK) {
+        store_fail(st, err, rc, "prepare");
+        sqlite3_finalize(s);
+        return NULL;
+    }
+    return s;
+}
+
+void store_finalizep(sqlite3_stmt **s)
+{
+    sqlite3_finalize(*s);
+}
+
+/* Bind the text arguments v[0..n) as ?1..?n and step to the end. */
+int store_run(struct sbx_store *st, const char *sql, const char *const *v, int n, const char *what,
+              sbx_err *err)
+{
+    if (store_enter(st, err) < 0)
+        return -1;
+    store_cleanup_final sqlite3_stmt *s = store_prep(st, sql, err);
+    if (!s)
+        return -1;
+    int rc = SQLITE_OK;
+    for (int i = 0; i < n && rc == SQLITE_OK; i++)
+        rc = store_bind_text(s, i + 1, v[i]);
+    if (rc == SQLITE_OK && strstr(sql, "?9"))
+        rc = sqlite3_bind_int64(s, 9, sbx_now_ms());
+    if (rc != SQLITE_OK)
+        return store_fail(st, err, rc, "%s", what);
+    return store_exec(st, s, err, what);
+}

@@ -31,7 +31,7 @@ struct sbx_store;
 /* The schema version this build writes. A file with a higher
  * PRAGMA user_version (written by a newer sandboxd) is refused with ENOTSUP,
  * never opened and never downgraded. */
-#define SBX_STORE_SCHEMA_VERSION 5
+#define SBX_STORE_SCHEMA_VERSION 6
 
 struct sbx_store_options {
     uint32_t busy_timeout_ms; /* 0: 50 ms */
@@ -113,8 +113,8 @@ struct sbx_store_task {
     const char *skill_source;
     const char *skill_trust_level;
     const char *skill_version; /* "" for a flat skill, or not a skill task */
-    const char *limits;  /* JSON object text of the applied limits, or NULL */
-    const char *sandbox; /* the engine's sandbox (cgroup) name, "" until known */
+    const char *limits;        /* JSON object text of the applied limits, or NULL */
+    const char *sandbox;       /* the engine's sandbox (cgroup) name, "" until known */
     enum sbx_task_status status;
     int64_t created_at; /* insert: 0 means now */
     int64_t started_at; /* 0 until running */
@@ -346,6 +346,18 @@ int sbx_store_idem_get(struct sbx_store *st, const char *tenant, const char *key
 int sbx_store_idem_put(struct sbx_store *st, const char *tenant, const char *key,
                        const char *digest, const char *task_id, int64_t now, int64_t not_before,
                        sbx_err *err);
+
+/* ---- Records of an API surface (schema v6) ------------------------------- */
+
+/* One JSON document (record, text) per (kind, id), of one tenant: written
+ * whole (put replaces), deleted, and read back at a start (fn returns 0 to
+ * go on; it may not use the store). */
+int sbx_store_record_put(struct sbx_store *st, const char *kind, const char *id, const char *tenant,
+                         const char *record, sbx_err *err);
+int sbx_store_record_delete(struct sbx_store *st, const char *kind, const char *id, sbx_err *err);
+int sbx_store_records(struct sbx_store *st, const char *kind,
+                      int (*fn)(void *ud, const char *id, const char *tenant, const char *record),
+                      void *ud, sbx_err *err);
 
 /* ---- The agent's conversations ------------------------------------------ */
 

@@ -109,6 +109,15 @@ int store_read_txn(struct sbx_store *st, int (*fn)(struct sbx_store *st, void *c
 
 /* Bind text (NULL binds NULL) / a blob (NULL binds NULL); SQLite's result. */
 int store_bind_text(sqlite3_stmt *s, int idx, const char *v);
+/* A statement prepared per call (few and rare ones), finalized at scope end
+ * (store_cleanup_final); NULL with err. */
+sqlite3_stmt *store_prep(struct sbx_store *st, const char *sql, sbx_err *err);
+void store_finalizep(sqlite3_stmt **s);
+#define store_cleanup_final __attribute__((cleanup(store_finalizep)))
+/* Bind the text arguments v[0..n) as ?1..?n (and the time now in ms as ?9
+ * when sql has it) and step to the end. */
+int store_run(struct sbx_store *st, const char *sql, const char *const *v, int n, const char *what,
+              sbx_err *err);
 int store_bind_blob(sqlite3_stmt *s, int idx, const void *v, size_t len);
 
 /* Step a statement that returns no row (or whose rows are ignored): 0, or -1

@@ -1,6 +1,7 @@
 #include "workspace/quota.h"
 
 #include "base/digest.h"
+#include "workspace/quota_mode.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -575,4 +576,101 @@ int sbx_ws_quota_release_all(const char *root)
         free(mp);
     }
     return released;
+}
+
+/* ---- jobs in a helper child ---- */
+
+/* In the parent: the child runs op and _exits 0, or writes its sbx_err to
+ * fd 3 and _exits 1. */
+static int job_start(struct sbx_ws_job *j, sbx_err *err)
+{
+    *j = (struct sbx_ws_job){.pid = -1, .pidfd = -1, .out_fd = -1};
+    cleanup_fd int out = memfd_create("sbx-ws-job", MFD_CLOEXEC);
+    if (out < 0)
+        return sbx_err_stage(err, "mount", errno, "memfd for the workspace job");
+    int pidfd = -1;
+    pid_t pid = sbx_ws_helper_fork(out, &pidfd, "mount", err);
+    if (pid <= 0)
+        return (int)pid; /* 0: the child's turn */
+    j->pid = pid;
+    j->pidfd = pidfd;
+    j->out_fd = sbx_steal_fd(&out);
+    return 1;
+}
+
+static void __attribute__((noreturn)) job_exit(int rc, const sbx_err *e)
+{
+    if (rc == 0)
+        _exit(0);
+    if (write(3, e, sizeof(*e)) != (ssize_t)sizeof(*e))
+        _exit(2);
+    _exit(1);
+}
+
+int sbx_ws_quota_mount_start(const char *images_dir, const char *mount_point, uint64_t size_bytes,
+                             uid_t uid, gid_t gid, struct sbx_ws_job *j, sbx_err *err)
+{
+    /* What can be told at once is told at once. */
+    *j = (struct sbx_ws_job){.pid = -1, .pidfd = -1, .out_fd = -1};
+    if (check_size(size_bytes, err) < 0)
+        return -1;
+    int rc = job_start(j, err);
+    if (rc != 0)
+        return rc < 0 ? -1 : 0;
+    sbx_err e = {0};
+    job_exit(sbx_ws_quota_ensure(images_dir, mount_point, size_bytes, uid, gid, &e), &e);
+}
+
+int sbx_ws_quota_unmount_start(const char *mount_point, struct sbx_ws_job *j, sbx_err *err)
+{
+    int rc = job_start(j, err);
+    if (rc != 0)
+        return rc < 0 ? -1 : 0;
+    sbx_err e = {0};
+    job_exit(sbx_ws_quota_release(mount_point, &e), &e);
+}
+
+static void job_close(struct sbx_ws_job *j)
+{
+    sbx_closep(&j->pidfd);
+    sbx_closep(&j->out_fd);
+    j->pidfd = j->out_fd = -1;
+    j->pid = -1;
+}
+
+int sbx_ws_quota_job_finish(struct sbx_ws_job *j, sbx_err *err)
+{
+    int status;
+    while (waitpid(j->pid, &status, 0) < 0)
+        if (errno != EINTR) {
+            int e = errno;
+            job_close(j);
+            return sbx_err_stage(err, "mount", e, "wait for the workspace job");
+        }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        job_close(j);
+        return 0;
+    }
+    sbx_err e = {0};
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 1 ||
+        pread(j->out_fd, &e, sizeof(e), 0) != (ssize_t)sizeof(e)) {
+        job_close(j);
+        return sbx_err_stage(err, "mount", EIO, "the workspace job ended with status %d", status);
+    }
+    job_close(j);
+    e.msg[sizeof(e.msg) - 1] = '\0';
+    e.stage[sizeof(e.stage) - 1] = '\0';
+    if (err)
+        *err = e;
+    return -1;
+}
+
+void sbx_ws_quota_job_abort(struct sbx_ws_job *j)
+{
+    if (j->pid <= 0)
+        return;
+    kill(j->pid, SIGKILL);
+    while (waitpid(j->pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+    job_close(j);
 }

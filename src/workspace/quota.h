@@ -80,6 +80,24 @@ int sbx_ws_quota_format_finish(struct sbx_ws_format *f, sbx_err *err);
 /* Kill mkfs, reap it, remove the partial image. */
 void sbx_ws_quota_format_abort(struct sbx_ws_format *f);
 
+/* The same work without waiting on an event loop: a helper child (see
+ * sbx_ws_helper_fork) formats when needed, attaches and mounts
+ * (sbx_ws_quota_ensure), or unmounts (sbx_ws_quota_release); the loop
+ * watches pidfd and calls finish once it is readable. A job is the
+ * caller's until finish or abort. */
+struct sbx_ws_job {
+    pid_t pid; /* -1 when none */
+    int pidfd; /* readable once it has ended */
+    int out_fd;
+};
+int sbx_ws_quota_mount_start(const char *images_dir, const char *mount_point, uint64_t size_bytes,
+                             uid_t uid, gid_t gid, struct sbx_ws_job *j, sbx_err *err);
+int sbx_ws_quota_unmount_start(const char *mount_point, struct sbx_ws_job *j, sbx_err *err);
+/* Reap it (waiting if it still runs): 0, or -1 with the child's error. */
+int sbx_ws_quota_job_finish(struct sbx_ws_job *j, sbx_err *err);
+/* Kill it and reap it (a mount it made stays: ensure finds it later). */
+void sbx_ws_quota_job_abort(struct sbx_ws_job *j);
+
 /* Unmount the clone's image from mount_point (MNT_DETACH: files still open
  * keep it alive until closed; with AUTOCLEAR the loop device then frees
  * itself). Not mounted: a no-op. The image file stays. */

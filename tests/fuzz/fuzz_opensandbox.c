@@ -1,7 +1,7 @@
 /* libFuzzer target: the OpenSandbox request bodies (api/opensandbox/bodies.c)
  * as the handlers of lifecycle.c, execd.c and files.c meet them. The first
  * byte picks the body, the rest is the body as sent:
- *   0 POST /v1/sandboxes (create: image, entrypoint, timeout,
+ *   0 POST /v1/sandboxes (create: image or snapshotId, entrypoint, timeout,
  *     resourceLimits, env, metadata, networkPolicy)
  *   1 PATCH /v1/sandboxes/{id}/metadata (merge patch)
  *   2 execd POST /command
@@ -62,8 +62,11 @@ static void create(json_t *body)
     struct os_create c;
     if (os_create_parse(&set, body, &c, &e) < 0)
         return refused(&e);
-    if (!sbx_settings_environment(&set, c.image) || c.lim.cpu_cores > set.max.cpu_cores ||
-        c.lim.cpu_cores < 0 || c.lim.memory_bytes > set.max.memory_bytes)
+    /* A known image, or (only) a snapshot to restore, named. */
+    if ((c.snapshot_id ? c.image || !*c.snapshot_id || json_object_get(body, "image")
+                       : !sbx_settings_environment(&set, c.image)) ||
+        c.lim.cpu_cores > set.max.cpu_cores || c.lim.cpu_cores < 0 ||
+        c.lim.memory_bytes > set.max.memory_bytes)
         __builtin_trap();
     if (c.entrypoint && !json_is_array(c.entrypoint))
         __builtin_trap();

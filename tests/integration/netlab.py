@@ -44,6 +44,7 @@ proven by the relevant log staying empty. Servers:
 Self-test: `python3 tests/integration/netlab.py` builds the lab, checks every
 server from inside the daemon namespace, checks the isolation, tears down."""
 import errno
+import http.client
 import json
 import os
 import re
@@ -758,6 +759,20 @@ class Lab:
 # =====================================================================================
 # Helpers for the tests
 # =====================================================================================
+
+class UnixHTTP(http.client.HTTPConnection):
+    """HTTP to a daemon of the lab's daemon namespace listening on a unix socket
+    (`serve --listen unix:PATH`)."""
+
+    def __init__(self, path, timeout=30):
+        super().__init__("localhost", timeout=timeout)
+        self.path_ = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path_)
+
 
 def facts(output):
     """netprobe's output as a list of dicts: {"kind": first word, key: value, ...}."""

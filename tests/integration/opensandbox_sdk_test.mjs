@@ -2,6 +2,7 @@
 // against a real sandboxd: run by test_opensandbox_sdk.py with DOMAIN and
 // KEY set. Prints one "ok <name>" line per check that passed and, at the end,
 // "RESULT <json>" with the figures; the first failure throws (exit 1).
+import fs from "node:fs";
 import { ConnectionConfig, Sandbox, SandboxManager } from "@alibaba-group/opensandbox";
 
 const cfg = new ConnectionConfig({
@@ -127,6 +128,9 @@ await sbx.files.deleteFiles(["/workspace/proj/moved/a.txt"]);
 await rejects(sbx.files.readFile("/workspace/proj/moved/a.txt"), "a deleted file is gone");
 await rejects(sbx.files.readFile("/etc/passwd"), "a path outside /workspace is refused");
 
+const quiet = await sbx.commands.run("sleep 3.5; echo awake");
+check(quiet.logs.stdout.map((m) => m.text).join("") === "awake\n" && quiet.exitCode === 0,
+  "a command quiet for longer than the ping interval (its stream carries pings)", quiet.logs);
 // ---- metadata and list filters ----
 const other = await Sandbox.create({
   image: "shell", connectionConfig: cfg, resource: { cpu: "500m", memory: "128Mi" },
@@ -212,6 +216,59 @@ const evs = await runCode("print('v', value)\nvalue * 2");
 check(evs.some((e) => e.type === "stdout" && e.text === "v 120\n") &&
   evs.some((e) => e.type === "result" && e.results.text === "240"),
   "the interpreter keeps variables; the last value is the result", evs);
+
+// ---- a WebSocket server inside, reached through its endpoint by Node's own WebSocket ----
+await sbx.files.writeFiles([{ path: "/workspace/ws.py", data: fs.readFileSync(process.env.WS_SERVER, "utf8") }]);
+await sbx.commands.run("python3 /workspace/ws.py 8765", { background: true });
+const wsUrl = (await sbx.getEndpointUrl(8765)).replace(/^http/, "ws") + "/chat";
+function wsTalk() {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(wsUrl, { headers: { "OPEN-SANDBOX-API-KEY": process.env.KEY } });
+    const got = [];
+    ws.onerror = (e) => reject(new Error(String(e.message ?? e.type)));
+    ws.onmessage = (m) => {
+      got.push(m.data);
+      if (got.length === 1) ws.send("stressed");
+      else ws.close(1000, "done");
+    };
+    ws.onclose = (e) => resolve({ got, code: e.code });
+  });
+}
+let talk;
+for (let i = 0; i < 100 && !talk; i++) {
+  try { talk = await wsTalk(); } catch { await sleep(100); }
+}
+check(talk && talk.got[0] === "hello from inside" && talk.got[1] === "desserts" && talk.code === 1000,
+  "Node's WebSocket through the endpoint: frames both ways, a clean close", talk);
+
+// ---- snapshots: of a live sandbox (frozen while taken), a sandbox made from one ----
+await sbx.files.writeFiles([{ path: "/workspace/snap.txt", data: "before" }]);
+const snap = await mgr.createSnapshot(sbx.id, { name: "sdk-snap" });
+check(snap.status.state === "Creating" && snap.sandboxId === sbx.id && snap.createdAt instanceof Date,
+  "createSnapshot: accepted, Creating", snap);
+let snapInfo;
+for (let i = 0; i < 600; i++) {
+  snapInfo = await mgr.getSnapshot(snap.id);
+  if (snapInfo.status.state !== "Creating") break;
+  await sleep(50);
+}
+check(snapInfo.status.state === "Ready" && snapInfo.name === "sdk-snap" &&
+  snapInfo.status.lastTransitionAt instanceof Date, "getSnapshot: Ready", snapInfo);
+check((await sbx.getInfo()).status.state === "Running", "the sandbox runs on after its snapshot");
+await sbx.files.writeFiles([{ path: "/workspace/snap.txt", data: "after" }]);
+const snaps = await mgr.listSnapshots({ sandboxId: sbx.id, states: ["Ready"] });
+check(snaps.items.length === 1 && snaps.items[0].id === snap.id && snaps.pagination.totalItems === 1,
+  "listSnapshots by sandbox and state", snaps);
+const fromSnap = await Sandbox.create({ snapshotId: snap.id, connectionConfig: cfg,
+  timeoutSeconds: 600, resource: { cpu: "1", memory: "128Mi" } });
+check(await fromSnap.files.readFile("/workspace/snap.txt") === "before" &&
+  (await fromSnap.getInfo()).snapshotId === snap.id,
+  "Sandbox.create({snapshotId}): the workspace as it was", await fromSnap.getInfo());
+check(await sbx.files.readFile("/workspace/snap.txt") === "after", "the source keeps its own");
+await fromSnap.kill();
+await fromSnap.close();
+await mgr.deleteSnapshot(snap.id);
+await rejects(mgr.getSnapshot(snap.id), "deleteSnapshot: gone", /no snapshot/);
 
 // ---- errors, expiry, kill ----
 await rejects(Sandbox.create({ image: "ubuntu:22.04", connectionConfig: cfg, timeoutSeconds: 60 }),

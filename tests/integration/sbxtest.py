@@ -73,6 +73,16 @@ def npm_checkers():
     return os.path.join(os.path.dirname(os.path.dirname(modules)), "checkers", "node_modules")
 
 
+def go_env(tmp):
+    """The environment of an offline Go build with the standard library only
+    (no module proxy, caches in tmp, the installed toolchain)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GO")}
+    env.update(GOCACHE=os.path.join(tmp, "gocache"), GOPATH=os.path.join(tmp, "gopath"),
+               GOPROXY="off", GOFLAGS="", GO111MODULE="on", GOTOOLCHAIN="local",
+               GOTELEMETRY="off", CGO_ENABLED="0")
+    return env
+
+
 def workspace_with_helpers(*names):
     """A temporary workspace holding copies of the named helper programs."""
     ws = tempfile.mkdtemp(prefix="sbx-ws-")
@@ -207,30 +217,50 @@ class ServeDaemon:
             time.sleep(0.05)
         raise AssertionError("daemon not ready in %ss: %s" % (timeout, self.output()))
 
-    def req(self, method, path, body=None, token="", headers=None, timeout=20):
+    def req(self, method, path, body=None, token="", headers=None, timeout=20, extended=False,
+            auth="Authorization", typed=False, by_type=False, raw=False):
         """One request on loopback, with this daemon's token unless token is
         None (or another one given); a body that is not bytes or str is sent
-        as JSON; headers: more headers (EXTENDED for our answers on the
-        original's routes). Returns (status, parsed JSON or text, headers)."""
+        as JSON; headers: more headers. Returns (status, parsed JSON or text,
+        headers). The tests' own ways, each a flag:
+        extended: EXTENDED too (our answers on the original's routes), unless
+          headers set it otherwise;
+        auth: the header carrying the token ("Authorization": "Bearer T",
+          any other, such as X-Claw-Token: T alone);
+        typed: Content-Type: application/json on a text or bytes body too
+          (else only on a body serialized here);
+        by_type: the answer parsed as JSON only when its Content-Type says
+          JSON (and then it must parse), else any answer that parses;
+        raw: an answer not parsed is given as bytes, not text."""
         import http.client
         h = dict(headers or {})
+        if extended:
+            for k, v in EXTENDED.items():
+                h.setdefault(k, v)
         token = self.token if token == "" else token
         if token is not None:
-            h["Authorization"] = "Bearer " + token
+            h[auth] = "Bearer " + token if auth == "Authorization" else token
         if body is not None and not isinstance(body, (bytes, str)):
             body = json.dumps(body)
             h.setdefault("Content-Type", "application/json")
         if isinstance(body, str):
             body = body.encode()
+        if body is not None and typed:
+            h.setdefault("Content-Type", "application/json")
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             c.request(method, path, body=body, headers=h)
             r = c.getresponse()
             data = r.read()
-            try:
-                parsed = json.loads(data) if data else None
-            except ValueError:
-                parsed = data.decode(errors="replace")
+            text = data if raw else data.decode(errors="replace")
+            if by_type:
+                json_type = "json" in (r.getheader("Content-Type") or "")
+                parsed = json.loads(data) if data and json_type else text
+            else:
+                try:
+                    parsed = json.loads(data) if data else None
+                except ValueError:
+                    parsed = text
             return r.status, parsed, dict(r.getheaders())
         finally:
             c.close()

@@ -44,30 +44,10 @@ class Daemon(ServeDaemon):
 
     def req(self, method, path, body=None, token=TOKEN, headers=None, timeout=20,
             header_name="Authorization"):
-        """One request; returns (status, parsed JSON or text, headers)."""
-        h = dict(headers or {})
-        for k, v in EXTENDED.items():
-            h.setdefault(k, v)
-        if token is not None:
-            h[header_name] = ("Bearer " + token) if header_name == "Authorization" else token
-        if body is not None and not isinstance(body, (bytes, str)):
-            body = json.dumps(body)
-        if isinstance(body, str):
-            body = body.encode()
-        if body is not None:
-            h.setdefault("Content-Type", "application/json")
-        c = self.conn(timeout)
-        try:
-            c.request(method, path, body=body, headers=h)
-            r = c.getresponse()
-            data = r.read()
-            try:
-                parsed = json.loads(data) if data else None
-            except ValueError:
-                parsed = data.decode(errors="replace")
-            return r.status, parsed, dict(r.getheaders())
-        finally:
-            c.close()
+        """One request; returns (status, parsed JSON or text, headers): our
+        answers, every body typed as JSON, the token in header_name."""
+        return super().req(method, path, body, token=token, headers=headers, timeout=timeout,
+                           extended=True, auth=header_name, typed=True)
 
     def task(self, tid, **kw):
         return self.req("GET", "/runtime/tasks/" + tid, **kw)

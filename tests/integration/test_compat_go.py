@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sbxtest import ServeDaemon, Suite, check  # noqa: E402
+from sbxtest import ServeDaemon, Suite, check, go_env  # noqa: E402
 
 # Set to False once the skills routes are merged (see test_compat_python.py).
 SKILL_ROUTES_MAY_BE_ABSENT = False
@@ -26,14 +26,6 @@ BIN = os.path.join(TMP, "strictclient")
 Daemon = ServeDaemon
 
 
-def go_env():
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GO")}
-    env.update(GOCACHE=os.path.join(TMP, "gocache"), GOPATH=os.path.join(TMP, "gopath"),
-               GOPROXY="off", GOFLAGS="", GO111MODULE="on", GOTOOLCHAIN="local",
-               GOTELEMETRY="off", CGO_ENABLED="0")
-    return env
-
-
 def run_client(port, *extra):
     return subprocess.run([BIN, "-url", "http://127.0.0.1:%d" % port, "-token", TOKEN,
                            "-skills-may-be-absent=%s" % str(SKILL_ROUTES_MAY_BE_ABSENT).lower()]
@@ -42,7 +34,7 @@ def run_client(port, *extra):
 
 @S.case
 def builds_offline_with_the_standard_library():
-    p = subprocess.run(["go", "build", "-o", BIN, "."], cwd=SRC, env=go_env(),
+    p = subprocess.run(["go", "build", "-o", BIN, "."], cwd=SRC, env=go_env(TMP),
                        capture_output=True, text=True, timeout=300)
     check(p.returncode == 0 and os.path.exists(BIN), "go build", p)
 

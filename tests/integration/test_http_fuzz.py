@@ -1,9 +1,11 @@
 """A bounded HTTP fuzz run against a real daemon (issue 17): malformed
 methods, paths, versions, headers, bodies, chunking, lies in Content-Length
 and huge query strings, each on its own connection (some pipelined after a
-good request). Asserts: the daemon never crashes, every connection is
-answered or closed within 5 s, every answer has one head, and every error
-answer is our JSON {"error":{"code","message"}}.
+good request, some sent on a kept-alive connection after the answer to a good
+request, some chunked bodies beginning with kilobytes of good chunks). Asserts:
+the daemon never crashes, every connection is answered or closed within 5 s,
+every answer has one head, no answer is an HTML page, and every error answer is
+our JSON {"error":{"code","message"}}.
 
 SBX_FUZZ_SECONDS sets the run's length (default 30), SBX_FUZZ_SEED its seed
 (printed, to replay a failure). Loopback only."""
@@ -37,10 +39,11 @@ class Daemon(ServeDaemon):
         return st, body, {}
 
 
-def exchange(port, data, timeout=HANG):
+def exchange(port, data, timeout=HANG, sock=None):
     """Send data, half-close, read until the server closes. Returns (first
-    status or None, parsed first body or None, raw bytes, seconds)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    status or None, parsed first body or None, raw bytes). sock: an open
+    connection to use."""
+    s = sock or socket.create_connection(("127.0.0.1", port), timeout=timeout)
     out = b""
     t0 = time.monotonic()
     try:
@@ -72,6 +75,33 @@ def exchange(port, data, timeout=HANG):
         except (ValueError, RecursionError):  # a deep echo is not this test's business
             parsed = None
     return st, parsed, out
+
+
+GOOD = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def exchange_later(port, data, timeout=HANG):
+    """A good request and its whole answer first, then data on the same
+    kept-alive connection (as exchange). Returns what came after the first
+    answer, like exchange; status None when the first answer did not come."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    first = b""
+    try:
+        s.sendall(GOOD)
+        while True:
+            b = s.recv(65536)
+            if not b:
+                s.close()
+                return None, None, b"(no answer to the first, good request) " + first
+            first += b
+            head, sep, body = first.partition(b"\r\n\r\n")
+            m = re.search(rb"(?im)^content-length: *(\d+)", head)
+            if sep and m and len(body) >= int(m.group(1)):
+                break
+    except OSError:
+        s.close()
+        raise
+    return exchange(port, data, timeout, sock=s)
 
 
 def answers(out):
@@ -140,11 +170,14 @@ def gen(r, pipelined=True):
     elif framing < 0.7:
         headers.append("Transfer-Encoding: chunked")
         body = (b"%x\r\n" % len(body) + body + b"\r\n" if body else b"") + b"0\r\n\r\n"
+        # deep: after 8 to 24 KiB of good chunks (the gate sees the first 8 KiB)
+        deep = (b"400\r\n" + b" " * 0x400 + b"\r\n") * r.randint(8, 24) if r.random() < 0.4 else b""
         if r.random() < 0.4:  # malformed chunking
             body = r.choice([b"zz\r\n{}\r\n0\r\n\r\n", b"2\r\n{}}}\r\n0\r\n\r\n",
                              b"fffffffffffffffffff\r\n{}\r\n0\r\n\r\n", b"2 \r\n{}\r\n0\r\n\r\n",
                              b"2\n{}\n0\n\n", b"-2\r\n{}\r\n0\r\n\r\n", b"2\r\n{}",
                              b"0\r\nX-Trailer: 1\r\n\r\n", b"2;ext=1\r\n{}\r\n0\r\n\r\n"])
+        body = deep + body
     elif framing < 0.75:
         headers.append("Transfer-Encoding: " + r.choice(["gzip, chunked", "chunked, chunked",
                                                          "identity", "chunked;x=1", "CHUNKED"]))
@@ -168,7 +201,11 @@ def gen(r, pipelined=True):
     return data
 
 
-def fuzz(seconds, keep_alive, pipelined):
+def html(head, body):
+    return b"text/html" in head.lower() or b"<html" in body[:200].lower()
+
+
+def fuzz(seconds, keep_alive, pipelined, later=False):
     d = tempfile.mkdtemp(prefix="sbx-fuzz-")
     cfg = os.path.join(d, "config.yaml")
     with open(cfg, "w") as f:
@@ -184,7 +221,10 @@ def fuzz(seconds, keep_alive, pipelined):
         while time.monotonic() < t_end and len(bad) < 5:
             data = gen(r, pipelined)
             t0 = time.monotonic()
-            st, _, out = exchange(dm.port, data)
+            if later and r.random() < 0.5:
+                st, _, out = exchange_later(dm.port, data)
+            else:
+                st, _, out = exchange(dm.port, data)
             took = time.monotonic() - t0
             n += 1
             if took >= HANG:
@@ -196,6 +236,9 @@ def fuzz(seconds, keep_alive, pipelined):
             for status, head, body in answers(out):
                 if status is None:
                     bad.append(("not an HTTP answer", out[:300], data[:300]))
+                    break
+                if html(head, body):
+                    bad.append(("an HTML page", out[:400], data[:300]))
                     break
                 if status >= 400:
                     errors += 1
@@ -232,6 +275,15 @@ def fuzz_without_keep_alive_pipelined():
     """keep_alive: false: requests pipelined after a good one are never
     parsed (the connection closes after the first answer)."""
     fuzz(SECONDS / 3, keep_alive=False, pipelined=True)
+
+
+@S.case
+def fuzz_later_requests_and_deep_chunks():
+    """Issue 17.6: half the requests come on a kept-alive connection after
+    the answer to a good one, and chunked bodies often begin with up to 24 KiB
+    of good chunks: each is checked as it streams (they got libmicrohttpd's
+    HTML page before)."""
+    fuzz(SECONDS / 3, keep_alive=True, pipelined=True, later=True)
 
 
 if __name__ == "__main__":

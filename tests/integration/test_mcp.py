@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import sbxtest  # noqa: E402
-from sbxtest import EXTENDED, ServeDaemon, Suite, check  # noqa: E402
+from sbxtest import ServeDaemon, Suite, check  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOKEN = "op-" + "0123456789abcdef0123456789abc"
@@ -77,24 +77,9 @@ class Daemon(ServeDaemon):
         return "http://127.0.0.1:%d" % self.port
 
     def req(self, method, path, body=None, token=TOKEN, headers=None, timeout=30):
-        h = dict(headers or {})
-        for k, v in EXTENDED.items():  # our answers on the original's routes
-            h.setdefault(k, v)
-        if token is not None:
-            h["Authorization"] = "Bearer " + token
-        if body is not None and not isinstance(body, (bytes, str)):
-            body = json.dumps(body)
-            h.setdefault("Content-Type", "application/json")
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            c.request(method, path, body=body, headers=h)
-            r = c.getresponse()
-            data = r.read()
-            ctype = r.getheader("Content-Type") or ""
-            parsed = json.loads(data) if data and "json" in ctype else data.decode(errors="replace")
-            return r.status, parsed, dict(r.getheaders())
-        finally:
-            c.close()
+        """Our answers on the original's routes; JSON only as its Content-Type says."""
+        return super().req(method, path, body, token=token, headers=headers, timeout=timeout,
+                           extended=True, by_type=True)
 
 
 CONFIG = """\

@@ -13,7 +13,6 @@ machine):
   svc=127.0.0.1, CLAW_SANDBOX_ALLOWED_CIDRS=127.0.0.1/32) is reached by every
   client style: a raw connect() by name, Node's fetch, curl through the
   proxy."""
-import http.client
 import json
 import os
 import shutil
@@ -78,16 +77,6 @@ def an_opened_private_address_is_not_refused():
     check("netlab priv %s:5432" % INTERNAL in out, "allowed by CLAW_SANDBOX_ALLOWED_CIDRS", out)
 
 
-class UnixHTTP(http.client.HTTPConnection):
-    def __init__(self, path, timeout=30):
-        super().__init__("localhost", timeout=timeout)
-        self.path_ = path
-
-    def connect(self):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(self.path_)
-
 
 @suite.case
 def smoke_sandbox_private_direct_connect_fails():
@@ -112,7 +101,7 @@ def smoke_sandbox_private_direct_connect_fails():
                          env=env, stdout=log, stderr=subprocess.STDOUT)
 
     def req(method, path, body=None):
-        c = UnixHTTP(sock)
+        c = netlab.UnixHTTP(sock)
         h = {"Authorization": "Bearer " + token}
         if body is not None:
             h["Content-Type"] = "application/json"

@@ -3,6 +3,8 @@ every route of the lifecycle (/v1/sandboxes...), of execd under
 /v1/sandboxes/{id}/proxy/44772 and of the egress sidecar's /policy on 18080,
 their errors, and their tenancy (a tenant's token never sees nor touches
 another tenant's sandboxes). A real daemon on loopback, --net none."""
+import base64
+import hashlib
 import http.client
 import json
 import os
@@ -231,6 +233,12 @@ def commands_stream_their_output_and_exit_code():
     st, st_b, _ = D.req("GET", execd(SID, "/command/status/" + evs[0]["text"]))
     check(st == 200 and st_b["running"] is False and st_b["exit_code"] == 124,
           "the status of a foreground command", st_b)
+    # a quiet command: the stream carries ping events (OpenSandbox's keepalive, every 3 s)
+    evs = run(SID, {"command": "sleep 3.5; echo done"})
+    pings = [e for e in evs if e["type"] == "ping"]
+    check(pings and pings[0]["text"] == "pong" and isinstance(pings[0]["timestamp"], int)
+          and out(evs) == "done\n" and evs[-1]["type"] == "execution_complete",
+          "ping events while it is quiet, then its output", evs)
     for body, word in (({}, "command"), ({"command": ""}, "command"),
                        ({"command": "true", "timeout": "1"}, "timeout"),
                        ({"command": "true", "envs": {"A": 1}}, "envs.A"),
@@ -568,6 +576,10 @@ def other_ports_reach_the_sandboxs_own_loopback():
         time.sleep(0.1)
     check(st == 200 and data == b"hello" and h["Server"].startswith("SimpleHTTP"),
           "a server started inside answers through the endpoint", (st, data, h))
+    st, data, h = D.req("GET", proxy + "8000/d/a%20b.txt", raw=True,
+                        headers={"Connection": "Upgrade", "Upgrade": "websocket"})
+    check(st == 200 and data == b"hello", "an upgrade a server does not take: its plain answer",
+          (st, data))
     st, data, h = D.req("DELETE", proxy + "8000/d", raw=True)
     check(st == 501, "its own status comes back", (st, data))
     check(D.req("GET", proxy + "8000/d/a%20b.txt", token=None)[0] == 401, "behind the token")
@@ -590,6 +602,132 @@ def other_ports_reach_the_sandboxs_own_loopback():
         host.close()
     check(D.req("GET", proxy + "44772/nothing")[0] == 404, "an unknown execd route: 404")
     check(D.req("GET", proxy + "0/x")[0] == 400, "port 0: 400")
+    D.req("DELETE", "/v1/sandboxes/" + sid)
+
+
+def ws_frame(op, data):
+    """A client's frame: masked, as a client's must be."""
+    mask = os.urandom(4)
+    n = len(data)
+    size = bytes([0x80 | n]) if n < 126 else (
+        bytes([0x80 | 126]) + n.to_bytes(2, "big") if n < 65536
+        else bytes([0x80 | 127]) + n.to_bytes(8, "big"))
+    body = (int.from_bytes(data, "big") ^
+            int.from_bytes((mask * (n // 4 + 1))[:n], "big")).to_bytes(n, "big")
+    return bytes([0x80 | op]) + size + mask + body
+
+
+def ws_read(sock, buf):
+    """(op, data, rest of buf) of the next server frame."""
+    def need(n):
+        nonlocal buf
+        while len(buf) < n:
+            d = sock.recv(65536)
+            check(d, "the frame comes whole before the connection ends", len(buf))
+            buf += d
+    need(2)
+    op, n, at = buf[0] & 15, buf[1] & 127, 2
+    if n == 126:
+        need(4)
+        n, at = int.from_bytes(buf[2:4], "big"), 4
+    elif n == 127:
+        need(10)
+        n, at = int.from_bytes(buf[2:10], "big"), 10
+    need(at + n)
+    return op, buf[at:at + n], buf[at + n:]
+
+
+def ws_open(sid, port, token=TOKEN, path="/chat?room=1"):
+    """(status, headers, socket, bytes after the head) of an upgrade through
+    the sandbox's endpoint."""
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock = socket.create_connection(("127.0.0.1", D.port), timeout=20)
+    auth = "OPEN-SANDBOX-API-KEY: %s\r\n" % token if token else ""
+    sock.sendall(("GET /v1/sandboxes/%s/proxy/%d%s HTTP/1.1\r\nHost: x\r\n"
+                  "Upgrade: websocket\r\nConnection: keep-alive, Upgrade\r\n"
+                  "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n%s\r\n"
+                  % (sid, port, path, key, auth)).encode())
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        d = sock.recv(65536)
+        if not d:
+            break
+        buf += d
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    lines = head.decode(errors="replace").split("\r\n")
+    status = int(lines[0].split()[1]) if lines[0].startswith("HTTP/") else 0
+    hdrs = {k.strip().lower(): v.strip() for k, v in
+            (ln.split(":", 1) for ln in lines[1:] if ":" in ln)}
+    want = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11")
+                                         .encode()).digest()).decode()
+    hdrs["_accept_ok"] = hdrs.get("sec-websocket-accept") == want
+    return status, hdrs, sock, rest
+
+
+@S.case
+def websocket_upgrades_through_the_port_proxy():
+    sid = create()
+    with open(os.path.join(HERE, "ws_echo_server.py"), "rb") as f:
+        check(upload(sid, "/workspace/ws.py", f.read())[0] == 200, "the server uploaded")
+    run(sid, {"command": "python3 /workspace/ws.py 8765", "background": True})
+    deadline = time.monotonic() + 15
+    while True:
+        st, hdrs, sock, rest = ws_open(sid, 8765)
+        if st == 101 or time.monotonic() > deadline:
+            break
+        sock.close()
+        time.sleep(0.1)
+    try:
+        check(st == 101 and hdrs.get("upgrade", "").lower() == "websocket"
+              and "upgrade" in hdrs.get("connection", "").lower() and hdrs["_accept_ok"]
+              and hdrs.get("x-path") == "/chat?room=1",
+              "101 with the sandbox's own handshake (its accept key, the path and query)",
+              (st, hdrs))
+        op, data, rest = ws_read(sock, rest)
+        check(op == 1 and data == b"hello from inside", "a frame sent right after its 101",
+              (op, data))
+        sock.sendall(ws_frame(1, b"stressed"))
+        op, data, rest = ws_read(sock, rest)
+        check(op == 1 and data == b"desserts", "a text frame each way", (op, data))
+        big = os.urandom(600000)  # beyond the relay's 1 MiB of wait only once both ways
+        sock.sendall(ws_frame(2, big))
+        op, data, rest = ws_read(sock, rest)
+        check(op == 2 and data == big, "600 kB each way, byte for byte", (op, len(data)))
+        sock.sendall(ws_frame(8, b"\x03\xe8bye"))
+        op, data, rest = ws_read(sock, rest)
+        check(op == 8 and data == b"\x03\xe8bye", "close frames cross", (op, data))
+        sock.settimeout(10)
+        check(sock.recv(100) == b"", "then the connection ends")
+    finally:
+        sock.close()
+    # two at once, each its own connection inside
+    a, b = ws_open(sid, 8765), ws_open(sid, 8765)
+    try:
+        check(a[0] == b[0] == 101, "two upgrades at once", (a[0], b[0]))
+        ra, rb = ws_read(a[2], a[3])[2], ws_read(b[2], b[3])[2]
+        a[2].sendall(ws_frame(1, b"ab"))
+        b[2].sendall(ws_frame(1, b"xy"))
+        check(ws_read(b[2], rb)[1] == b"yx" and ws_read(a[2], ra)[1] == b"ba",
+              "each gets its own answers")
+    finally:
+        a[2].close()
+        b[2].close()
+    # a client that leaves at once: the next one is served as well
+    st, _, sock, _ = ws_open(sid, 8765)
+    sock.close()
+    st, _, sock, rest = ws_open(sid, 8765)
+    check(st == 101 and ws_read(sock, rest)[1] == b"hello from inside", "and the next")
+    sock.close()
+    # behind the token, of its tenant, and nothing listening: plain answers
+    st, hdrs, sock, _ = ws_open(sid, 8765, token=None)
+    sock.close()
+    check(st == 401, "no token: 401, no upgrade", st)
+    st, hdrs, sock, _ = ws_open(sid, 8765, token=ACME)
+    sock.close()
+    check(st == 404, "another tenant's sandbox: 404", st)
+    st, hdrs, sock, _ = ws_open(sid, 8766)
+    sock.close()
+    check(st == 502, "nothing listening: 502", st)
     D.req("DELETE", "/v1/sandboxes/" + sid)
 
 
@@ -660,6 +798,152 @@ def delete_ends_the_session():
             break
         time.sleep(0.05)
     check(st == 200 and b["status"] == "canceled", "its task was canceled", b)
+
+
+def snapshot_ready(snap, token=TOKEN):
+    deadline = time.monotonic() + 60
+    while True:
+        st, b, _ = D.req("GET", "/v1/snapshots/" + snap, token=token)
+        if st != 200 or b["status"]["state"] != "Creating" or time.monotonic() > deadline:
+            return st, b
+        time.sleep(0.05)
+
+
+def download(sid, path, token=TOKEN):
+    st, data, _ = D.req("GET", execd(sid, "/files/download?path=" + path), raw=True, token=token)
+    return data if st == 200 else st
+
+
+@S.case
+def snapshots_of_a_live_sandbox_and_sandboxes_made_from_them():
+    sid = create({"entrypoint": ["sh", "-c", "while :; do echo x >> /workspace/tick; "
+                                 "sleep 0.02; done"]}, token=ACME)
+    check(upload(sid, "/workspace/a.txt", b"one", token=ACME)[0] == 200, "a file written")
+    deadline = time.monotonic() + 10
+    while not isinstance(download(sid, "/workspace/tick", ACME), bytes):
+        check(time.monotonic() < deadline, "its entrypoint writes")
+        time.sleep(0.05)
+    st, b, h = D.req("POST", "/v1/sandboxes/%s/snapshots" % sid, {"name": "first"}, token=ACME)
+    check(st == 202 and b["status"]["state"] == "Creating" and b["sandboxId"] == sid
+          and b["name"] == "first" and set(b) == {"id", "sandboxId", "name", "status",
+                                                  "createdAt"},
+          "accepted: 202, Creating, the spec's fields only", (st, b))
+    check(h.get("Location") == "/v1/snapshots/" + b["id"], "Location names it", h)
+    snap = b["id"]
+    st, b = snapshot_ready(snap, ACME)
+    check(st == 200 and b["status"]["state"] == "Ready", "then Ready", (st, b))
+    st, b, _ = D.req("GET", "/v1/sandboxes/" + sid, token=ACME)
+    check(b["status"]["state"] == "Running", "the sandbox runs on", b)
+    ticks = len(download(sid, "/workspace/tick", ACME))
+    time.sleep(0.3)
+    check(len(download(sid, "/workspace/tick", ACME)) > ticks,
+          "its processes were thawed: they make progress again")
+    upload(sid, "/workspace/a.txt", b"two", token=ACME)
+    # an unnamed one of the same sandbox, and the listing
+    st, b, _ = D.req("POST", "/v1/sandboxes/%s/snapshots" % sid, None, token=ACME)
+    check(st == 202 and "name" not in b, "a snapshot without a body or name", (st, b))
+    second = b["id"]
+    check(snapshot_ready(second, ACME)[1]["status"]["state"] == "Ready", "Ready too")
+    st, b, _ = D.req("GET", "/v1/snapshots?sandboxId=%s&state=Ready&state=Failed" % sid,
+                     token=ACME)
+    check(st == 200 and {x["id"] for x in b["items"]} == {snap, second}
+          and b["pagination"]["totalItems"] == 2, "listed by sandbox and states", b)
+    st, b, _ = D.req("GET", "/v1/snapshots?state=Creating", token=ACME)
+    check(st == 200 and b["items"] == [], "filtered by state", b)
+    st, b, _ = D.req("GET", "/v1/snapshots?pageSize=1&page=2&sandboxId=" + sid, token=ACME)
+    check(len(b["items"]) == 1 and not b["pagination"]["hasNextPage"], "paged", b)
+    # a sandbox made from the first: its workspace as it was then
+    st, b, _ = D.req("POST", "/v1/sandboxes", {"snapshotId": snap, "timeout": 600}, token=ACME)
+    check(st == 202 and b["status"]["state"] == "Running" and b.get("snapshotId") == snap
+          and b["entrypoint"] == ["tail", "-f", "/dev/null"] and b["image"]["uri"] == "python",
+          "created from the snapshot: Running, the source's image", (st, b))
+    copy = b["id"]
+    check(download(copy, "/workspace/a.txt", ACME) == b"one", "its workspace is the snapshot's")
+    check(download(sid, "/workspace/a.txt", ACME) == b"two", "the source keeps its own")
+    upload(copy, "/workspace/a.txt", b"three", token=ACME)
+    check(download(sid, "/workspace/a.txt", ACME) == b"two", "and they are apart")
+    # errors and tenancy
+    for method, path, body in (("GET", "/v1/snapshots/" + snap, None),
+                               ("DELETE", "/v1/snapshots/" + snap, None),
+                               ("POST", "/v1/sandboxes", {"snapshotId": snap}),
+                               ("POST", "/v1/sandboxes/%s/snapshots" % sid, {})):
+        st, b, _ = D.req(method, path, body, token=BETA)
+        check(st == 404, "another tenant: 404 (%s %s)" % (method, path), (st, b))
+    check(D.req("GET", "/v1/snapshots", token=BETA)[1]["items"] == [], "nor listed")
+    st, b, _ = D.req("POST", "/v1/sandboxes", {"snapshotId": snap, "image": {"uri": "python"}},
+                     token=ACME)
+    check(st == 400 and "not both" in b["error"]["message"], "image and snapshotId: 400", b)
+    st, b, _ = D.req("POST", "/v1/sandboxes/%s/snapshots" % sid, {"name": ""}, token=ACME)
+    check(st == 400, "an empty name: 400", (st, b))
+    st, b, _ = D.req("POST", "/v1/sandboxes/%s/snapshots" % sid, {"x": 1}, token=ACME)
+    check(st == 400, "an unknown field: 400", (st, b))
+    check(D.req("POST", "/v1/sandboxes/%s/pause" % sid, token=ACME)[0] == 202, "paused")
+    st, b, _ = D.req("POST", "/v1/sandboxes/%s/snapshots" % sid, {}, token=ACME)
+    check(st == 409, "a paused sandbox: 409 (it must be Running)", (st, b))
+    check(D.req("POST", "/v1/sandboxes/%s/resume" % sid, token=ACME)[0] == 202, "resumed")
+    # deletion: the snapshot goes, what was made from it stays
+    check(D.req("DELETE", "/v1/snapshots/" + snap, token=ACME)[0] == 204, "deleted: 204")
+    check(D.req("GET", "/v1/snapshots/" + snap, token=ACME)[0] == 404, "then 404")
+    st, b, _ = D.req("POST", "/v1/sandboxes", {"snapshotId": snap}, token=ACME)
+    check(st == 404, "a deleted snapshot makes no sandbox", (st, b))
+    check(download(copy, "/workspace/a.txt", ACME) == b"three", "the copy keeps its files")
+    # a snapshot outlives its sandbox
+    check(D.req("DELETE", "/v1/sandboxes/" + sid, token=ACME)[0] == 204, "source deleted")
+    st, b, _ = D.req("POST", "/v1/sandboxes", {"snapshotId": second}, token=ACME)
+    check(st == 202 and download(b["id"], "/workspace/a.txt", ACME) == b"two",
+          "a sandbox from a snapshot of a deleted sandbox", (st, b))
+    for x in (copy, b["id"]):
+        D.req("DELETE", "/v1/sandboxes/" + x, token=ACME)
+    check(D.req("DELETE", "/v1/snapshots/" + second, token=ACME)[0] == 204, "deleted")
+
+
+@S.case
+def sandboxes_outlive_a_restart_of_the_daemon():
+    """Their records are in the store (schema v6); their sessions end with
+    the daemon, so they come back Terminated, saying why."""
+    kept = create({"metadata": {"keep": "yes"}, "timeout": 3600}, token=ACME)
+    gone = create(token=ACME)
+    check(D.req("DELETE", "/v1/sandboxes/" + gone, token=ACME)[0] == 204, "one deleted")
+    _, before, _ = D.req("GET", "/v1/sandboxes/" + kept, token=ACME)
+    upload(kept, "/workspace/k.txt", b"kept", token=ACME)
+    snap = D.req("POST", "/v1/sandboxes/%s/snapshots" % kept, {"name": "k"}, token=ACME)[1]["id"]
+    check(snapshot_ready(snap, ACME)[1]["status"]["state"] == "Ready", "a snapshot of it")
+    check(D.stop() == 0, "the daemon stops cleanly", D.output())
+    D.start()
+    st, b, _ = D.req("GET", "/v1/sandboxes/" + kept, token=ACME)
+    check(st == 200 and b["status"]["state"] == "Terminated"
+          and "daemon stopped" in b["status"].get("message", "")
+          and b["metadata"] == {"keep": "yes"} and b["createdAt"] == before["createdAt"]
+          and b["expiresAt"] == before["expiresAt"] and b["image"] == before["image"],
+          "kept: the same sandbox, Terminated with its session, saying why", (st, b, before))
+    check(D.req("GET", "/v1/sandboxes/" + gone, token=ACME)[0] == 404, "a deleted one stays gone")
+    check(D.req("GET", "/v1/sandboxes/" + kept, token=BETA)[0] == 404, "still of its tenant only")
+    st, b, _ = D.req("GET", "/v1/sandboxes?state=Terminated&metadata=keep%3Dyes", token=ACME)
+    check(st == 200 and [x["id"] for x in b["items"]] == [kept], "listed and filtered", b)
+    st, b, _ = D.req("GET", execd(kept, "/ping"), token=ACME)
+    check(st == 409, "its session is gone: execd says so", (st, b))
+    st, b = snapshot_ready(snap, ACME)
+    check(st == 200 and b["status"]["state"] == "Ready" and b["name"] == "k",
+          "its snapshot is kept too", (st, b))
+    st, b, _ = D.req("POST", "/v1/sandboxes", {"snapshotId": snap}, token=ACME)
+    check(st == 202 and download(b["id"], "/workspace/k.txt", ACME) == b"kept",
+          "and makes a sandbox with its files", (st, b))
+    D.req("DELETE", "/v1/sandboxes/" + b["id"], token=ACME)
+    check(D.req("DELETE", "/v1/snapshots/" + snap, token=ACME)[0] == 204, "deleted")
+    # a daemon killed outright: the record says Running, and it is not
+    crashed = create(token=ACME)
+    D.kill9()
+    D.start()
+    st, b, _ = D.req("GET", "/v1/sandboxes/" + crashed, token=ACME)
+    check(st == 200 and b["status"]["state"] == "Terminated"
+          and "restarted" in b["status"].get("message", ""),
+          "after kill -9: Terminated, as its session is gone", (st, b))
+    for sid in (kept, crashed):
+        check(D.req("DELETE", "/v1/sandboxes/" + sid, token=ACME)[0] == 204, "deleted")
+    D.stop()
+    D.start()
+    check(D.req("GET", "/v1/sandboxes/" + kept, token=ACME)[0] == 404,
+          "a deletion outlives the restart too")
 
 
 S.finish()

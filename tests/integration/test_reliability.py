@@ -182,7 +182,17 @@ def sandbox_cgroups(daemon_pid):
     """The cgroup directories of the daemon's sandboxes (its children's own
     cgroups beneath a "sandboxd/" base), whatever they are named."""
     dirs = set()
-    for kid in children(daemon_pid):
+    # Sandboxes are the spawner's children (isolate/spawner.h) or, without
+    # one, the daemon's.
+    kids = children(daemon_pid)
+    for kid in list(kids):
+        try:
+            with open("/proc/%d/comm" % kid) as f:
+                if f.read().strip() == "sandboxd-spawn":
+                    kids += children(kid)
+        except OSError:
+            pass
+    for kid in kids:
         try:
             with open("/proc/%d/cgroup" % kid) as f:
                 lines = f.read().splitlines()

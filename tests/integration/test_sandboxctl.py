@@ -840,4 +840,99 @@ def seed_004_run_with_the_request_on_stdin():
         shutil.rmtree(state, ignore_errors=True)
 
 
+
+@S.case
+def plain_http_loads_no_libcurl():
+    """http:// and unix: targets are served by sandboxctl's own HTTP/1.1
+    (docs/performance.md): libcurl and its thirty-odd libraries are not
+    loaded at all, nor linked."""
+    p = subprocess.run(["readelf", "-d", CTL], capture_output=True, text=True, timeout=30)
+    check(p.returncode == 0 and "NEEDED" in p.stdout and "libcurl" not in p.stdout,
+          "sandboxctl does not link libcurl", p.stdout)
+    with Fake() as f:
+        f.handler = lambda req: Answer(200, {"status": "ready"})
+        env = base_env()
+        env["LD_DEBUG"] = "files"
+        p = ctl(f, "status", env=env)
+        check(p.returncode == 0 and "ready" in p.out, "status answered", p)
+        check("libcurl" not in p.err and "calling init" in p.err,
+              "no libcurl loaded for http://", p.err[-2000:])
+
+
+@S.case
+def https_and_proxies_go_through_libcurl():
+    """What our HTTP/1.1 does not do, libcurl does, loaded then: TLS (here
+    refused by a plain HTTP server) and a proxy named by http_proxy (the
+    fake server acting as one receives the absolute URL)."""
+    with Fake() as f:
+        f.handler = lambda req: Answer(200, {"status": "ready"})
+        env = base_env()
+        env["LD_DEBUG"] = "files"
+        port = f.url.rsplit(":", 1)[1]
+        p = ctl(None, "--url", "https://127.0.0.1:%s" % port, "status", env=env)
+        check(p.returncode == 1 and "cannot connect to https://127.0.0.1:%s" % port in p.err,
+              "https: libcurl's TLS, refused by a plain server", p)
+        check("libcurl.so" in p.err, "libcurl loaded for https", p.err[-2000:])
+        env = base_env()
+        env["http_proxy"] = f.url
+        p = ctl(None, "--url", "http://sandbox.invalid:8080", "status", env=env)
+        check(p.returncode == 0 and "ready" in p.out, "through the proxy", p)
+        check(f.requests[-1].target == "http://sandbox.invalid:8080/runtime/status",
+              "the proxy got the absolute URL", f.requests[-1])
+
+
+@S.case
+def kept_connection_serves_many_requests():
+    """tasks wait polls on one kept-alive connection; a server that closes
+    it between two requests is met with a new one."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    port = srv.getsockname()[1]
+    conns, served = [], []
+    body = json.dumps(dict(TASK, status="running")).encode()
+    final = json.dumps(TASK).encode()
+
+    def serve():
+        n = 0
+        while n < 4:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            conns.append(c)
+            buf = b""
+            while n < 4:
+                while b"\r\n\r\n" not in buf:
+                    chunk = c.recv(65536)
+                    if not chunk:
+                        break
+                    buf += chunk
+                if b"\r\n\r\n" not in buf:
+                    break
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                served.append((len(conns), head.split(b"\r\n")[0]))
+                n += 1
+                b = final if n == 4 else body
+                # chunked, as libmicrohttpd sends streams
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                          b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n"
+                          % (len(b), b))
+                if n == 2:  # the server ends this connection: the client opens another
+                    c.close()
+                    break
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        p = ctl(None, "--url", "http://127.0.0.1:%d" % port, "tasks", "wait", TASK["id"],
+                timeout=60)
+        check(p.returncode == 0 and p.out == "hi\n", "waited to the end", p)
+        check([c for c, _ in served] == [1, 1, 2, 2],
+              "two requests on each connection, a new one after the close", served)
+    finally:
+        srv.close()
+        for c in conns:
+            c.close()
+
+
 S.finish()

@@ -206,9 +206,8 @@ class Daemon(ServeDaemon):
     def req(self, method, path, body=None, token="", headers=None, timeout=20):
         """Our answers on the task routes (sbxtest.EXTENDED); the skill routes
         as the original's clients see them unless the case asks."""
-        ext = {} if path.startswith("/runtime/skills") else EXTENDED
-        return super().req(method, path, body, token=token, headers={**ext, **(headers or {})},
-                           timeout=timeout)
+        return super().req(method, path, body, token=token, headers=headers, timeout=timeout,
+                           extended=not path.startswith("/runtime/skills"))
 
     def exec(self, body, **kw):
         kw.setdefault("timeout", 60)

@@ -65,6 +65,13 @@ for ctrl, d in OWN.items():
 JOIN = ["/bin/sh", "-c", "for d in %s; do echo $$ > $d/cgroup.procs || exit 1; done; exec \"$@\""
         % " ".join(sorted(set(MINE.values()))), "sh"]
 
+# A cap already on the parent before the daemon (another daemon's, the
+# operator's): given back at the daemon's stop; the others' defaults too.
+PIDS_BEFORE = 300
+os.mkdir(os.path.join(MINE["pids"], "sandboxd"))
+with open(os.path.join(MINE["pids"], "sandboxd", "pids.max"), "w") as f:
+    f.write(str(PIDS_BEFORE))
+
 CFG = os.path.join(TMP, "caps.yaml")
 with open(CFG, "w") as f:
     f.write("sandbox:\n  workspace_quota: 32m\n  total_pids: %d\n  total_memory: %d\n"
@@ -161,6 +168,18 @@ def many_tasks_cannot_pass_the_memory_cap():
     check(peak <= TOTAL_MEMORY, "the parent's peak %d <= %d" % (peak, TOTAL_MEMORY))
 
 
+def caps_given_back_at_the_stop():
+    check(D.stop() == 0, "SIGTERM: exit 0", D.output())
+    check(read("pids", "pids.max") == str(PIDS_BEFORE), "pids.max back to the value before",
+          read("pids", "pids.max"))
+    check(read("cpu", "cpu.cfs_quota_us") == "-1", "no cpu quota left",
+          read("cpu", "cpu.cfs_quota_us"))
+    check(int(read("memory", "memory.limit_in_bytes")) >= 1 << 62, "no memory limit left",
+          read("memory", "memory.limit_in_bytes"))
+    check("aggregate caps restored" in D.output(), "the restore is logged", D.output())
+
+
+S.case(caps_given_back_at_the_stop)
 D.stop()
 for ctrl in MINE:
     for d in (BASE[ctrl], MINE[ctrl]):

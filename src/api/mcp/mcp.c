@@ -23,8 +23,8 @@
 /* An event stream holds a whole result (outputs are cut for the model well
  * below this) plus the progress notifications still unread. */
 #define MCP_SSE_BUFFER (4u << 20)
-/* Also how soon a client that hung up mid-stream is noticed (its task then
- * cancelled): a write to a closed connection fails. */
+/* A client that hangs up mid-stream is noticed at once (the server watches
+ * every stream's connection); the heartbeat keeps proxies from timing out. */
 #define MCP_HEARTBEAT_MS 5000
 
 /* Newest first: an unknown version asked for gets the newest. */

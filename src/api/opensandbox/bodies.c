@@ -120,18 +120,23 @@ int os_create_parse(const struct sbx_runtime_settings *set, json_t *body, struct
     json_t *ep = json_object_get(body, "entrypoint"), *to = json_object_get(body, "timeout");
     char names[512];
     *out = (struct os_create){.entrypoint = ep, .to = to};
-    if (json_object_get(body, "snapshotId") || json_object_get(body, "volumes"))
-        return sbx_err_set(err, EINVAL,
-                           "snapshotId and volumes are not supported here (use image)");
-    if (!json_is_string(uri))
+    json_t *snap = json_object_get(body, "snapshotId");
+    if (json_object_get(body, "volumes"))
+        return sbx_err_set(err, EINVAL, "volumes are not supported here");
+    if (snap && img)
+        return sbx_err_set(err, EINVAL, "give either image or snapshotId, not both");
+    if (snap && (!json_is_string(snap) || !*json_string_value(snap)))
+        return sbx_err_set(err, EINVAL, "snapshotId must be the id of a snapshot");
+    out->snapshot_id = json_string_value(snap);
+    if (!snap && !json_is_string(uri))
         return sbx_err_set(err, EINVAL,
                            "image.uri is required: the name of one of our environments");
-    if (!sbx_settings_environment(set, json_string_value(uri))) {
+    if (!snap && !sbx_settings_environment(set, json_string_value(uri))) {
         environment_names(set, names, sizeof(names));
         return sbx_err_set(err, EINVAL, "image '%s' is not one of our environments (%s)",
                            json_string_value(uri), names);
     }
-    out->image = json_string_value(uri);
+    out->image = snap ? NULL : json_string_value(uri); /* else the snapshot's */
     if (ep && !json_is_array(ep))
         return sbx_err_set(err, EINVAL, "entrypoint must be a list of strings");
     for (size_t i = 0; i < json_array_size(ep); i++)

@@ -19,9 +19,10 @@
 /* POST /v1/sandboxes, checked: what the sandbox is made of. The pointers
  * are borrowed from the body. */
 struct os_create {
-    const char *image;  /* image.uri: one of set's environments */
-    json_t *entrypoint; /* NULL or an array of strings */
-    json_t *to;         /* timeout: NULL, null or whole seconds in range */
+    const char *image;       /* image.uri: one of set's environments, or NULL with */
+    const char *snapshot_id; /* ... the snapshot to restore (not checked here) */
+    json_t *entrypoint;      /* NULL or an array of strings */
+    json_t *to;              /* timeout: NULL, null or whole seconds in range */
     struct sbx_cg_limits lim;
 };
 int os_create_parse(const struct sbx_runtime_settings *set, json_t *body, struct os_create *out,

@@ -12,7 +12,8 @@
 
 #define EXECD "/v1/sandboxes/{id}/proxy/" OS_EXECD_PORT
 #define EGRESS "/v1/sandboxes/{id}/proxy/" OS_EGRESS_PORT
-#define HEARTBEAT_MS 15000
+/* As often as OpenSandbox's execd pings its streams. */
+#define HEARTBEAT_MS 3000
 
 struct os_cmd *os_cmd_find(struct os_box *b, const char *id)
 {
@@ -272,9 +273,19 @@ static void h_command(sbx_http_request *req, void *ud)
     os_cmd_stream(req, c);
 }
 
+/* OpenSandbox's keepalive: a ping event (the SDKs let it pass). */
+static json_t *ping_event(void *ud)
+{
+    return json_pack("{s:s, s:s, s:I}", "type", "ping", "text", "pong", "timestamp",
+                     (json_int_t)sbx_now_ms());
+}
+
 void os_cmd_stream(sbx_http_request *req, struct os_cmd *c)
 {
-    sbx_sse_opts o = {.on_close = stream_closed, .ud = c, .heartbeat_ms = HEARTBEAT_MS};
+    sbx_sse_opts o = {.on_close = stream_closed,
+                      .ud = c,
+                      .heartbeat_ms = HEARTBEAT_MS,
+                      .heartbeat_json = ping_event};
     if (!(c->sse = sbx_http_respond_sse(req, &o)))
         return;
     cmd_send(c, "init", c->id, NULL);
@@ -392,7 +403,7 @@ static void policy_change(sbx_http_request *req, void *ud, int how)
         json_object_set_new(pol, "egress", eg = json_array());
     size_t i;
     json_t *item;
-    json_array_foreach(how == 0 ? json_array() : body, i, item)
+    json_array_foreach(how == 0 ? NULL : body, i, item) /* POST replaces: no entries */
     {
         const char *target =
             how == 1 ? json_string_value(json_object_get(item, "target")) : json_string_value(item);

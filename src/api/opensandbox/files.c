@@ -96,23 +96,16 @@ static int box_ws_json(sbx_http_request *req, struct os_state *os, uid_t *uid, g
     return ws;
 }
 
-/* Every value of a repeated query parameter (?path=a&path=b). */
-struct query_all {
-    const char *name;
-    const char *vals[256];
-    size_t n;
-};
-
 static enum MHD_Result query_one(void *cls, enum MHD_ValueKind kind, const char *key,
                                  const char *value)
 {
-    struct query_all *q = cls;
+    struct os_query_all *q = cls;
     if (key && strcmp(key, q->name) == 0 && q->n < SBX_ARRAY_LEN(q->vals))
         q->vals[q->n++] = value ? value : "";
     return MHD_YES;
 }
 
-static void query_values(sbx_http_request *req, struct query_all *q)
+void os_query_values(sbx_http_request *req, struct os_query_all *q)
 {
     sbx_mhd.get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, query_one, q);
 }
@@ -124,8 +117,8 @@ static void h_info(sbx_http_request *req, void *ud)
     int ws = box_ws(req, ud, NULL, NULL, NULL);
     if (ws < 0)
         return;
-    struct query_all q = {.name = "path"};
-    query_values(req, &q);
+    struct os_query_all q = {.name = "path"};
+    os_query_values(req, &q);
     json_t *out = json_object();
     sbx_err e = {0};
     for (size_t i = 0; i < q.n && !e.errnum; i++) {
@@ -145,8 +138,8 @@ static void h_delete(sbx_http_request *req, void *ud)
     int ws = box_ws(req, ud, &b, NULL, NULL);
     if (ws < 0)
         return;
-    struct query_all q = {.name = "path"};
-    query_values(req, &q);
+    struct os_query_all q = {.name = "path"};
+    os_query_values(req, &q);
     sbx_err e = {0};
     if (!q.n)
         sbx_err_set(&e, EINVAL, "path is required");

@@ -12,6 +12,10 @@
 #include "base/parse.h"
 #include "api/http_internal.h"
 #include "base/time.h"
+#include "store/store.h"
+
+/* The kind of the sandboxes' records in the store. */
+#define OS_RECORD_SANDBOX "os_sandbox"
 
 /* The longest timeout (TTL) a sandbox may ask for, and renew to. */
 
@@ -41,15 +45,138 @@ bool os_box_live(struct os_box *b)
     if (!sbx_runtime_session_live(b->os->api->rt, &b->clone, b->id)) {
         b->state = "Terminated";
         snprintf(b->reason, sizeof(b->reason), "its session ended");
+        os_box_save(b);
         return false;
     }
     return true;
 }
 
+/* ---- the record in the store ---- */
+
+static json_t *box_record(struct os_box *b)
+{
+    return json_pack("{s:s, s:O, s:O, s:O, s:O, s:O*, s:s, s:s, s:I, s:I, s:s*}", "image", b->image,
+                     "entrypoint", b->entrypoint, "metadata", b->metadata, "env", b->env, "limits",
+                     b->limits, "policy", b->policy, "state", b->state, "reason", b->reason,
+                     "createdAt", (json_int_t)b->created_at, "expiresAt", (json_int_t)b->expires_at,
+                     "snapshotId", b->snapshot_id[0] ? b->snapshot_id : NULL);
+}
+
+void os_record_put(struct os_state *os, const char *kind, const char *id, const char *tenant,
+                   json_t *record)
+{
+    struct sbx_store *st = os->api->store;
+    char *text = st && record ? json_dumps(record, JSON_COMPACT) : NULL;
+    json_decref(record);
+    if (!st)
+        return;
+    sbx_err e = {0};
+    if (!text)
+        sbx_err_set(&e, ENOMEM, "a record");
+    else
+        sbx_store_record_put(st, kind, id, tenant, text, &e);
+    free(text);
+    if (e.errnum) {
+        char msg[600], why[300], id_s[128];
+        sbx_log(SBX_LOG_WARN, "opensandbox record not kept kind=%s id=%s error=%s", kind,
+                sbx_log_safe(id, id_s, sizeof(id_s)),
+                sbx_log_safe(sbx_err_format(&e, msg, sizeof(msg)), why, sizeof(why)));
+    }
+}
+
+void os_box_save(struct os_box *b)
+{
+    if (!b->forgotten)
+        os_record_put(b->os, OS_RECORD_SANDBOX, b->id, b->clone.tenant, box_record(b));
+}
+
+int os_page_parse(sbx_http_request *req, uint64_t *page, uint64_t *size)
+{
+    const char *ps = sbx_http_req_query(req, "page"), *pss = sbx_http_req_query(req, "pageSize");
+    sbx_err e = {0};
+    *page = 1;
+    *size = 20;
+    if ((ps && sbx_parse_uint(ps, 1, 1000000, page, &e) < 0) ||
+        (pss && sbx_parse_uint(pss, 1, 200, size, &e) < 0)) {
+        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "page and pageSize: %s", e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+void os_page_respond(sbx_http_request *req, json_t *items, uint64_t page, uint64_t size,
+                     uint64_t total)
+{
+    uint64_t pages = (total + size - 1) / size;
+    sbx_http_respond_json(req, 200,
+                          json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:b}}", "items", items,
+                                    "pagination", "page", (json_int_t)page, "pageSize",
+                                    (json_int_t)size, "totalItems", (json_int_t)total, "totalPages",
+                                    (json_int_t)pages, "hasNextPage", page < pages));
+}
+
+static const char *known_state(const char *s)
+{
+    for (size_t i = 0; s && states[i]; i++)
+        if (strcmp(states[i], s) == 0)
+            return states[i];
+    return NULL;
+}
+
+/* A sandbox of an earlier run of the daemon, as its record says. Its session
+ * ended with that run: one that was not over yet is Terminated now. */
+static int box_load(void *ud, const char *id, const char *tenant, const char *text)
+{
+    struct os_state *os = ud;
+    json_t *r = json_loads(text, 0, NULL);
+    struct os_box *b = calloc(1, sizeof(*b));
+    const char *image = json_string_value(json_object_get(r, "image"));
+    const char *state = known_state(json_string_value(json_object_get(r, "state")));
+    const char *reason = json_string_value(json_object_get(r, "reason"));
+    const char *snap = json_string_value(json_object_get(r, "snapshotId"));
+    char safe[128];
+    if (!b || !image || !state || strlen(id) >= sizeof(b->id) ||
+        strlen(tenant) >= sizeof(b->clone.tenant)) {
+        sbx_log(SBX_LOG_WARN, "opensandbox sandbox record unreadable, skipped id=%s",
+                sbx_log_safe(id, safe, sizeof(safe)));
+        free(b);
+        json_decref(r);
+        return 0;
+    }
+    b->os = os;
+    snprintf(b->id, sizeof(b->id), "%s", id);
+    snprintf(b->clone.tenant, sizeof(b->clone.tenant), "%s", tenant);
+    snprintf(b->clone.id, sizeof(b->clone.id), "%s", id);
+    snprintf(b->snapshot_id, sizeof(b->snapshot_id), "%s", snap ? snap : "");
+    b->image = strdup(image);
+#define FIELD(name, fallback)                                                                      \
+    (json_object_get(r, name) ? json_incref(json_object_get(r, name)) : (fallback))
+    b->entrypoint = FIELD("entrypoint", json_array());
+    b->metadata = FIELD("metadata", json_object());
+    b->env = FIELD("env", json_object());
+    b->limits = FIELD("limits", json_object());
+    b->policy = json_is_null(json_object_get(r, "policy")) ? NULL : FIELD("policy", NULL);
+#undef FIELD
+    b->created_at = json_integer_value(json_object_get(r, "createdAt"));
+    b->expires_at = json_integer_value(json_object_get(r, "expiresAt"));
+    if (strcmp(state, "Terminated") != 0 && strcmp(state, "Failed") != 0) {
+        b->state = "Terminated";
+        snprintf(b->reason, sizeof(b->reason),
+                 "the daemon restarted: the sandbox's session ended with it (it was %s)", state);
+    } else {
+        b->state = state;
+        snprintf(b->reason, sizeof(b->reason), "%s", reason ? reason : "");
+    }
+    json_decref(r);
+    /* Oldest first in the store, newest first in the list. */
+    b->next = os->boxes;
+    os->boxes = b;
+    return 0;
+}
+
 /* The tenant a request acts for: its token's, else the daemon's default
  * (or X-Tenant-Code for an operator token). */
-static int request_tenant(sbx_http_request *req, struct os_state *os, struct sbx_clone *c,
-                          sbx_err *err)
+int os_request_tenant(sbx_http_request *req, struct os_state *os, struct sbx_clone *c, sbx_err *err)
 {
     const sbx_identity *who = sbx_http_req_identity(req);
     const char *t = sbx_http_req_header(req, "X-Tenant-Code");
@@ -66,12 +193,20 @@ static int request_tenant(sbx_http_request *req, struct os_state *os, struct sbx
     return 0;
 }
 
+struct os_box *os_box_find(struct os_state *os, const char *tenant, const char *id)
+{
+    for (struct os_box *b = os->boxes; b; b = b->next)
+        if (strcmp(b->id, id) == 0 && strcmp(b->clone.tenant, tenant) == 0)
+            return b;
+    return NULL;
+}
+
 struct os_box *os_box_get(sbx_http_request *req, struct os_state *os, bool any_state)
 {
     const char *id = sbx_http_req_param(req, "id");
     struct sbx_clone c;
     sbx_err e = {0};
-    if (request_tenant(req, os, &c, &e) < 0) {
+    if (os_request_tenant(req, os, &c, &e) < 0) {
         sbx_http_respond_err(req, &e);
         return NULL;
     }
@@ -99,6 +234,8 @@ static json_t *box_json(struct os_box *b)
         b->reason[0] ? b->reason : NULL, "lastTransitionAt", sbx_json_time(sbx_now_ms()),
         "createdAt", sbx_json_time(b->created_at), "expiresAt", sbx_json_time(b->expires_at),
         "resourceLimits", b->limits, "env", b->env);
+    if (j && b->snapshot_id[0])
+        json_object_set_new(j, "snapshotId", json_string(b->snapshot_id));
     return j;
 }
 
@@ -127,10 +264,13 @@ static void box_stop(struct os_box *b, const char *state, const char *reason)
     sbx_runtime_session_stop(rt, &b->clone, b->id);
     b->state = state;
     snprintf(b->reason, sizeof(b->reason), "%s", reason);
+    os_box_save(b);
 }
 
+/* Free b, which is no longer listed (its record, if any, stays as it is). */
 static void box_free(struct os_box *b)
 {
+    b->forgotten = true;
     box_stop(b, "Terminated", "");
     if (b->create) { /* deleted while being set up: its create hears so */
         sbx_runtime_session_unwait(b->os->api->rt, b);
@@ -222,6 +362,7 @@ static void created(void *ud, const sbx_err *err)
     if (err) {
         b->state = "Failed";
         snprintf(b->reason, sizeof(b->reason), "%s", err->msg);
+        os_box_save(b);
         sbx_http_respond_err(req, err);
         return;
     }
@@ -262,6 +403,7 @@ static void created(void *ud, const sbx_err *err)
         return;
     }
     arm_ttl(b);
+    os_box_save(b);
     sbx_http_respond_json(req, 202, box_json(b));
 }
 
@@ -270,8 +412,41 @@ static void create_cancel(sbx_http_request *req, void *ud)
     struct os_box *b = ud;
     b->create = NULL;
     sbx_runtime_session_unwait(b->os->api->rt, b);
+    sbx_runtime_snapshot_forget(b->os->api->rt, b);
     box_unlink(b);
     box_free(b);
+}
+
+/* Start b's session: 0 when created() is called (now or later), -1 with
+ * err. */
+static int box_start(struct os_box *b, sbx_err *err)
+{
+    int rc = sbx_runtime_session_start_limits(b->os->api->rt, &b->clone, b->id, &b->lim, created, b,
+                                              err);
+    if (rc > 0)
+        created(b, NULL);
+    return rc < 0 ? -1 : 0;
+}
+
+/* A sandbox made from a snapshot: its workspace is restored, then its
+ * session starts. */
+static void restored(void *ud, const sbx_err *err, json_t *res)
+{
+    struct os_box *b = ud;
+    sbx_err e = {0};
+    if (!err && box_start(b, &e) == 0)
+        return;
+    sbx_http_request *req = b->create;
+    b->create = NULL;
+    b->state = "Failed";
+    snprintf(b->reason, sizeof(b->reason), "restore snapshot %.36s: %.180s", b->snapshot_id,
+             err ? err->msg : e.msg);
+    os_box_save(b);
+    if (req) {
+        sbx_err out = err ? *err : e;
+        sbx_err_wrap(&out, "restore snapshot %s", b->snapshot_id);
+        sbx_http_respond_err(req, &out);
+    }
 }
 
 static void h_create(sbx_http_request *req, void *ud)
@@ -293,16 +468,28 @@ static void h_create(sbx_http_request *req, void *ud)
     }
     b->os = os;
     b->state = "Pending";
-    if (request_tenant(req, os, &b->clone, &e) < 0 ||
+    if (os_request_tenant(req, os, &b->clone, &e) < 0 ||
         os_create_parse(api_set(os->api), body, &cr, &e) < 0)
         goto fail;
-    b->image = strdup(cr.image);
+    const char *from = NULL, *ws_snap = NULL, *image = cr.image;
+    if (cr.snapshot_id &&
+        os_snapshot_source(os, b->clone.tenant, cr.snapshot_id, &from, &ws_snap, &image, &e) < 0)
+        goto fail;
+    b->image = strdup(image);
     b->policy = json_incref(json_object_get(body, "networkPolicy"));
+    b->lim = cr.lim;
     if (sbx_id_new(b->id, &e) < 0)
         goto fail;
+    if (cr.snapshot_id) {
+        snprintf(b->snapshot_id, sizeof(b->snapshot_id), "%s", cr.snapshot_id);
+        /* OpenSandbox's default entrypoint for a sandbox from a snapshot. */
+        if (!cr.entrypoint)
+            b->entrypoint = json_pack("[s, s, s]", "tail", "-f", "/dev/null");
+    }
     snprintf(b->clone.id, sizeof(b->clone.id), "%s", b->id);
     b->clone.key[0] = '\0';
-    b->entrypoint = cr.entrypoint ? json_incref(cr.entrypoint) : json_array();
+    if (!b->entrypoint)
+        b->entrypoint = cr.entrypoint ? json_incref(cr.entrypoint) : json_array();
     b->metadata = json_object_get(body, "metadata")
                       ? json_deep_copy(json_object_get(body, "metadata"))
                       : json_object();
@@ -324,18 +511,20 @@ static void h_create(sbx_http_request *req, void *ud)
     b->create = req;
     b->next = os->boxes;
     os->boxes = b;
-    int rc =
-        sbx_runtime_session_start_limits(os->api->rt, &b->clone, b->id, &cr.lim, created, b, &e);
+    int rc;
+    if (from) { /* the snapshot's workspace first, into the new clone's */
+        struct sbx_snapshot_request r = {
+            .op = SBX_SNAPSHOT_ROLLBACK, .id = ws_snap, .from_clone = from};
+        rc = sbx_runtime_snapshot(os->api->rt, &b->clone, &r, restored, b, &e);
+    } else
+        rc = box_start(b, &e);
     if (rc < 0) {
         b->create = NULL;
         box_unlink(b);
         goto fail;
     }
-    if (rc > 0) {
-        created(b, NULL);
-        return;
-    }
-    sbx_http_req_defer(req, create_cancel, b);
+    if (b->create) /* not answered yet */
+        sbx_http_req_defer(req, create_cancel, b);
     return;
 fail:
     json_decref(body);
@@ -377,17 +566,13 @@ static void h_list(sbx_http_request *req, void *ud)
     struct os_state *os = ud;
     struct sbx_clone c;
     sbx_err e = {0};
-    if (request_tenant(req, os, &c, &e) < 0)
+    if (os_request_tenant(req, os, &c, &e) < 0)
         return (void)sbx_http_respond_err(req, &e);
     const char *state = sbx_http_req_query(req, "state");
     const char *meta = sbx_http_req_query(req, "metadata");
-    const char *ps = sbx_http_req_query(req, "page"), *pss = sbx_http_req_query(req, "pageSize");
-    uint64_t page = 1, size = 20;
-    if ((ps && sbx_parse_uint(ps, 1, 1000000, &page, &e) < 0) ||
-        (pss && sbx_parse_uint(pss, 1, 200, &size, &e) < 0)) {
-        sbx_http_respond_error(req, SBX_HTTP_BAD_REQUEST, "page and pageSize: %s", e.msg);
+    uint64_t page, size;
+    if (os_page_parse(req, &page, &size) < 0)
         return;
-    }
     if (state) {
         bool known = false;
         for (size_t i = 0; states[i]; i++)
@@ -412,12 +597,7 @@ static void h_list(sbx_http_request *req, void *ud)
             json_array_append_new(items, box_json(b));
         total++;
     }
-    uint64_t pages = (total + size - 1) / size;
-    sbx_http_respond_json(req, 200,
-                          json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:b}}", "items", items,
-                                    "pagination", "page", (json_int_t)page, "pageSize",
-                                    (json_int_t)size, "totalItems", (json_int_t)total, "totalPages",
-                                    (json_int_t)pages, "hasNextPage", page < pages));
+    os_page_respond(req, items, page, size, total);
 }
 
 static void h_delete(sbx_http_request *req, void *ud)
@@ -426,6 +606,10 @@ static void h_delete(sbx_http_request *req, void *ud)
     if (!b)
         return;
     api_audit(req, b->os->api, "opensandbox_delete", b->id);
+    sbx_err e = {0};
+    if (b->os->api->store &&
+        sbx_store_record_delete(b->os->api->store, OS_RECORD_SANDBOX, b->id, &e) < 0)
+        return (void)sbx_http_respond_err(req, &e);
     box_unlink(b);
     box_free(b);
     os_no_content(req);
@@ -447,6 +631,7 @@ static void h_metadata(sbx_http_request *req, void *ud)
         return;
     }
     json_decref(body);
+    os_box_save(b);
     sbx_http_respond_json(req, 200, box_json(b));
 }
 
@@ -461,6 +646,7 @@ static void on_freeze(evutil_socket_t fd, short what, void *arg)
     if (sbx_runtime_session_freeze(b->os->api->rt, &b->clone, b->id, pause, &e) == 0) {
         b->state = pause ? "Paused" : "Running";
         b->freeze_req = NULL;
+        os_box_save(b);
         if (req)
             sbx_http_respond_data(req, 202, NULL, "", 0);
         return;
@@ -472,6 +658,7 @@ static void on_freeze(evutil_socket_t fd, short what, void *arg)
     }
     b->state = "Failed";
     snprintf(b->reason, sizeof(b->reason), "%s", e.msg);
+    os_box_save(b);
     b->freeze_req = NULL;
     if (req)
         sbx_http_respond_err(req, &e);
@@ -488,8 +675,9 @@ static void pause_resume(sbx_http_request *req, void *ud, bool pause)
     struct os_box *b = os_box_get(req, ud, true);
     if (!b)
         return;
-    if (b->freeze_req) {
-        sbx_http_respond_error(req, SBX_HTTP_CONFLICT, "sandbox %s is %s already", b->id, b->state);
+    if (b->freeze_req || b->snapping) {
+        sbx_http_respond_error(req, SBX_HTTP_CONFLICT, "sandbox %s is %s already", b->id,
+                               b->snapping ? "being snapshotted" : b->state);
         return;
     }
     /* A resume may also undo a pause not settled yet. */
@@ -578,6 +766,7 @@ static void h_renew(sbx_http_request *req, void *ud)
     b->expires_at = ms;
     if (strcmp(b->state, "Paused") != 0)
         arm_ttl(b);
+    os_box_save(b);
     sbx_http_respond_json(req, 200, json_pack("{s:o}", "expiresAt", sbx_json_time(ms)));
 }
 
@@ -618,9 +807,13 @@ void sbx_api_close(struct sbx_api *api)
     struct os_state *os = api->opensandbox;
     if (!os)
         return;
+    os_snapshots_close(os);
     while (os->boxes) {
         struct os_box *b = os->boxes;
         os->boxes = b->next;
+        /* Its record says how it ended: with the daemon. */
+        if (os_box_live(b) || strcmp(b->state, "Pending") == 0)
+            box_stop(b, "Terminated", "the daemon stopped: the sandbox's session ended with it");
         box_free(b);
     }
     free(os);
@@ -633,6 +826,11 @@ int sbx_api_opensandbox_routes(sbx_http_server *srv, struct sbx_api *api, sbx_er
         return sbx_err_set(err, ENOMEM, "opensandbox");
     struct os_state *os = api->opensandbox;
     os->api = api;
+    /* The sandboxes of earlier runs. */
+    if (api->store && !os->boxes &&
+        (sbx_store_records(api->store, OS_RECORD_SANDBOX, box_load, os, err) < 0 ||
+         os_snapshots_load(os, err) < 0))
+        return -1;
     static const struct {
         const char *method, *pattern;
         sbx_http_handler fn;
@@ -652,7 +850,8 @@ int sbx_api_opensandbox_routes(sbx_http_server *srv, struct sbx_api *api, sbx_er
         if (sbx_http_route(srv, routes[i].method, routes[i].pattern, routes[i].fn, os, 0, err) < 0)
             return -1;
     if (os_execd_routes(srv, os, err) < 0 || os_interp_routes(srv, os, err) < 0 ||
-        os_metrics_routes(srv, os, err) < 0 || os_proxy_routes(srv, os, err) < 0)
+        os_metrics_routes(srv, os, err) < 0 || os_proxy_routes(srv, os, err) < 0 ||
+        os_snapshot_routes(srv, os, err) < 0)
         return -1;
     return os_files_routes(srv, os, err);
 }

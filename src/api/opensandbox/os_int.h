@@ -2,9 +2,11 @@
  * (/v1/sandboxes…) and the execd agent each of its sandboxes runs (served
  * here under /v1/sandboxes/{id}/proxy/44772/…), so its SDKs drive sandboxd
  * unchanged. An OpenSandbox sandbox is one live session of the runtime with a
- * clone of its own under the caller's tenant. What is kept of a sandbox
- * (state, metadata, its commands) lives in memory: a daemon restart ends
- * every session anyway. Shared by the files of this folder only. */
+ * clone of its own under the caller's tenant. A sandbox's record (image,
+ * metadata, state, times) is kept in the store too, so that it outlives a
+ * restart of the daemon (which ends its session: it comes back Terminated);
+ * its commands and contexts live in memory only. Shared by the files of this
+ * folder only. */
 #pragma once
 
 #include <event2/buffer.h>
@@ -64,18 +66,23 @@ struct os_box {
     bool subscribed;
     struct sbx_subscriber sub; /* its session's events: the commands' output */
     struct os_cmd *cmds;
-    struct os_ctx *ctxs;      /* code interpreter contexts and bash sessions */
-    struct os_watch *watches; /* /metrics/watch streams */
-    int64_t cpu_at;           /* the last cpu sample of /metrics: when (ms) */
-    uint64_t cpu_usec_at;     /* ... and the cgroup's cpu time then */
-    double cpu_pct;           /* ... and the share it gave */
-    sbx_http_request *create; /* the create request waiting for the session */
+    struct os_ctx *ctxs;           /* code interpreter contexts and bash sessions */
+    struct os_watch *watches;      /* /metrics/watch streams */
+    int64_t cpu_at;                /* the last cpu sample of /metrics: when (ms) */
+    uint64_t cpu_usec_at;          /* ... and the cgroup's cpu time then */
+    double cpu_pct;                /* ... and the share it gave */
+    sbx_http_request *create;      /* the create request waiting for the session */
+    bool forgotten;                /* deleted: its record is gone from the store */
+    char snapshot_id[SBX_ID_SIZE]; /* the snapshot it was made from, or "" */
+    struct sbx_cg_limits lim;      /* of its session */
+    struct os_snap *snapping;      /* a snapshot of it being taken (frozen meanwhile) */
     struct os_box *next;
 };
 
 struct os_state {
     struct sbx_api *api;
     struct os_box *boxes;
+    struct os_snap *snaps; /* snapshots.c */
 };
 
 /* lifecycle.c */
@@ -83,6 +90,17 @@ struct os_state {
  * with the answer given (404, or 409 when not running). */
 struct os_box *os_box_get(sbx_http_request *req, struct os_state *os, bool any_state);
 bool os_box_live(struct os_box *b);
+/* Write b's record to the store (a failure is logged: the sandbox goes on). */
+void os_box_save(struct os_box *b);
+/* Write one record of kind to the store (steals record; a failure is
+ * logged). */
+void os_record_put(struct os_state *os, const char *kind, const char *id, const char *tenant,
+                   json_t *record);
+/* ?page=&pageSize= (1.., 1..200; defaults 1 and 20): -1 with a 400 given. */
+int os_page_parse(sbx_http_request *req, uint64_t *page, uint64_t *size);
+/* {items, pagination {page, pageSize, totalItems, totalPages, hasNextPage}}. */
+void os_page_respond(sbx_http_request *req, json_t *items, uint64_t page, uint64_t size,
+                     uint64_t total);
 /* The RFC 3339 text of a time in ms (JSON string). */
 json_t *os_time(int64_t ms);
 /* 204, or 200 with Content-Length: 0 for routes the SDK reads as JSON. */
@@ -125,6 +143,32 @@ int os_proxy_routes(sbx_http_server *srv, struct os_state *os, sbx_err *err);
 
 /* files.c */
 int os_files_routes(sbx_http_server *srv, struct os_state *os, sbx_err *err);
+/* Every value of a repeated query parameter (?path=a&path=b). */
+struct os_query_all {
+    const char *name;
+    const char *vals[256];
+    size_t n;
+};
+void os_query_values(sbx_http_request *req, struct os_query_all *q);
+
+/* lifecycle.c: the sandbox of id in tenant (any state), or NULL. */
+struct os_box *os_box_find(struct os_state *os, const char *tenant, const char *id);
+/* The caller's tenant: 0 with c->tenant set, else -1 with err. */
+int os_request_tenant(sbx_http_request *req, struct os_state *os, struct sbx_clone *c,
+                      sbx_err *err);
+
+/* snapshots.c: POST /v1/sandboxes/{id}/snapshots, /v1/snapshots... */
+int os_snapshot_routes(sbx_http_server *srv, struct os_state *os, sbx_err *err);
+/* Load the snapshots kept in the store (at the start). */
+int os_snapshots_load(struct os_state *os, sbx_err *err);
+/* The Ready snapshot id of tenant: its source's clone id, the snapshot of
+ * the workspace it names, the sandbox's image and entrypoint; -1 with err
+ * (ENOENT, or EBUSY while not Ready). */
+int os_snapshot_source(struct os_state *os, const char *tenant, const char *id,
+                       const char **clone_id, const char **ws_snapshot, const char **image,
+                       sbx_err *err);
+/* Let go of every snapshot (the daemon stops). */
+void os_snapshots_close(struct os_state *os);
 
 /* The route table of the surface (routes.c calls it). */
 int sbx_api_opensandbox_routes(sbx_http_server *srv, struct sbx_api *api, sbx_err *err);

@@ -3,7 +3,11 @@
  * made in its network namespace: never the host's), so a server an agent
  * starts inside is reachable through its endpoint, behind the same token.
  * One request per connection (Connection: close); the answer is read whole
- * (at most PROXY_MAX bytes) and then sent; no WebSocket upgrades. */
+ * (at most PROXY_MAX bytes) and then sent. A request to upgrade (WebSocket)
+ * goes on with its Upgrade; when the sandbox's server answers 101, so does
+ * the daemon, and from then on bytes are relayed both ways between the
+ * client's connection and the sandbox's (libevent's bufferevents) until
+ * either side ends. */
 #include "api/opensandbox/os_int.h"
 
 #include <ctype.h>
@@ -22,6 +26,9 @@
 #define PROXY "/v1/sandboxes/{id}/proxy/{port}"
 #define PROXY_MAX (16u << 20) /* an answer read from the sandbox */
 #define PROXY_TIMEOUT_S 60    /* with no byte from the sandbox */
+/* An upgraded connection: bytes one side may have waiting for the other
+ * before reading from it pauses. */
+#define RELAY_HIGH (1u << 20)
 
 /* Headers that belong to one hop, or to us (the caller's token). */
 static bool hop_header(const char *name)
@@ -89,6 +96,10 @@ static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char
 struct proxy {
     sbx_http_request *req;
     struct bufferevent *bev;
+    bool upgrade;               /* the client asked to upgrade */
+    struct bufferevent *client; /* upgraded: the client's connection */
+    sbx_http_upgrade *up;       /* ... and its handle */
+    bool ending;                /* upgraded: one side ended, the other drains */
     /* the answer, parsed */
     http_parser parser;
     json_t *headers; /* [[name, value], ...] */
@@ -102,6 +113,9 @@ static void proxy_free(struct proxy *p)
 {
     if (p->bev)
         bufferevent_free(p->bev);
+    if (p->client)
+        bufferevent_free(p->client); /* not its socket: the upgrade's close */
+    sbx_http_upgrade_close(p->up);
     json_decref(p->headers);
     if (p->body)
         evbuffer_free(p->body);
@@ -173,6 +187,7 @@ static void proxy_answer(struct proxy *p)
     struct evbuffer *in = bufferevent_get_input(p->bev);
     size_t len = evbuffer_get_length(in);
     const char *data = (const char *)evbuffer_pullup(in, -1);
+    json_array_clear(p->headers);
     http_parser_init(&p->parser, HTTP_RESPONSE);
     p->parser.data = p;
     size_t n = http_parser_execute(&p->parser, &parse_settings, data ? data : "", len);
@@ -200,9 +215,125 @@ static void proxy_answer(struct proxy *p)
                           evbuffer_get_length(p->body));
 }
 
+/* ---- an upgraded connection: bytes both ways ---- */
+
+static struct bufferevent *other_side(struct proxy *p, struct bufferevent *bev)
+{
+    return bev == p->bev ? p->client : p->bev;
+}
+
+static void relay_read(struct bufferevent *bev, void *ud)
+{
+    struct proxy *p = ud;
+    struct bufferevent *to = other_side(p, bev);
+    struct evbuffer *out = bufferevent_get_output(to);
+    evbuffer_add_buffer(out, bufferevent_get_input(bev));
+    /* Back-pressure: a side whose bytes wait unsent is not read meanwhile;
+     * the other's write callback (below half) reads it again. */
+    if (evbuffer_get_length(out) >= RELAY_HIGH)
+        bufferevent_disable(bev, EV_READ);
+}
+
+static void relay_write(struct bufferevent *bev, void *ud)
+{
+    struct proxy *p = ud;
+    if (p->ending && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
+        proxy_free(p); /* what the ended side sent is delivered */
+        return;
+    }
+    if (!p->ending)
+        bufferevent_enable(other_side(p, bev), EV_READ);
+}
+
+static void relay_event(struct bufferevent *bev, short what, void *ud)
+{
+    struct proxy *p = ud;
+    if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
+        return;
+    struct bufferevent *to = other_side(p, bev);
+    if (p->ending || (what & BEV_EVENT_ERROR) ||
+        evbuffer_get_length(bufferevent_get_output(to)) == 0) {
+        proxy_free(p);
+        return;
+    }
+    /* One side ended: the other gets what is still on its way, then both
+     * close (a WebSocket's close frames have crossed by then). */
+    p->ending = true;
+    bufferevent_disable(bev, EV_READ);
+    bufferevent_disable(to, EV_READ);
+    bufferevent_setwatermark(to, EV_WRITE, 0, 0);
+}
+
+static void relay_stop(void *ud)
+{
+    proxy_free(ud); /* the server stops */
+}
+
+static void on_upgraded(void *ud, int fd, const char *extra, size_t extra_len, sbx_http_upgrade *up)
+{
+    struct proxy *p = ud;
+    p->up = up;
+    p->req = NULL; /* answered; it ends when the upgrade closes */
+    if (evutil_make_socket_nonblocking(fd) < 0 ||
+        !(p->client = bufferevent_socket_new(bufferevent_get_base(p->bev), fd, 0))) {
+        proxy_free(p);
+        return;
+    }
+    /* What the client sent after its head goes first. */
+    if (extra_len)
+        bufferevent_write(p->bev, extra, extra_len);
+    bufferevent_set_timeouts(p->bev, NULL, NULL);
+    for (int i = 0; i < 2; i++) {
+        struct bufferevent *b = i ? p->client : p->bev;
+        bufferevent_setcb(b, relay_read, relay_write, relay_event, p);
+        bufferevent_setwatermark(b, EV_WRITE, RELAY_HIGH / 2, 0);
+        bufferevent_enable(b, EV_READ | EV_WRITE);
+    }
+    /* Bytes the sandbox sent right after its 101 head. */
+    if (evbuffer_get_length(bufferevent_get_input(p->bev)))
+        relay_read(p->bev, p);
+}
+
+/* An upgrade asked for: once the sandbox's answer head is in, a 101 is
+ * answered as one (then relayed); anything else as a plain answer. */
+static void upgrade_head(struct proxy *p)
+{
+    struct evbuffer *in = bufferevent_get_input(p->bev);
+    struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
+    if (end.pos < 0)
+        return;
+    size_t head = (size_t)end.pos + 4;
+    const char *data = (const char *)evbuffer_pullup(in, (ev_ssize_t)head);
+    json_array_clear(p->headers);
+    http_parser_init(&p->parser, HTTP_RESPONSE);
+    p->parser.data = p;
+    http_parser_execute(&p->parser, &parse_settings, data, head);
+    if (p->parser.status_code != 101 || !p->parser.upgrade) {
+        p->upgrade = false; /* a plain answer: read to its end as any */
+        return;
+    }
+    size_t i;
+    json_t *h;
+    json_array_foreach(p->headers, i, h)
+    {
+        const char *name = json_string_value(json_array_get(h, 0));
+        const char *value = json_string_value(json_array_get(h, 1));
+        if (strcasecmp(name, "Upgrade") == 0 || !hop_header(name))
+            sbx_http_add_header(p->req, name, value);
+    }
+    evbuffer_drain(in, head);
+    bufferevent_disable(p->bev, EV_READ); /* until the client's side is ours */
+    if (sbx_http_respond_upgrade(p->req, on_upgraded, relay_stop, p) < 0)
+        proxy_free(p);
+}
+
 static void on_read(struct bufferevent *bev, void *ud)
 {
     struct proxy *p = ud;
+    if (p->upgrade) {
+        upgrade_head(p);
+        return;
+    }
     if (evbuffer_get_length(bufferevent_get_input(bev)) > PROXY_MAX) {
         sbx_http_respond_error_status(p->req, 502, "bad_gateway",
                                       "the sandbox's answer is larger than %u MiB",
@@ -273,9 +404,21 @@ static void h_proxy(sbx_http_request *req, void *ud)
     sbx_mhd.get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, add_query, &q);
     size_t body_len;
     const char *body = sbx_http_req_body(req, &body_len);
-    evbuffer_add_printf(out, " HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nConnection: close\r\n", port_s);
+    /* An upgrade (Connection: upgrade, Upgrade: x) goes on as one. */
+    const char *upg = sbx_http_req_header(req, "Upgrade");
+    const char *conn = sbx_http_req_header(req, "Connection");
+    p->upgrade = upg && conn && strcasestr(conn, "upgrade") && !strpbrk(upg, "\r\n") &&
+                 strcmp(sbx_http_req_method(req), "GET") == 0;
+    evbuffer_add_printf(out, " HTTP/1.1\r\nHost: 127.0.0.1:%s\r\n", port_s);
+    if (p->upgrade)
+        evbuffer_add_printf(out, "Connection: Upgrade\r\nUpgrade: %s\r\n", upg);
+    else
+        evbuffer_add_printf(out, "Connection: close\r\n");
     sbx_mhd.get_connection_values(req->conn, MHD_HEADER_KIND, add_header, &q);
-    evbuffer_add_printf(out, "Content-Length: %zu\r\n\r\n", body_len);
+    if (p->upgrade && !body_len)
+        evbuffer_add(out, "\r\n", 2);
+    else
+        evbuffer_add_printf(out, "Content-Length: %zu\r\n\r\n", body_len);
     evbuffer_add(out, body, body_len);
     int fd = sbx_runtime_session_connect(b->os->api->rt, &b->clone, b->id, (uint16_t)port, &e);
     if (fd < 0) {

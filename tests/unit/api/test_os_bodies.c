@@ -45,10 +45,18 @@ static void create_bodies(void **state)
     assert_true(c.lim.cpu_cores > 0.49 && c.lim.cpu_cores < 0.51);
     assert_int_equal(c.lim.memory_bytes, 256u << 20);
     json_decref(b);
+    /* From a snapshot: no image (the snapshot's), the id given on. */
+    assert_int_equal(create("{\"snapshotId\":\"s1\",\"timeout\":60}", &c, &e, &b), 0);
+    assert_null(c.image);
+    assert_string_equal(c.snapshot_id, "s1");
+    json_decref(b);
     static const struct {
         const char *body, *msg;
     } bad[] = {
-        {"{\"image\":{\"uri\":\"python\"},\"volumes\":[]}", "snapshotId and volumes"},
+        {"{\"image\":{\"uri\":\"python\"},\"volumes\":[]}", "volumes are not supported"},
+        {"{\"image\":{\"uri\":\"python\"},\"snapshotId\":\"s1\"}", "not both"},
+        {"{\"snapshotId\":\"\"}", "snapshotId must be the id of a snapshot"},
+        {"{\"snapshotId\":7}", "snapshotId must be the id of a snapshot"},
         {"{}", "image.uri is required"},
         {"{\"image\":{\"uri\":\"ubuntu\"}}", "image 'ubuntu' is not one of our environments "
                                              "(python, node)"},

@@ -526,8 +526,8 @@ static void yaml_bad_values_name_key_and_position(void **state)
               "2:3: sandbox.memory_limit: '1m' is below the minimum 8M");
     assert_at(yaml_err("sandbox:\n  network_policy: open\n", NULL),
               "2:3: sandbox.network_policy: unknown network policy 'open'");
-    assert_at(yaml_err("sandbox:\n  read_only_rootfs: false\n", NULL),
-              "2:3: sandbox.read_only_rootfs: only true is possible");
+    assert_contains(yaml_err("sandbox:\n  read_only_rootfs: maybe\n", NULL),
+                    "2:3: sandbox.read_only_rootfs: ");
     assert_at(yaml_err("server:\n  listen: \"[::1:80\"\n", NULL), "2:3: server.listen: ");
     assert_at(yaml_err("server:\n  listen: \"host:99999\"\n", NULL), "2:3: server.listen: ");
     assert_at(yaml_err("server:\n  max_concurrent: 0\n", NULL),
@@ -547,8 +547,19 @@ static void yaml_bad_values_name_key_and_position(void **state)
               "2:20: network.dns.upstream[0]: ");
     assert_at(yaml_err("sandbox:\n  task_env_keys: [OPENAI_API_KEY, CLAW_API_TOKEN]\n", NULL),
               "2:3: sandbox.task_env_keys: 'CLAW_API_TOKEN' is one of the daemon's own");
-    assert_at(yaml_err("sandbox:\n  seccomp_profile:\n    default_action: SCMP_ACT_ERRNO\n", NULL),
-              "2:3: sandbox.seccomp_profile: custom seccomp tables are not supported");
+    assert_contains(yaml_err("sandbox:\n  seccomp_profile:\n    default_action: SCMP_ACT_ERRNO\n"
+                             "    syscalls:\n      - {names: [read, nope_call], action: allow}\n",
+                             NULL),
+                    "sandbox.seccomp_profile.syscalls[0].names: unknown syscall 'nope_call'");
+    assert_contains(
+        yaml_err("sandbox:\n  seccomp_profile:\n    default_action: SCMP_ACT_MAYBE\n", NULL),
+        "sandbox.seccomp_profile.default_action: 'SCMP_ACT_MAYBE' is not a seccomp "
+        "action");
+    assert_contains(
+        yaml_err("sandbox:\n  seccomp_profile:\n    syscalls: [{names: [read]}]\n", NULL),
+        "sandbox.seccomp_profile.syscalls[0]: expects {names: [...], action: ...}");
+    assert_contains(yaml_err("sandbox:\n  mount_roots: [relative]\n", NULL),
+                    "sandbox.mount_roots: 'relative' is not an absolute directory path");
     assert_at(yaml_err("server:\n  max_concurrent: 4\n  max_workers: 5\n", NULL),
               "3:3: server: max_concurrent and max_workers are the same setting");
     assert_at(yaml_err("server:\n  max_body: 4m\n  max_body: 5m\n", NULL),
@@ -826,9 +837,31 @@ static void environments_and_aliases(void **state)
     assert_at(yaml_err("environments:\n  - name: python-3.9\n    language: python\n"
                        "    image: opensandbox/python:3.9-buster\n",
                        NULL),
-              "4:5: environments[0].image: container images are not supported");
-    assert_at(yaml_err("environments:\n  - name: py\n    language: python\n    mounts: []\n", NULL),
-              "4:5: environments[0].mounts: extra mounts are not supported");
+              "4:5: environments[0].image: '");
+    assert_contains(yaml_err("environments:\n  - name: py\n    language: python\n"
+                             "    mounts: [{source: /etc/x, target: /data}]\n",
+                             NULL),
+                    "environments.py.mounts[0].source: '/etc/x' is not under "
+                    "sandbox.mount_roots (none are listed)");
+    assert_contains(yaml_err("sandbox:\n  mount_roots: [/tmp]\nenvironments:\n  - name: py\n"
+                             "    language: python\n"
+                             "    mounts: [{source: /tmp/../etc, target: /data}]\n",
+                             NULL),
+                    "'/tmp/../etc' is not an absolute path without ., .. or //");
+    assert_contains(yaml_err("sandbox:\n  mount_roots: [/tmp]\nenvironments:\n  - name: py\n"
+                             "    language: python\n"
+                             "    mounts: [{source: \"/tmp/{{.Evil}}\", target: /data}]\n",
+                             NULL),
+                    "only {{.TaskID}}, {{.TenantCode}}, {{.CloneID}} and {{.SessionID}}");
+    assert_contains(yaml_err("sandbox:\n  mount_roots: [/tmp]\nenvironments:\n  - name: py\n"
+                             "    language: python\n"
+                             "    mounts: [{source: /tmp/a, target: /proc/x}]\n",
+                             NULL),
+                    "'/proc/x' cannot be a mount's target");
+    assert_contains(yaml_err("environments:\n  - name: py\n    language: python\n"
+                             "    rootfs: /\n    image: /\n",
+                             NULL),
+                    "environments.py: give rootfs or image, not both");
     assert_at(yaml_err("environments:\n  - {language: python}\n", NULL),
               "2:5: environments[0]: needs a name");
     assert_at(yaml_err("environments:\n  - {name: a, language: python}\n"
@@ -877,10 +910,29 @@ static void environments_and_aliases(void **state)
 
 static void seed_004_config(void **state)
 {
-    assert_at(yaml_err(SEED_004(SEED_SECCOMP, SEED_IMAGE), NULL),
-              "10:3: sandbox.seccomp_profile: custom seccomp tables");
-    assert_at(yaml_err(SEED_004("", SEED_IMAGE), NULL),
-              "12:5: environments[0].image: container images are not");
+    /* the seed's image is a registry name: an OCI layout or archive is needed */
+    assert_contains(yaml_err(SEED_004(SEED_SECCOMP, SEED_IMAGE), NULL),
+                    "17:5: environments[0].image: '");
+    assert_contains(yaml_err(SEED_004(SEED_SECCOMP, SEED_IMAGE), NULL),
+                    "no such OCI layout directory or image archive");
+    /* its seccomp table is taken, stacked on the default profile */
+    write_yaml(SEED_004(SEED_SECCOMP, "    read_only_rootfs: false\n"));
+    {
+        struct sbx_config t;
+        sbx_err te;
+        char *targv[] = {"serve", "--config", file, NULL};
+        if (load(&t, targv, NULL, &te) < 0)
+            fail_msg("%s", te.msg);
+        const struct sbx_environment *p = sbx_config_environment(&t, "python-3.9");
+        assert_non_null(p->seccomp_table);
+        assert_ptr_equal(p->seccomp_table, t.seccomp_table);
+        assert_int_equal(p->seccomp_table->default_action, SBX_SCT_ERRNO);
+        assert_int_equal(p->seccomp_table->n_rules, 1);
+        assert_string_equal(p->seccomp_table->rules[0].names[3], "close");
+        assert_int_equal(p->seccomp_table->rules[0].action, SBX_SCT_ALLOW);
+        assert_true(p->writable_root);
+        sbx_config_free(&t);
+    }
 
     write_yaml(SEED_004("  seccomp_profile: strict\n", ""));
     struct sbx_config c;
@@ -975,7 +1027,8 @@ static void skills_settings(void **state)
     sbx_config_free(&c);
     assert_contains(yaml_err("skills:\n  token_ttl: 2h\n", NULL), "skills.token_ttl");
     assert_contains(yaml_err("skills:\n  roots: x\n", NULL), "skills.roots");
-    assert_contains(yaml_err("skills:\n  ur_base_url: \"a\\x01b\"\n", NULL), "printable characters");
+    assert_contains(yaml_err("skills:\n  ur_base_url: \"a\\x01b\"\n", NULL),
+                    "printable characters");
 }
 
 int main(void)

@@ -591,6 +591,58 @@ static void test_totals_v2_and_v1(void **state)
     assert_non_null(strstr(t.why, "no writable cgroups"));
 }
 
+/* At the stop the bases get back what they held: only the files that were
+ * written, and only while they still hold what was written. */
+static void test_totals_restored(void **state)
+{
+    const char *tmp = *state;
+    char mi[PATH_MAX], pc[PATH_MAX], mem[PATH_MAX], pids[PATH_MAX], cpu[PATH_MAX], f[PATH_MAX];
+    struct sbx_cg_host host;
+    sbx_err err = {0};
+    struct sbx_cg_totals t;
+    struct sbx_cg_limits want = {.memory_bytes = 3ull << 30, .pids = 512, .cpu_cores = 2};
+    fake_v1(tmp, mi, pc);
+    assert_int_equal(sbx_cg_host_detect_at(mi, pc, false, &host, &err), 0);
+    pathf(mem, sizeof(mem), "%s/memory/daemon/sandboxd", tmp);
+    pathf(pids, sizeof(pids), "%s/pids/sandboxd", tmp);
+    pathf(cpu, sizeof(cpu), "%s/cpu,cpuacct/sandboxd", tmp);
+    mkdir_p("%s", mem);
+    mkdir_p("%s", pids);
+    mkdir_p("%s", cpu);
+    pathf(f, sizeof(f), "%s/memory.limit_in_bytes", mem);
+    write_file(f, "9223372036854771712\n");
+    pathf(f, sizeof(f), "%s/pids.max", pids);
+    write_file(f, "max\n");
+    pathf(f, sizeof(f), "%s/cpu.cfs_quota_us", cpu);
+    write_file(f, "-1\n");
+    pathf(f, sizeof(f), "%s/cpu.cfs_period_us", cpu);
+    write_file(f, "100000\n");
+
+    sbx_cg_host_set_totals(&host, &want, &t);
+    assert_true(t.memory_ok && t.pids_ok && t.cpu_ok);
+    assert_int_equal(t.n_saved, 4);
+    assert_string_equal(slurp_at(pids, "pids.max"), "512");
+    /* someone else's value since: kept */
+    pathf(f, sizeof(f), "%s/memory.limit_in_bytes", mem);
+    write_file(f, "1073741824");
+    /* restored: pids and the quota; the period held 100000 before and after */
+    assert_int_equal(sbx_cg_host_restore_totals(&t, &err), 2);
+    assert_string_equal(slurp_at(pids, "pids.max"), "max");
+    assert_string_equal(slurp_at(cpu, "cpu.cfs_quota_us"), "-1");
+    assert_string_equal(slurp_at(cpu, "cpu.cfs_period_us"), "100000");
+    assert_string_equal(slurp_at(mem, "memory.limit_in_bytes"), "1073741824");
+    /* once only */
+    assert_int_equal(t.n_saved, 0);
+    assert_int_equal(sbx_cg_host_restore_totals(&t, &err), 0);
+
+    /* none wanted: nothing written, nothing to give back */
+    struct sbx_cg_limits none = {0};
+    sbx_cg_host_set_totals(&host, &none, &t);
+    assert_int_equal(t.n_saved, 0);
+    assert_int_equal(sbx_cg_host_restore_totals(&t, &err), 0);
+    assert_string_equal(slurp_at(pids, "pids.max"), "max");
+}
+
 static void test_force_rlimit(void **state)
 {
     struct sbx_cg_host host;
@@ -845,6 +897,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_v1_fake_tree, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_v1_create_cleans_up, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_totals_v2_and_v1, tmp_setup, tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_totals_restored, tmp_setup, tmp_teardown),
         cmocka_unit_test(test_force_rlimit),
         cmocka_unit_test(test_rlimit_cgroup),
         cmocka_unit_test(test_child_path),

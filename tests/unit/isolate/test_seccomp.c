@@ -24,6 +24,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -271,6 +272,8 @@ static bool fails_with(long rc, int e)
  * unprivileged), run fn and return its wait status. The profile takes the
  * production path: compiled in the parent into an fd, read back and loaded as
  * raw BPF in the child, as a sandbox's init does. */
+static int run_child_fd(int (*fn)(void), int bpf);
+
 static int run_child(int (*fn)(void), bool load, enum sbx_seccomp_profile p)
 {
     sbx_err cerr = {0};
@@ -279,6 +282,13 @@ static int run_child(int (*fn)(void), bool load, enum sbx_seccomp_profile p)
         char buf[400];
         fail_msg("compile: %s", sbx_err_format(&cerr, buf, sizeof(buf)));
     }
+    return run_child_fd(fn, bpf);
+}
+
+/* fn in a child under the programs of bpf (-1: none); bpf is closed. */
+static int run_child_fd(int (*fn)(void), int bpf)
+{
+    bool load = bpf >= 0;
     fflush(NULL);
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -632,6 +642,44 @@ static void test_foreign_arch_killed(void **state)
 #endif
 }
 
+/* ---- an operator's table, stacked on the default profile ---- */
+
+static int child_table(void)
+{
+    if (child_common() != 0) /* the default profile's refusals all hold */
+        return 1;
+    CHECK(fails_with(mkdirat(AT_FDCWD, "/nonexistent-sbx-table/x", 0700), EPERM));
+    CHECK(fails_with(syscall(SYS_io_uring_setup, 4, NULL), EPERM));
+    return 0;
+}
+
+static void test_table_stacked(void **state)
+{
+    char *open_all[] = {"io_uring_setup", "io_uring_enter", "mount", "unshare", NULL};
+    char *deny[] = {"mkdirat", "mkdir", NULL};
+    struct sbx_sc_table_rule rules[] = {{open_all, SBX_SCT_ALLOW}, {deny, SBX_SCT_ERRNO}};
+    struct sbx_seccomp_table t = {SBX_SCT_ALLOW, rules, 2};
+    sbx_err err = {0};
+    int fd = sbx_seccomp_table_compile_fd(&t, &err);
+    assert_true(fd >= 0);
+    assert_child_ok(run_child_fd(child_table, fd));
+}
+
+static void test_table_names_and_actions(void **state)
+{
+    sbx_err err = {0};
+    enum sbx_sc_table_action a;
+    assert_int_equal(sbx_seccomp_action_parse("SCMP_ACT_KILL_PROCESS", &a, &err), 0);
+    assert_int_equal(a, SBX_SCT_KILL_PROCESS);
+    assert_int_equal(sbx_seccomp_action_parse("errno", &a, &err), 0);
+    assert_int_equal(a, SBX_SCT_ERRNO);
+    assert_int_equal(sbx_seccomp_action_parse("SCMP_ACT_NOPE", &a, &err), -1);
+    assert_non_null(strstr(err.msg, "'SCMP_ACT_NOPE' is not a seccomp action"));
+    assert_int_equal(sbx_seccomp_syscall_check("openat", &err), 0);
+    assert_int_equal(sbx_seccomp_syscall_check("no_such_call", &err), -1);
+    assert_non_null(strstr(err.msg, "unknown syscall 'no_such_call'"));
+}
+
 static void test_exec_true(void **state)
 {
     assert_child_ok(run_child(child_exec_true, true, SBX_SECCOMP_DEFAULT));
@@ -675,6 +723,8 @@ int main(void)
         cmocka_unit_test(test_default_personality),
         cmocka_unit_test(test_strict_personality),
         cmocka_unit_test(test_foreign_arch_killed),
+        cmocka_unit_test(test_table_stacked),
+        cmocka_unit_test(test_table_names_and_actions),
         cmocka_unit_test(test_exec_true),
         cmocka_unit_test(test_strict_shell),
         cmocka_unit_test(test_strict_python),

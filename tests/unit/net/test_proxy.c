@@ -17,12 +17,15 @@
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
 #include <netinet/in.h>
+#include <net/if.h>
 #include <poll.h>
+#include <sched.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -1158,8 +1161,28 @@ static void via_names(void **state)
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
+/* A network namespace of our own with loopback up, when we may make one: the
+ * host's may track connections (a container runtime's NAT rules load
+ * conntrack), and SO_ORIGINAL_DST then answers for any connection, which
+ * transparent_real_sockopt_fails must not see. */
+static void own_network(void)
+{
+    if (unshare(CLONE_NEWNET) < 0)
+        return;
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq ifr = {0};
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+    if (s >= 0 && ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        (void)ioctl(s, SIOCSIFFLAGS, &ifr);
+    }
+    if (s >= 0)
+        close(s);
+}
+
 int main(void)
 {
+    own_network();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(via_names),
         cmocka_unit_test(socks5_parser_prefixes),

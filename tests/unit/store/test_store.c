@@ -1148,6 +1148,35 @@ static void disk_full_keeps_store_consistent(void **state)
     fx->st = NULL;
 }
 
+static int record_collect(void *ud, const char *id, const char *tenant, const char *record)
+{
+    char *all = ud;
+    size_t n = strlen(all);
+    snprintf(all + n, 512 - n, "%s/%s=%s;", tenant, id, record);
+    return 0;
+}
+
+/* API records (schema v6): put replaces, kinds are apart, a delete is
+ * gone after a reopen, what is not JSON is refused. */
+static void api_records(void **state)
+{
+    struct fx *fx = *state;
+    sbx_err e = {0};
+    assert_int_equal(sbx_store_record_put(fx->st, "box", "a", "t1", "{\"s\":1}", &e), 0);
+    assert_int_equal(sbx_store_record_put(fx->st, "box", "b", "t2", "{\"s\":2}", &e), 0);
+    assert_int_equal(sbx_store_record_put(fx->st, "snap", "a", "t1", "[]", &e), 0);
+    assert_int_equal(sbx_store_record_put(fx->st, "box", "a", "t1", "{\"s\":3}", &e), 0);
+    assert_int_equal(sbx_store_record_put(fx->st, "box", "c", "t1", "not json", &e), -1);
+    assert_int_equal(sbx_store_record_delete(fx->st, "box", "b", &e), 0);
+    reopen(fx, NULL);
+    char all[512] = "";
+    assert_int_equal(sbx_store_records(fx->st, "box", record_collect, all, &e), 0);
+    assert_string_equal(all, "t1/a={\"s\":3};");
+    all[0] = '\0';
+    assert_int_equal(sbx_store_records(fx->st, "snap", record_collect, all, &e), 0);
+    assert_string_equal(all, "t1/a=[];");
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1175,6 +1204,7 @@ int main(void)
         T(prune_by_age_and_count),
         T(prune_in_batches),
         D(disk_full_keeps_store_consistent),
+        T(api_records),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

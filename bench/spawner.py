@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""The exec path side by side, interleaved (issue 10's goals): two `sandboxd
+serve` daemons run at once, one with the sandbox spawner (`pool.spawner:
+true`, the default) and one without, and each round runs, in turn:
+
+  - a local one-shot `bwrap --unshare-all` of /bin/true (the binds of
+    bench/startup.sh), and a bare `/usr/bin/python3 -c 'print(1)'` (the
+    interpreter the sandbox runs, not whichever python3 is first in PATH);
+  - `POST /runtime/exec {"command":["/bin/true"]}` on each daemon (one
+    keep-alive connection per daemon);
+  - `POST /runtime/exec {"language":"python","code":"print(1)"}` on each.
+
+Then the daemons' and the spawner's VmRSS (idle, and after the rounds), the
+CPU time of each daemon's own process per task, and, per daemon, C clients
+for S seconds (bench/api_load.c: tasks/s, p50, p99), alternated. The
+machine's load average is printed with each part: it is shared.
+
+Needs root, bwrap, gcc. Usage: bench/spawner.py [ROUNDS] [CLIENTS] [SECONDS]
+(SANDBOXD=path picks the binary). Prints a markdown report."""
+import http.client
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SBX = os.environ.get("SANDBOXD") or os.path.join(ROOT, "build", "sandboxd")
+ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+CLIENTS = int(sys.argv[2]) if len(sys.argv) > 2 else 32
+SECONDS = int(sys.argv[3]) if len(sys.argv) > 3 else 8
+TOKEN = "bench-" + "0123456789abcdef0123456789"
+TMP = tempfile.mkdtemp(prefix="sbx-spawner-bench-")
+WB = os.path.join(TMP, "bwrap-ws")
+os.makedirs(WB, mode=0o755)
+BWRAP = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+         "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+         "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
+         "--ro-bind", "/etc/ld.so.cache", "/etc/ld.so.cache", "--proc", "/proc",
+         "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/home/runner",
+         "--bind", WB, "/workspace", "--chdir", "/workspace", "--uid", "10001",
+         "--gid", "10001", "--new-session"]
+
+
+def load():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Daemon:
+    def __init__(self, name, spawner):
+        self.name = name
+        self.state = os.path.join(TMP, name)
+        os.makedirs(self.state)
+        cfg = os.path.join(TMP, name + ".yaml")
+        with open(cfg, "w") as f:
+            f.write("server:\n  queue_size: 4096\n  queue_per_tenant: 4096\n"
+                    "pool:\n  spawner: %s\n" % ("true" if spawner else "false"))
+        self.port = free_port()
+        self.log = open(os.path.join(TMP, name + ".log"), "w")
+        self.proc = subprocess.Popen(
+            [SBX, "serve", "--config", cfg, "--listen", "127.0.0.1:%d" % self.port,
+             "--state-dir", self.state, "--token", TOKEN, "--net", "none",
+             "--max-concurrent", "32", "--log-level", "warn"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                c.request("GET", "/readyz")
+                if c.getresponse().status == 200:
+                    break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            raise SystemExit("%s: daemon not ready" % name)
+        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+
+    def exec(self, body):
+        data = json.dumps(body)
+        t0 = time.perf_counter()
+        self.conn.request("POST", "/runtime/exec", body=data,
+                          headers={"Authorization": "Bearer " + TOKEN,
+                                   "Content-Type": "application/json"})
+        r = self.conn.getresponse()
+        out = r.read()
+        dt = (time.perf_counter() - t0) * 1000
+        if r.status != 200 or b'"exitCode":0,' not in out:
+            raise SystemExit("%s: bad answer %d %r" % (self.name, r.status, out[:300]))
+        return dt
+
+    def pids(self):
+        kids = []
+        try:
+            with open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)) as f:
+                kids = [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+        return [p for p in kids if comm(p) == "sandboxd-spawn"]
+
+    def rss_kib(self, pid=None):
+        with open("/proc/%d/status" % (pid or self.proc.pid)) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def cpu_s(self):
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            v = f.read().rsplit(")", 1)[1].split()
+        return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self):
+        self.conn.close()
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
+def comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def run_ms(argv):
+    t0 = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    return (time.perf_counter() - t0) * 1000
+
+
+def pct(v, p):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))]
+
+
+def main():
+    on, off = Daemon("spawner-on", True), Daemon("spawner-off", False)
+    time.sleep(1)
+    rss_idle = {"on": on.rss_kib(), "off": off.rss_kib(),
+                "spawner": sum(on.rss_kib(p) for p in on.pids())}
+    true_body = {"command": ["/bin/true"]}
+    py_body = {"language": "python", "code": "print(1)"}
+    series = {k: [] for k in ("bwrap /bin/true", "HTTP /bin/true, spawner on",
+                              "HTTP /bin/true, spawner off", "bare python3 -c print(1)",
+                              "HTTP python print(1), spawner on",
+                              "HTTP python print(1), spawner off")}
+    steps = [
+        ("bwrap /bin/true", lambda: run_ms(BWRAP + ["/bin/true"])),
+        ("HTTP /bin/true, spawner on", lambda: on.exec(true_body)),
+        ("HTTP /bin/true, spawner off", lambda: off.exec(true_body)),
+        ("bare python3 -c print(1)", lambda: run_ms(["/usr/bin/python3", "-c", "print(1)"])),
+        ("HTTP python print(1), spawner on", lambda: on.exec(py_body)),
+        ("HTTP python print(1), spawner off", lambda: off.exec(py_body)),
+    ]
+    for _ in range(10):  # warm-up, uncounted
+        for _, fn in steps:
+            fn()
+    load0 = load()
+    cpu0 = {"on": on.cpu_s(), "off": off.cpu_s()}
+    for i in range(ROUNDS):
+        order = steps[i % len(steps):] + steps[:i % len(steps)]
+        for name, fn in order:
+            series[name].append(fn())
+    cpu1 = {"on": on.cpu_s(), "off": off.cpu_s()}
+    load1 = load()
+    rss_after = {"on": on.rss_kib(), "off": off.rss_kib(),
+                 "spawner": sum(on.rss_kib(p) for p in on.pids())}
+    print("## Side by side, interleaved (%d rounds, %s)\n" % (ROUNDS, time.strftime("%Y-%m-%d %H:%M")))
+    print("Load average before / after: %s / %s (2 cores, shared machine).\n" % (load0, load1))
+    print("| what | p50 ms | p90 ms | p99 ms | mean ms |")
+    print("|---|---|---|---|---|")
+    for name, v in series.items():
+        print("| %s | %.2f | %.2f | %.2f | %.2f |" % (name, pct(v, 50), pct(v, 90), pct(v, 99),
+                                                   statistics.mean(v)))
+    med = {k: pct(v, 50) for k, v in series.items()}
+    print("\nRatios of p50: HTTP /bin/true / bwrap: spawner on %.2f, off %.2f (goal <= 0.5); "
+          "HTTP python / bare python3: on %.2f, off %.2f (goal <= 1.0).\n" % (
+              med["HTTP /bin/true, spawner on"] / med["bwrap /bin/true"],
+              med["HTTP /bin/true, spawner off"] / med["bwrap /bin/true"],
+              med["HTTP python print(1), spawner on"] / med["bare python3 -c print(1)"],
+              med["HTTP python print(1), spawner off"] / med["bare python3 -c print(1)"]))
+    n = 2 * ROUNDS
+    print("Daemon process CPU per task (its own utime+stime, not its children's): spawner on "
+          "%.2f ms, off %.2f ms.\n" % ((cpu1["on"] - cpu0["on"]) / n * 1000,
+                                       (cpu1["off"] - cpu0["off"]) / n * 1000))
+    print("| memory (VmRSS KiB) | daemon, spawner on | its spawner | daemon, spawner off |")
+    print("|---|---|---|---|")
+    print("| idle | %d | %d | %d |" % (rss_idle["on"], rss_idle["spawner"], rss_idle["off"]))
+    print("| after the rounds | %d | %d | %d |\n" % (rss_after["on"], rss_after["spawner"],
+                                                    rss_after["off"]))
+    # Throughput, alternated: off, on, off, on.
+    load_bin = os.path.join(TMP, "api_load")
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", load_bin,
+                    os.path.join(HERE, "api_load.c")], check=True)
+    print("| %d clients, %d s | load avg before | tasks/s | p50 ms | p99 ms | errors |" % (
+        CLIENTS, SECONDS))
+    print("|---|---|---|---|---|---|")
+    for d in (off, on, off, on):
+        l0 = load()
+        r = subprocess.run([load_bin, "--port", str(d.port), "--token", TOKEN, "--expect",
+                            '"exitCode":0,', "--clients", str(CLIENTS), "--duration",
+                            str(SECONDS), "--warmup", "2"], capture_output=True, text=True)
+        res = json.loads(r.stdout)
+        print("| %s | %s | %.1f | %.2f | %.2f | %d |" % (d.name, l0, res["per_s"], res["p50_ms"],
+                                                         res["p99_ms"], res["errors"]))
+    on.stop()
+    off.stop()
+
+
+try:
+    main()
+finally:
+    shutil.rmtree(TMP, ignore_errors=True)

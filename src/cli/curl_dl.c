@@ -1,0 +1,55 @@
+#define SBX_CURL_DL_SELF 1
+#include "cli/curl_dl.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stddef.h>
+
+struct sbx_curl_fns sbx_curl;
+
+static bool loaded;
+
+static const struct {
+    const char *name;
+    size_t off;
+} syms[] = {
+#define SYM(f)                                                                                     \
+    {                                                                                              \
+        "curl_" #f, offsetof(struct sbx_curl_fns, f)                                               \
+    }
+    SYM(global_init),   SYM(global_cleanup), SYM(version),          SYM(easy_init),
+    SYM(easy_cleanup),  SYM(easy_reset),     SYM(easy_setopt),      SYM(easy_getinfo),
+    SYM(easy_perform),  SYM(easy_strerror),  SYM(slist_append),     SYM(slist_free_all),
+    SYM(multi_init),    SYM(multi_cleanup),  SYM(multi_add_handle), SYM(multi_remove_handle),
+    SYM(multi_perform), SYM(multi_poll),     SYM(multi_info_read),
+#undef SYM
+};
+
+int sbx_cli_curl_load(sbx_err *err)
+{
+    if (loaded)
+        return 0;
+    /* Never unloaded: its symbols stay valid until exit. */
+    void *h = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return sbx_err_set(err, ENOENT, "libcurl.so.4 cannot be loaded (%s): install libcurl4",
+                           dlerror());
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+        void *f = dlsym(h, syms[i].name);
+        if (!f)
+            return sbx_err_set(err, ENOENT, "libcurl.so.4 has no %s: too old", syms[i].name);
+        /* POSIX: a data pointer from dlsym converts to the function's. */
+        *(void **)((char *)&sbx_curl + syms[i].off) = f;
+    }
+    if (sbx_curl.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return sbx_err_set(err, EIO, "libcurl failed to start");
+    loaded = true;
+    return 0;
+}
+
+void sbx_cli_curl_unload(void)
+{
+    if (loaded)
+        sbx_curl.global_cleanup();
+    loaded = false;
+}

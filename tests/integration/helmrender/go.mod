@@ -1,0 +1,3 @@
+module sandbox.test/helmrender
+
+go 1.19

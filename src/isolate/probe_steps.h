@@ -51,7 +51,8 @@ struct sbx_steps {
 #define SBX_CAPS_RUN                                                                               \
     ((1ull << 21) | (1ull << 7) | (1ull << 6) | (1ull << 0)) /* SYS_ADMIN SETUID SETGID CHOWN */
 #define SBX_CAPS_SERVE                                                                             \
-    (SBX_CAPS_RUN | (1ull << 1) | (1ull << 3) | (1ull << 27)) /* + DAC_OVERRIDE FOWNER MKNOD */
+    (SBX_CAPS_RUN | (1ull << 1) | (1ull << 3) | (1ull << 27) |                                     \
+     (1ull << 19)) /* + DAC_OVERRIDE FOWNER MKNOD SYS_PTRACE */
 
 const char *sbx_step_name(enum sbx_step s); /* "user namespace", "pivot_root", ... */
 

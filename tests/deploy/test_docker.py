@@ -38,7 +38,8 @@ TOKEN = "deploy-test-token-0123456789"
 CAPS_RUN = ["--cap-drop", "ALL", "--cap-add", "SYS_ADMIN", "--cap-add", "SETUID",
             "--cap-add", "SETGID", "--cap-add", "CHOWN"]
 CAPS_SERVE = CAPS_RUN + ["--cap-add", "DAC_OVERRIDE", "--cap-add", "FOWNER",
-                         "--cap-add", "MKNOD", "--device", "/dev/loop-control",
+                         "--cap-add", "MKNOD", "--cap-add", "SYS_PTRACE",
+                         "--device", "/dev/loop-control",
                          "--device-cgroup-rule", "b 7:* rwm"]
 UNCONFINED = ["--security-opt", "seccomp=unconfined"]
 TMP = tempfile.mkdtemp(prefix="sbx-deploy-")

@@ -23,7 +23,10 @@
 #define REPLY_TIMEOUT_MS 10000
 #define MAGIC_REQ 0x73627871u /* "sbxq" */
 #define MAGIC_REP 0x73627872u /* "sbxr" */
+/* A sandbox's fds in a reply: pidfd, sync, stdin, stdout, stderr, then its
+ * network namespace when it has one of its own. */
 #define N_FDS 5
+#define N_FDS_MAX 6
 
 enum {
     F_ARGV = 1 << 0,
@@ -64,6 +67,7 @@ struct reply {
     sbx_err err;
     int32_t init_pid;
     bool cg_made;
+    bool has_netns; /* a sixth fd: its network namespace */
     struct sbx_cgroup cg;
 };
 
@@ -252,19 +256,20 @@ static int decode(const char *msg, size_t len, struct decoded *d)
 
 static int send_reply(int sock, const struct reply *r, const int *fds)
 {
+    size_t nfds = r->has_netns ? N_FDS_MAX : N_FDS;
     union {
-        char buf[CMSG_SPACE(N_FDS * sizeof(int))];
+        char buf[CMSG_SPACE(N_FDS_MAX * sizeof(int))];
         struct cmsghdr align;
     } u = {0};
     struct iovec iov = {.iov_base = (void *)r, .iov_len = sizeof(*r)};
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
     if (fds) {
-        mh.msg_control = u.buf, mh.msg_controllen = sizeof(u.buf);
+        mh.msg_control = u.buf, mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
         struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
         cm->cmsg_level = SOL_SOCKET;
         cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(N_FDS * sizeof(int));
-        memcpy(CMSG_DATA(cm), fds, N_FDS * sizeof(int));
+        cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+        memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
     }
     ssize_t n;
     while ((n = sendmsg(sock, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
@@ -289,7 +294,9 @@ static void serve_one(int sock, const char *msg, size_t len, struct reply *r)
         r->init_pid = sb.init_pid;
         r->cg_made = sb.cg_made;
         r->cg = sb.cg;
-        int fds[N_FDS] = {sb.pidfd, sb.sync_fd, sb.stdin_fd, sb.stdout_fd, sb.stderr_fd};
+        r->has_netns = sb.netns_fd >= 0;
+        int fds[N_FDS_MAX] = {sb.pidfd,     sb.sync_fd,   sb.stdin_fd,
+                              sb.stdout_fd, sb.stderr_fd, sb.netns_fd};
         if (send_reply(sock, r, fds) < 0) {
             /* Nobody holds the sandbox: it goes. */
             sbx_sandbox_kill(&sb);
@@ -475,7 +482,7 @@ int sbx_spawner_reply(struct sbx_sandbox *sb, sbx_err *err)
     if (spawner_fd < 0 || !pending)
         return 0;
     union {
-        char buf[CMSG_SPACE(N_FDS * sizeof(int))];
+        char buf[CMSG_SPACE(N_FDS_MAX * sizeof(int))];
         struct cmsghdr align;
     } u;
     struct reply *r = malloc(sizeof(*r));
@@ -492,14 +499,18 @@ int sbx_spawner_reply(struct sbx_sandbox *sb, sbx_err *err)
         return 0;
     }
     struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
-    bool has_fds = cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-                   cm->cmsg_len == CMSG_LEN(N_FDS * sizeof(int));
-    int fds[N_FDS];
+    size_t nfds = 0;
+    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+        nfds = cm->cmsg_len == CMSG_LEN(N_FDS_MAX * sizeof(int)) ? N_FDS_MAX
+               : cm->cmsg_len == CMSG_LEN(N_FDS * sizeof(int))   ? N_FDS
+                                                                 : 0;
+    bool has_fds = nfds > 0;
+    int fds[N_FDS_MAX] = {-1, -1, -1, -1, -1, -1};
     if (has_fds)
-        memcpy(fds, CMSG_DATA(cm), N_FDS * sizeof(int));
+        memcpy(fds, CMSG_DATA(cm), nfds * sizeof(int));
     if (n != (ssize_t)sizeof(*r) || r->magic != MAGIC_REP || (mh.msg_flags & MSG_CTRUNC) ||
-        (r->rc == 0 && !has_fds)) {
-        for (int i = 0; has_fds && i < N_FDS; i++)
+        (r->rc == 0 && (!has_fds || nfds != (r->has_netns ? N_FDS_MAX : N_FDS)))) {
+        for (size_t i = 0; i < nfds; i++)
             close(fds[i]);
         free(r);
         spawner_lost(n <= 0 ? "is gone" : "answered out of turn");
@@ -507,7 +518,7 @@ int sbx_spawner_reply(struct sbx_sandbox *sb, sbx_err *err)
     }
     pending--;
     if (r->rc != 0) {
-        for (int i = 0; has_fds && i < N_FDS; i++)
+        for (size_t i = 0; i < nfds; i++)
             close(fds[i]);
         if (err)
             *err = r->err;
@@ -521,6 +532,7 @@ int sbx_spawner_reply(struct sbx_sandbox *sb, sbx_err *err)
                                .stdin_fd = fds[2],
                                .stdout_fd = fds[3],
                                .stderr_fd = fds[4],
+                               .netns_fd = fds[5],
                                .cg = r->cg,
                                .cg_made = r->cg_made};
     free(r);

@@ -325,7 +325,7 @@ static int session_spawn(struct rt_session *x, sbx_err *err)
         return -1;
     if (set->net == SBX_NET_PROXY) {
         x->egress_opts = rt_egress_opts(rt, rt->o.policy, rt_session_flow, x);
-        if (!(x->egress = sbx_egress_start_in(&x->egress_opts, x->sb.init_pid, err)))
+        if (!(x->egress = sbx_egress_start(&x->egress_opts, x->sb.netns_fd, err)))
             return -1;
     }
     if (sbx_sandbox_send_fds(&x->sb, &rt->o.fds[set->seccomp], err) < 0)
@@ -392,6 +392,7 @@ int sbx_runtime_session_start_limits(struct sbx_runtime *rt, const struct sbx_cl
     if (lim)
         x->lim = *lim;
     x->sb.pidfd = x->sb.sync_fd = x->sb.stdin_fd = x->sb.stdout_fd = x->sb.stderr_fd = -1;
+    x->sb.netns_fd = -1;
     snprintf(x->tenant, sizeof(x->tenant), "%s", c->tenant);
     snprintf(x->name, sizeof(x->name), "%s", name);
     snprintf(x->clone_key, sizeof(x->clone_key), "%s", c->key);
@@ -494,5 +495,5 @@ int sbx_runtime_session_connect(struct sbx_runtime *rt, const struct sbx_clone *
     if (rt->settings.net == SBX_NET_HOST)
         return sbx_err_set(err, ENOTSUP,
                            "sandboxes share the host's network here: their loopback is the host's");
-    return sbx_netns_connect_loopback(x->sb.init_pid, port, err);
+    return sbx_netns_connect_loopback(x->sb.netns_fd, port, err);
 }

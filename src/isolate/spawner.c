@@ -3,11 +3,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,7 +76,8 @@ struct reply {
 
 static int spawner_fd = -1;
 static pid_t spawner_pid = -1;
-static size_t pending; /* requests sent, replies not read yet */
+static char spawner_cg[4096]; /* its cgroup (sbx_spawner_join_cgroup), or "" */
+static size_t pending;        /* requests sent, replies not read yet */
 static struct sbx_spawner_counts counts;
 
 static const struct sbx_metric m_spawns = {
@@ -408,6 +412,33 @@ void sbx_spawner_stop(void)
     while (waitpid(spawner_pid, &status, 0) < 0 && errno == EINTR)
         ;
     spawner_pid = -1;
+    if (spawner_cg[0] && rmdir(spawner_cg) < 0 && errno != ENOENT)
+        sbx_log(SBX_LOG_WARN, "spawner cgroup %s not removed: %s", spawner_cg, strerror(errno));
+    spawner_cg[0] = '\0';
+}
+
+int sbx_spawner_join_cgroup(const char *parent, sbx_err *err)
+{
+    if (spawner_fd < 0 || !parent || spawner_cg[0])
+        return 0;
+    char dir[sizeof(spawner_cg)], procs[sizeof(spawner_cg) + 16], pid[24];
+    if (snprintf(dir, sizeof(dir), "%s/spawner-%d", parent, (int)spawner_pid) >= (int)sizeof(dir))
+        return sbx_err_set(err, ENAMETOOLONG, "spawner cgroup beneath %s", parent);
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return sbx_err_set(err, errno, "spawner cgroup %s", dir);
+    snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
+    int n = snprintf(pid, sizeof(pid), "%d", (int)spawner_pid);
+    int fd = open(procs, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, pid, (size_t)n) != n) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        rmdir(dir);
+        return sbx_err_set(err, e, "move the spawner into %s", dir);
+    }
+    close(fd);
+    memcpy(spawner_cg, dir, sizeof(dir));
+    return 0;
 }
 
 /* The spawner failed to answer: it is stopped for good (a late answer would

@@ -184,10 +184,28 @@ static void on_session_exit(evutil_socket_t fd, short what, void *arg)
     session_end(arg, "the session's sandbox ended");
 }
 
+/* Whether a task of x was submitted and has not started yet (in its tenant's
+ * queue, waiting for its workspace): work for x as much as a running one. */
+static bool session_has_waiting(const struct rt_session *x)
+{
+    for (const struct rt_task *t = x->rt->active; t; t = t->all_next)
+        if (!t->t && strcmp(t->session, x->name) == 0 && strcmp(t->clone.tenant, x->tenant) == 0 &&
+            strcmp(t->clone.key, x->clone_key) == 0 && strcmp(t->clone.id, x->clone_id) == 0)
+            return true;
+    return false;
+}
+
+/* Idle: no task of it running or waiting to run for the whole timeout (the
+ * last one to end, or to start, armed the timer again). On a busy machine a
+ * task may wait in the queue longer than the timeout: it holds the session. */
 static void on_session_idle(evutil_socket_t fd, short what, void *arg)
 {
     struct rt_session *x = arg;
-    if (x->tasks == 0)
+    if (x->tasks)
+        return; /* the end of the last one arms the timer again */
+    if (session_has_waiting(x))
+        rt_session_touch(x); /* looked at again later (it may be canceled unstarted) */
+    else
         session_end(x, "idle_timeout");
 }
 

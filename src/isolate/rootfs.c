@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/parse.h"
 #include "base/strv.h"
 #include "isolate/stage.h"
 
@@ -366,22 +367,6 @@ static bool path_below(const char *p, const char *dir)
     return strncmp(p, dir, n) == 0 && p[n] == '/';
 }
 
-/* A mountinfo field with the kernel's octal escapes (\040 for a space...) undone. */
-static void mountinfo_unescape(char *s)
-{
-    char *w = s;
-    for (char *r = s; *r; r++) {
-        if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
-            r[3] >= '0' && r[3] <= '7') {
-            *w++ = (char)((r[1] - '0') << 6 | (r[2] - '0') << 3 | (r[3] - '0'));
-            r += 3;
-        } else {
-            *w++ = *r;
-        }
-    }
-    *w = '\0';
-}
-
 /* The mount points strictly beneath dir in our mount namespace (a NULL-ended
  * vector, owned by the caller), read from /proc/self/mountinfo. */
 static char **mounts_below(const char *dir, sbx_err *err)
@@ -395,7 +380,7 @@ static char **mounts_below(const char *dir, sbx_err *err)
         char mp[PATH_MAX];
         if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
             continue;
-        mountinfo_unescape(mp);
+        sbx_mountinfo_unescape(mp);
         if (!path_below(mp, dir))
             continue;
         char **nv = realloc(v, (n + 2) * sizeof(*v));

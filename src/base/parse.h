@@ -17,5 +17,8 @@ int sbx_parse_cpu(const char *s, double max_cores, double *out, sbx_err *err);
 int sbx_parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out, sbx_err *err);
 /* Environment assignment "KEY=VALUE" with KEY in [A-Za-z_][A-Za-z0-9_]*. */
 int sbx_parse_env_assignment(const char *s, sbx_err *err);
+/* A field of /proc/self/mountinfo (a mount point) in place, with the
+ * kernel's octal escapes of space, tab, newline and backslash undone. */
+void sbx_mountinfo_unescape(char *s);
 /* The value of one hex digit (either case), or -1. */
 int sbx_hex_digit(char c);

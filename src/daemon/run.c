@@ -308,10 +308,10 @@ static void record_flow(void *ud, const struct sbx_flow *f)
 }
 
 /* Proxy policy: the egress in the sandbox's namespace, before its task runs. */
-static int start_egress(void *ud, pid_t init_pid, sbx_err *err)
+static int start_egress(void *ud, int netns_fd, sbx_err *err)
 {
     struct run_state *st = ud;
-    st->egress = sbx_egress_start_in(st->egress_opts, init_pid, err);
+    st->egress = sbx_egress_start(st->egress_opts, netns_fd, err);
     return st->egress ? 0 : -1;
 }
 

@@ -367,6 +367,14 @@ static void apply_totals(struct serve *s)
             (unsigned long long)t->now.memory_bytes, (unsigned long long)t->now.pids,
             t->now.cpu_cores, all ? "all" : "not all",
             all ? "" : " why=", all ? "" : sbx_log_safe(t->why, why, sizeof(why)));
+    /* v1: sandboxes cloned inside the capped parent (sbx_spawner_join_cgroup) */
+    sbx_err e = {0};
+    if (want.pids && t->pids_ok && s->cg_host.mode == SBX_CG_V1 &&
+        sbx_spawner_join_cgroup(s->cg_host.v1_base[SBX_CGC_PIDS], &e) < 0)
+        sbx_log(SBX_LOG_WARN,
+                "total_pids: a sandbox's move into its cgroup is not checked "
+                "against it error=%s",
+                sbx_log_safe(e.msg, why, sizeof(why)));
 }
 
 /* At the stop, with every sandbox gone: the shared sandboxd/ bases get back

@@ -373,7 +373,7 @@ static int start_watch(struct sbx_task *t, sbx_err *err)
     struct event_base *base = t->base;
     /* The caller's work on the new sandbox (an egress) runs while the child
      * builds its root, ready before the task starts. */
-    if ((o->on_spawn && o->on_spawn(o->ud, t->sb.init_pid, err) < 0) ||
+    if ((o->on_spawn && o->on_spawn(o->ud, t->sb.netns_fd, err) < 0) ||
         ((t->o.fds.init_exe < 0 || t->o.fds.seccomp < 0) &&
          (!o->prepare || o->prepare(o->ud, &t->o.fds, err) < 0)) ||
         sbx_sandbox_send_fds(&t->sb, &t->o.fds, err) < 0) {
@@ -537,7 +537,8 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
                                  .sync_fd = -1,
                                  .stdin_fd = -1,
                                  .stdout_fd = -1,
-                                 .stderr_fd = -1};
+                                 .stderr_fd = -1,
+                                 .netns_fd = -1};
     struct sbx_applied_limits *l = &t->report.limits;
     l->memory_bytes = o->spec.cg_limits.memory_bytes;
     l->pids = o->spec.cg_limits.pids;

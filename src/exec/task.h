@@ -27,9 +27,10 @@ struct sbx_task_opts {
     size_t stdin_len;
     int stdin_fd;
     /* Called right after the clone, before the child gets its fds, with
-     * init's pid (e.g. to start an egress in its network namespace); a -1
-     * return kills the sandbox and fails sbx_task_start with that err. */
-    int (*on_spawn)(void *ud, pid_t init_pid, sbx_err *err);
+     * the sandbox's network namespace (sbx_sandbox.netns_fd, the caller's
+     * to use, not to keep; e.g. to start an egress in it); a -1 return
+     * kills the sandbox and fails sbx_task_start with that err. */
+    int (*on_spawn)(void *ud, int netns_fd, sbx_err *err);
     /* Called with each piece of output that is kept (within the cap). */
     void (*on_output)(void *ud, enum sbx_stream s, const char *buf, size_t n);
     /* Called once, when the task and everything of its sandbox are gone. */

@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <linux/openat2.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/sendfile.h>
@@ -12,6 +14,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/parse.h"
+#include "base/strv.h"
 #include "isolate/stage.h"
 
 /* Where the new root is assembled: a tmpfs mounted over /tmp of our private
@@ -356,10 +360,86 @@ static int mount_tmp_and_home(const struct sbx_rootfs_opts *o, sbx_err *err)
     return 0;
 }
 
+/* Whether p lies strictly beneath dir (as paths, no resolution). */
+static bool path_below(const char *p, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(p, dir, n) == 0 && p[n] == '/';
+}
+
+/* The mount points strictly beneath dir in our mount namespace (a NULL-ended
+ * vector, owned by the caller), read from /proc/self/mountinfo. */
+static char **mounts_below(const char *dir, sbx_err *err)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, errno, "/proc/self/mountinfo"), NULL;
+    char **v = sbx_strv_dup(NULL, 0), *line = NULL;
+    size_t n = 0, cap = 0;
+    while (v && getline(&line, &cap, f) > 0) {
+        char mp[PATH_MAX];
+        if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
+            continue;
+        sbx_mountinfo_unescape(mp);
+        if (!path_below(mp, dir))
+            continue;
+        char **nv = realloc(v, (n + 2) * sizeof(*v));
+        char *dup = nv ? strdup(mp) : NULL;
+        if (nv)
+            v = nv;
+        if (!dup) {
+            sbx_strv_free(v);
+            v = NULL;
+            break;
+        }
+        v[n++] = dup;
+        v[n] = NULL;
+    }
+    free(line);
+    fclose(f);
+    if (!v)
+        sbx_err_at(err, SBX_STAGE_BIND_MOUNT, ENOMEM, "mounts below %s", dir);
+    return v;
+}
+
+/* The host's tree at dir bound read-only with its submounts (MS_REC: a user
+ * namespace may not bind a mount without the locked mounts beneath it, so a
+ * plain bind fails whenever the host has any mount there), each submount
+ * then covered (an empty read-only tmpfs over a directory, /dev/null over a
+ * file): the task sees the tree as it is on the host whatever is mounted in
+ * it, and nothing of what is mounted there. */
+static int bind_host_tree(const char *host, const char *dst, sbx_err *err)
+{
+    if (mount(host, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+        return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, errno, "%s on %s", host, dst);
+    if (mount(NULL, dst, NULL,
+              MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(dst),
+              NULL) < 0)
+        return sbx_err_at(err, SBX_STAGE_REMOUNT, errno, "%s", dst);
+    char **v = mounts_below(dst, err);
+    if (!v)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; v[i] && rc == 0; i++) {
+        bool hidden = false; /* beneath another one (covered with it), or seen before */
+        for (size_t j = 0; v[j] && !hidden; j++)
+            hidden = path_below(v[i], v[j]) || (j < i && strcmp(v[i], v[j]) == 0);
+        struct stat st;
+        if (hidden || stat(v[i], &st) < 0)
+            continue;
+        if (S_ISDIR(st.st_mode))
+            rc = mount_tmpfs(v[i], "size=4k,mode=0555",
+                             MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, err);
+        else if (mount(NEWROOT "/dev/null", v[i], NULL, MS_BIND, NULL) < 0)
+            rc = sbx_err_at(err, SBX_STAGE_BIND_MOUNT, errno, "cover %s", v[i]);
+    }
+    sbx_strv_free(v);
+    return rc;
+}
+
 /* Without the mount sandbox (the operator's choice): a wider, read-only view
- * of the host's data directories under /host, each without its submounts (a
- * user namespace may not bind a mount that hides locked ones: such a
- * directory is left out). Readable only as the file modes allow the sandbox's
+ * of the host's data directories under /host (bind_host_tree: what is mounted
+ * in them is covered). Readable only as the file modes allow the sandbox's
  * host ids, which no other clone and not the daemon share. */
 static int bind_host_view(const struct sbx_rootfs_opts *o, sbx_err *err)
 {
@@ -375,13 +455,8 @@ static int bind_host_view(const struct sbx_rootfs_opts *o, sbx_err *err)
         struct stat st;
         if (lstat(host, &st) < 0 || !S_ISDIR(st.st_mode))
             continue;
-        sbx_err e = {0};
-        if (make_dir(dst, 0755, err) < 0)
+        if (make_dir(dst, 0755, err) < 0 || bind_host_tree(host, dst, err) < 0)
             return -1;
-        if (bind_mount(host, dst, MS_RDONLY, &e) < 0 && e.errnum != EINVAL) {
-            *err = e;
-            return -1;
-        }
     }
     /* what must not be seen even there (the skill trees): an empty tmpfs on top */
     for (size_t i = 0; o->host_view_hidden && o->host_view_hidden[i]; i++) {

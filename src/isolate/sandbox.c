@@ -653,6 +653,12 @@ static int map_ids(struct sbx_sandbox *sb, const struct sbx_spec *spec, sbx_err 
 {
     if (sb->joined)
         return 0;
+    /* The child still has our ids and is still dumpable (it waits for the
+     * release below): its namespace can be opened now without CAP_SYS_PTRACE. */
+    char ns[64];
+    snprintf(ns, sizeof(ns), "/proc/%d/ns/net", (int)sb->init_pid);
+    if (!spec->host_net && (sb->netns_fd = open(ns, O_RDONLY | O_CLOEXEC)) < 0)
+        return sbx_err_at(err, SBX_STAGE_SPAWN, errno, "open %s", ns);
     if (write_map(sb->init_pid, "uid_map", spec->host_id_base, err) < 0 ||
         write_map(sb->init_pid, "gid_map", spec->host_id_base, err) < 0)
         return -1;
@@ -689,7 +695,8 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
                                .sync_fd = -1,
                                .stdin_fd = -1,
                                .stdout_fd = -1,
-                               .stderr_fd = -1};
+                               .stderr_fd = -1,
+                               .netns_fd = -1};
     struct spawn s = {.spec = spec,
                       .sb = sb,
                       .sv = {-1, -1},
@@ -763,7 +770,8 @@ void sbx_sandbox_kill(struct sbx_sandbox *sb)
 
 static void close_fds(struct sbx_sandbox *sb)
 {
-    int *fds[] = {&sb->pidfd, &sb->sync_fd, &sb->stdin_fd, &sb->stdout_fd, &sb->stderr_fd};
+    int *fds[] = {&sb->pidfd,     &sb->sync_fd,   &sb->stdin_fd,
+                  &sb->stdout_fd, &sb->stderr_fd, &sb->netns_fd};
     for (size_t i = 0; i < SBX_ARRAY_LEN(fds); i++)
         if (*fds[i] >= 0) {
             close(*fds[i]);

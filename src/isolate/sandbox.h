@@ -143,6 +143,11 @@ struct sbx_sandbox {
     int stdin_fd;  /* write end, -1 once closed */
     int stdout_fd; /* read ends */
     int stderr_fd;
+    /* Its network namespace (-1: the host's, or a session's task), opened
+     * before the child was released to change its ids: a creator without
+     * CAP_SYS_PTRACE may not open /proc/PID/ns/net of a process that is no
+     * longer dumpable, as the child is between its id change and its exec. */
+    int netns_fd;
     struct sbx_cgroup cg;
     bool cg_made;
     bool joined; /* a task inside a session: the cgroup and namespaces are not ours */
@@ -188,7 +193,7 @@ uint64_t sbx_sandbox_tmp_size(const struct sbx_spec *spec, enum sbx_cg_mode mode
  * binary. Made once per process; the caller owns the fd. */
 int sbx_init_exe_open(sbx_err *err);
 
-/* Make the cgroup, clone the sandbox and let it run. On success *sb owns every
+/* Make the cgroup, clone the sandbox (its netns_fd held) and let it run. On success *sb owns every
  * fd and the cgroup; the task's setup goes on in the child and its failures
  * arrive later as SBX_MSG_SETUP_ERROR. */
 int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_err *err);

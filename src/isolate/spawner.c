@@ -3,11 +3,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,7 +26,10 @@
 #define REPLY_TIMEOUT_MS 10000
 #define MAGIC_REQ 0x73627871u /* "sbxq" */
 #define MAGIC_REP 0x73627872u /* "sbxr" */
+/* A sandbox's fds in a reply: pidfd, sync, stdin, stdout, stderr, then its
+ * network namespace when it has one of its own. */
 #define N_FDS 5
+#define N_FDS_MAX 6
 
 enum {
     F_ARGV = 1 << 0,
@@ -64,12 +70,14 @@ struct reply {
     sbx_err err;
     int32_t init_pid;
     bool cg_made;
+    bool has_netns; /* a sixth fd: its network namespace */
     struct sbx_cgroup cg;
 };
 
 static int spawner_fd = -1;
 static pid_t spawner_pid = -1;
-static size_t pending; /* requests sent, replies not read yet */
+static char spawner_cg[4096]; /* its cgroup (sbx_spawner_join_cgroup), or "" */
+static size_t pending;        /* requests sent, replies not read yet */
 static struct sbx_spawner_counts counts;
 
 static const struct sbx_metric m_spawns = {
@@ -252,19 +260,20 @@ static int decode(const char *msg, size_t len, struct decoded *d)
 
 static int send_reply(int sock, const struct reply *r, const int *fds)
 {
+    size_t nfds = r->has_netns ? N_FDS_MAX : N_FDS;
     union {
-        char buf[CMSG_SPACE(N_FDS * sizeof(int))];
+        char buf[CMSG_SPACE(N_FDS_MAX * sizeof(int))];
         struct cmsghdr align;
     } u = {0};
     struct iovec iov = {.iov_base = (void *)r, .iov_len = sizeof(*r)};
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
     if (fds) {
-        mh.msg_control = u.buf, mh.msg_controllen = sizeof(u.buf);
+        mh.msg_control = u.buf, mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
         struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
         cm->cmsg_level = SOL_SOCKET;
         cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(N_FDS * sizeof(int));
-        memcpy(CMSG_DATA(cm), fds, N_FDS * sizeof(int));
+        cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+        memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
     }
     ssize_t n;
     while ((n = sendmsg(sock, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
@@ -289,7 +298,9 @@ static void serve_one(int sock, const char *msg, size_t len, struct reply *r)
         r->init_pid = sb.init_pid;
         r->cg_made = sb.cg_made;
         r->cg = sb.cg;
-        int fds[N_FDS] = {sb.pidfd, sb.sync_fd, sb.stdin_fd, sb.stdout_fd, sb.stderr_fd};
+        r->has_netns = sb.netns_fd >= 0;
+        int fds[N_FDS_MAX] = {sb.pidfd,     sb.sync_fd,   sb.stdin_fd,
+                              sb.stdout_fd, sb.stderr_fd, sb.netns_fd};
         if (send_reply(sock, r, fds) < 0) {
             /* Nobody holds the sandbox: it goes. */
             sbx_sandbox_kill(&sb);
@@ -401,6 +412,33 @@ void sbx_spawner_stop(void)
     while (waitpid(spawner_pid, &status, 0) < 0 && errno == EINTR)
         ;
     spawner_pid = -1;
+    if (spawner_cg[0] && rmdir(spawner_cg) < 0 && errno != ENOENT)
+        sbx_log(SBX_LOG_WARN, "spawner cgroup %s not removed: %s", spawner_cg, strerror(errno));
+    spawner_cg[0] = '\0';
+}
+
+int sbx_spawner_join_cgroup(const char *parent, sbx_err *err)
+{
+    if (spawner_fd < 0 || !parent || spawner_cg[0])
+        return 0;
+    char dir[sizeof(spawner_cg)], procs[sizeof(spawner_cg) + 16], pid[24];
+    if (snprintf(dir, sizeof(dir), "%s/spawner-%d", parent, (int)spawner_pid) >= (int)sizeof(dir))
+        return sbx_err_set(err, ENAMETOOLONG, "spawner cgroup beneath %s", parent);
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return sbx_err_set(err, errno, "spawner cgroup %s", dir);
+    snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
+    int n = snprintf(pid, sizeof(pid), "%d", (int)spawner_pid);
+    int fd = open(procs, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, pid, (size_t)n) != n) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        rmdir(dir);
+        return sbx_err_set(err, e, "move the spawner into %s", dir);
+    }
+    close(fd);
+    memcpy(spawner_cg, dir, sizeof(dir));
+    return 0;
 }
 
 /* The spawner failed to answer: it is stopped for good (a late answer would
@@ -475,7 +513,7 @@ int sbx_spawner_reply(struct sbx_sandbox *sb, sbx_err *err)
     if (spawner_fd < 0 || !pending)
         return 0;
     union {
-        char buf[CMSG_SPACE(N_FDS * sizeof(int))];
+        char buf[CMSG_SPACE(N_FDS_MAX * sizeof(int))];
         struct cmsghdr align;
     } u;
     struct reply *r = malloc(sizeof(*r));
@@ -492,14 +530,18 @@ int sbx_spawner_reply(struct sbx_sandbox *sb, sbx_err *err)
         return 0;
     }
     struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
-    bool has_fds = cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-                   cm->cmsg_len == CMSG_LEN(N_FDS * sizeof(int));
-    int fds[N_FDS];
+    size_t nfds = 0;
+    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+        nfds = cm->cmsg_len == CMSG_LEN(N_FDS_MAX * sizeof(int)) ? N_FDS_MAX
+               : cm->cmsg_len == CMSG_LEN(N_FDS * sizeof(int))   ? N_FDS
+                                                                 : 0;
+    bool has_fds = nfds > 0;
+    int fds[N_FDS_MAX] = {-1, -1, -1, -1, -1, -1};
     if (has_fds)
-        memcpy(fds, CMSG_DATA(cm), N_FDS * sizeof(int));
+        memcpy(fds, CMSG_DATA(cm), nfds * sizeof(int));
     if (n != (ssize_t)sizeof(*r) || r->magic != MAGIC_REP || (mh.msg_flags & MSG_CTRUNC) ||
-        (r->rc == 0 && !has_fds)) {
-        for (int i = 0; has_fds && i < N_FDS; i++)
+        (r->rc == 0 && (!has_fds || nfds != (r->has_netns ? N_FDS_MAX : N_FDS)))) {
+        for (size_t i = 0; i < nfds; i++)
             close(fds[i]);
         free(r);
         spawner_lost(n <= 0 ? "is gone" : "answered out of turn");
@@ -507,7 +549,7 @@ int sbx_spawner_reply(struct sbx_sandbox *sb, sbx_err *err)
     }
     pending--;
     if (r->rc != 0) {
-        for (int i = 0; has_fds && i < N_FDS; i++)
+        for (size_t i = 0; i < nfds; i++)
             close(fds[i]);
         if (err)
             *err = r->err;
@@ -521,6 +563,7 @@ int sbx_spawner_reply(struct sbx_sandbox *sb, sbx_err *err)
                                .stdin_fd = fds[2],
                                .stdout_fd = fds[3],
                                .stderr_fd = fds[4],
+                               .netns_fd = fds[5],
                                .cg = r->cg,
                                .cg_made = r->cg_made};
     free(r);

@@ -32,6 +32,15 @@ int sbx_spawner_start(sbx_err *err);
  * for the daemon's teardown, off the loop. */
 void sbx_spawner_stop(void);
 bool sbx_spawner_running(void);
+/* Move the spawner into a cgroup of its own beneath parent (a v1 pids
+ * hierarchy's sandboxd/, where the daemon holds total_pids): the kernel
+ * checks pids.max at a fork, never at a move, so a sandbox's init cloned
+ * outside and moved in could take the parent past its cap. Cloned by a
+ * spawner inside it, init is counted against the cap at its clone, and its
+ * move to its own cgroup beneath the same parent changes nothing there. The
+ * spawner itself is one of the processes the cap counts. The cgroup goes with
+ * sbx_spawner_stop. */
+int sbx_spawner_join_cgroup(const char *parent, sbx_err *err);
 
 /* sbx_sandbox_spawn, through the spawner when one runs and can carry spec
  * (waiting for its answer, at most a few seconds; for a caller that cannot

@@ -465,25 +465,12 @@ fail:
     return NULL;
 }
 
-struct sbx_egress *sbx_egress_start_in(const struct sbx_egress_opts *o, pid_t pid, sbx_err *err)
+int sbx_netns_connect_loopback(int ns, uint16_t port, sbx_err *err)
 {
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
-    cleanup_fd int ns = open(path, O_RDONLY | O_CLOEXEC);
-    if (ns < 0) {
-        sbx_err_at(err, SBX_STAGE_EGRESS, errno, "open %s", path);
-        return NULL;
-    }
-    return sbx_egress_start(o, ns, err);
-}
-
-int sbx_netns_connect_loopback(pid_t pid, uint16_t port, sbx_err *err)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
-    cleanup_fd int ns = open(path, O_RDONLY | O_CLOEXEC);
     cleanup_fd int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-    if (ns < 0 || self < 0)
+    if (ns < 0)
+        return sbx_err_set(err, EBADF, "the sandbox has no network namespace of its own");
+    if (self < 0)
         return sbx_err_set(err, errno, "open the network namespaces");
     if (setns(ns, CLONE_NEWNET) < 0)
         return sbx_err_set(err, errno, "enter the sandbox's network namespace");

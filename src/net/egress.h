@@ -63,18 +63,15 @@ int sbx_egress_rules(const char *rules, sbx_err *err);
  * a spawn whose spec has net_rules. */
 int sbx_egress_rules_load(sbx_err *err);
 
-/* Build it all inside the namespace netns_fd (an fd of /proc/PID/ns/net):
+/* Build it all inside the namespace netns_fd (a sandbox's sbx_sandbox.netns_fd):
  * loopback, routes and the listening sockets; the rules are the sandbox's.
  * The calling thread returns to its own namespace before this returns. */
 struct sbx_egress *sbx_egress_start(const struct sbx_egress_opts *o, int netns_fd, sbx_err *err);
-/* The same inside the network namespace of process pid (opening and closing
- * /proc/PID/ns/net), e.g. a sandbox's init right after its clone. */
-struct sbx_egress *sbx_egress_start_in(const struct sbx_egress_opts *o, pid_t pid, sbx_err *err);
-/* A TCP connection to 127.0.0.1:port inside the network namespace of
- * process pid: a non-blocking socket made in that namespace (the calling
+/* A TCP connection to 127.0.0.1:port inside the network namespace netns_fd
+ * (a sandbox's): a non-blocking socket made in that namespace (the calling
  * thread goes back to its own at once), its connect under way (or refused:
  * -1 with ECONNREFUSED). */
-int sbx_netns_connect_loopback(pid_t pid, uint16_t port, sbx_err *err);
+int sbx_netns_connect_loopback(int netns_fd, uint16_t port, sbx_err *err);
 /* Judge new connections and DNS questions by another policy, at once. The
  * caller keeps the old policy alive until the egress is freed (connections
  * being set up may still hold it). */

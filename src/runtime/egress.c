@@ -188,14 +188,14 @@ int sbx_runtime_set_network(struct sbx_runtime *rt, const char *id, int net_defa
     return rt_policy_replace(rt, eg, &req, &t->own_policy, &t->retired, err);
 }
 
-static int task_egress_start(void *ud, pid_t init_pid, sbx_err *err)
+static int task_egress_start(void *ud, int netns_fd, sbx_err *err)
 {
     struct rt_task *t = ud;
-    t->eg = sbx_egress_start_in(&t->egress, init_pid, err);
+    t->eg = sbx_egress_start(&t->egress, netns_fd, err);
     return t->eg ? 0 : -1;
 }
 
-int (*rt_task_egress(struct rt_task *t))(void *ud, pid_t init_pid, sbx_err *err)
+int (*rt_task_egress(struct rt_task *t))(void *ud, int netns_fd, sbx_err *err)
 {
     struct sbx_runtime *rt = t->rt;
     t->egress = rt_egress_opts(rt, t->own_policy ? t->own_policy : rt->o.policy, on_flow, t);

@@ -328,6 +328,6 @@ struct sbx_egress_opts rt_egress_opts(struct sbx_runtime *rt, const struct sbx_p
 /* The on_spawn hook of a task that is to have its own egress (proxy policy,
  * not in a session), or NULL; its options are filled in t, which outlives
  * them, and the hook starts the egress in the new sandbox's namespace. */
-int (*rt_task_egress(struct rt_task *t))(void *ud, pid_t init_pid, sbx_err *err);
+int (*rt_task_egress(struct rt_task *t))(void *ud, int netns_fd, sbx_err *err);
 /* The egress of a session reports its flows on the session's stream. */
 void rt_session_flow(void *ud, const struct sbx_flow *f);

@@ -184,10 +184,28 @@ static void on_session_exit(evutil_socket_t fd, short what, void *arg)
     session_end(arg, "the session's sandbox ended");
 }
 
+/* Whether a task of x was submitted and has not started yet (in its tenant's
+ * queue, waiting for its workspace): work for x as much as a running one. */
+static bool session_has_waiting(const struct rt_session *x)
+{
+    for (const struct rt_task *t = x->rt->active; t; t = t->all_next)
+        if (!t->t && strcmp(t->session, x->name) == 0 && strcmp(t->clone.tenant, x->tenant) == 0 &&
+            strcmp(t->clone.key, x->clone_key) == 0 && strcmp(t->clone.id, x->clone_id) == 0)
+            return true;
+    return false;
+}
+
+/* Idle: no task of it running or waiting to run for the whole timeout (the
+ * last one to end, or to start, armed the timer again). On a busy machine a
+ * task may wait in the queue longer than the timeout: it holds the session. */
 static void on_session_idle(evutil_socket_t fd, short what, void *arg)
 {
     struct rt_session *x = arg;
-    if (x->tasks == 0)
+    if (x->tasks)
+        return; /* the end of the last one arms the timer again */
+    if (session_has_waiting(x))
+        rt_session_touch(x); /* looked at again later (it may be canceled unstarted) */
+    else
         session_end(x, "idle_timeout");
 }
 
@@ -325,7 +343,7 @@ static int session_spawn(struct rt_session *x, sbx_err *err)
         return -1;
     if (set->net == SBX_NET_PROXY) {
         x->egress_opts = rt_egress_opts(rt, rt->o.policy, rt_session_flow, x);
-        if (!(x->egress = sbx_egress_start_in(&x->egress_opts, x->sb.init_pid, err)))
+        if (!(x->egress = sbx_egress_start(&x->egress_opts, x->sb.netns_fd, err)))
             return -1;
     }
     if (sbx_sandbox_send_fds(&x->sb, &rt->o.fds[set->seccomp], err) < 0)
@@ -392,6 +410,7 @@ int sbx_runtime_session_start_limits(struct sbx_runtime *rt, const struct sbx_cl
     if (lim)
         x->lim = *lim;
     x->sb.pidfd = x->sb.sync_fd = x->sb.stdin_fd = x->sb.stdout_fd = x->sb.stderr_fd = -1;
+    x->sb.netns_fd = -1;
     snprintf(x->tenant, sizeof(x->tenant), "%s", c->tenant);
     snprintf(x->name, sizeof(x->name), "%s", name);
     snprintf(x->clone_key, sizeof(x->clone_key), "%s", c->key);
@@ -494,5 +513,5 @@ int sbx_runtime_session_connect(struct sbx_runtime *rt, const struct sbx_clone *
     if (rt->settings.net == SBX_NET_HOST)
         return sbx_err_set(err, ENOTSUP,
                            "sandboxes share the host's network here: their loopback is the host's");
-    return sbx_netns_connect_loopback(x->sb.init_pid, port, err);
+    return sbx_netns_connect_loopback(x->sb.netns_fd, port, err);
 }

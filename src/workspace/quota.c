@@ -1,6 +1,7 @@
 #include "workspace/quota.h"
 
 #include "base/digest.h"
+#include "base/parse.h"
 #include "workspace/quota_mode.h"
 
 #include <dirent.h>
@@ -529,23 +530,6 @@ int sbx_ws_quota_usage(const char *mount_point, uint64_t *used, uint64_t *total,
     return 0;
 }
 
-/* Mount points in /proc/self/mountinfo are the fifth field, with space, tab,
- * newline and backslash written as octal escapes. */
-static void unescape(char *s)
-{
-    char *o = s;
-    for (char *i = s; *i; i++) {
-        if (i[0] == '\\' && i[1] >= '0' && i[1] <= '3' && i[2] >= '0' && i[2] <= '7' &&
-            i[3] >= '0' && i[3] <= '7') {
-            *o++ = (char)((i[1] - '0') * 64 + (i[2] - '0') * 8 + (i[3] - '0'));
-            i += 3;
-        } else {
-            *o++ = *i;
-        }
-    }
-    *o = '\0';
-}
-
 int sbx_ws_quota_release_all(const char *root)
 {
     FILE *f = fopen("/proc/self/mountinfo", "re");
@@ -562,7 +546,7 @@ int sbx_ws_quota_release_all(const char *root)
         mp = tok;
         if (!mp)
             continue;
-        unescape(mp);
+        sbx_mountinfo_unescape(mp);
         if (strncmp(mp, root, rlen) == 0 && mp[rlen] == '/' && (found[n] = strdup(mp)))
             n++;
     }

@@ -557,8 +557,12 @@ def session_idle_timeout_ends_it():
         a = {"X-Tenant-Code": "idle"}
         st, b, _ = d.req("POST", "/runtime/start", {"sessionID": "nap"}, headers=a)
         check(st == 200, "started", (st, b))
+        # The task ends only once its background process is `sleep` (no longer
+        # the subshell or setsid it starts as): on a busy machine the exec may
+        # come later than the next task's look.
         st, b, _ = d.req("POST", "/runtime/exec", {"sessionID": "nap", "command": [
-            "/bin/sh", "-c", "(setsid sleep 300 &); echo x > /tmp/f"]}, headers=a)
+            "/bin/sh", "-c", "(setsid sleep 300 &); i=0; until grep -qx sleep /proc/[0-9]*/comm "
+            "2>/dev/null || [ $i -ge 5000 ]; do i=$((i+1)); done; echo x > /tmp/f"]}, headers=a)
         check(st == 200, "task in the session", (st, b))
         # Seen from inside the session (a task of its own, which also renews
         # the idle timer): the background process outlived its task.

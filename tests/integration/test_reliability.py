@@ -429,7 +429,10 @@ def retention_keeps_its_bounds_under_a_flood_of_tasks():
     d = Daemon(state, config=cfg).start()
     counts = {"accepted": 0, "busy": 0, "other": []}
     lock = threading.Lock()
-    stop_at = time.monotonic() + 40
+    # The flood is a count, not a rate: 1000 tasks, however long this machine
+    # takes to accept them (the rate is bench/'s: bench/api.sh). The deadline
+    # only ends a daemon that stopped accepting; the check below then fails.
+    stop_at = time.monotonic() + 300
     want = 1000
 
     def client(k):
@@ -468,8 +471,9 @@ def retention_keeps_its_bounds_under_a_flood_of_tasks():
             t.join()
         took = time.monotonic() - t0
         check(not counts["other"], "only 202 and 429 answers", counts["other"][:3])
-        check(counts["accepted"] >= want, "%d tasks accepted in %.1fs" % (counts["accepted"], took),
-              counts)
+        print("  %d tasks accepted in %.1fs" % (counts["accepted"], took))
+        check(counts["accepted"] >= want, "%d tasks accepted (a daemon that stops accepting "
+              "fails here)" % counts["accepted"], counts)
         check(counts["busy"] > 0, "the queue was full at times (429s)", counts)
         # Everything has run within a few seconds; a tick later the bounds hold.
         deadline = time.monotonic() + 15

@@ -602,6 +602,38 @@ def skill_trees_masked_without_the_mount_sandbox():
 
 
 @case
+def host_view_whole_with_a_mount_beneath():
+    # any mount beneath /var on the host (another daemon's, a container's) made
+    # /host/var empty: a user namespace may not bind /var without it. The
+    # daemon runs in a private mount namespace with a tmpfs mounted inside the
+    # tree: the tree is still seen, the mount's content is not.
+    vt = tempfile.mkdtemp(prefix="sbx-skills-", dir="/var/tmp")
+    os.chmod(vt, 0o755)
+    try:
+        write(os.path.join(vt, "seen"), "on the host\n")
+        os.makedirs(os.path.join(vt, "sub"))
+        cfg = os.path.join(TMP, "nomount2.yaml")
+        with open(cfg, "w") as f:
+            f.write("sandbox:\n  mount_sandbox: false\nskills:\n  builtin_root: %s\n"
+                    % os.path.join(TMP, "none"))
+        sub = os.path.join(vt, "sub")
+        prefix = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                  'mount -t tmpfs sbxtest "$0" && echo secret > "$0/s" && exec "$@"', sub]
+        d2 = Daemon(os.path.join(TMP, "nomount2-state"), config=cfg)
+        d2.prefix = prefix
+        d2.start()
+        try:
+            st, b = d2.exec({"command": ["/bin/sh", "-c", "cat /host%s/seen; ls -a /host%s/sub"
+                                         % (vt, vt)]})
+            check(st == 200 and b["stdout"].split() == ["on", "the", "host", ".", ".."],
+                  "the tree is seen, what is mounted in it is covered", (st, b))
+        finally:
+            d2.stop()
+    finally:
+        shutil.rmtree(vt, ignore_errors=True)
+
+
+@case
 def tier_profiles_from_inside():
     st, m = D.exec({"skill": "weather", "action": "profile"})
     st2, s = D.exec({"skill": "sharedprobe", "action": "profile"})

@@ -389,12 +389,15 @@ def p12_cpu_hog_gets_a_quarter_core():
     check(rep["outcome"] == "exited" and rep["exitCode"] == 0, "cpu hog did not exit", res)
     # The share over the probe's own spin (the report's wall time also holds
     # the sandbox's set-up). The cap is the property: at most 0.25 core
-    # (+30% for the quota period's granularity); the lower bound only shows
-    # the hog ran, since a busy shared machine may give it less than its cap.
+    # (+30% for the quota period's granularity), whatever the machine's load
+    # (two threads spinning take up to 2 cores where nothing caps them). How
+    # much a busy shared machine gives the hog below its cap is no property of
+    # ours: the lower bound only shows that the hog ran.
     m = re.search(r"got ([0-9.]+) s of CPU in ([0-9.]+) s of wall time", text(res.stdout))
     check(m is not None, "cpu hog did not report its share", res)
     cpu, wall = float(m.group(1)), float(m.group(2))
-    check(0.25 * 0.4 <= cpu / wall <= 0.25 * 1.3,
+    check(cpu > 0 and wall >= 3, "the hog spun for its 3 s and got some CPU", res)
+    check(cpu / wall <= 0.25 * 1.3,
           "CPU %.3fs over wall %.3fs = %.3f cores, expected at most 0.25 (+30%%)" %
           (cpu, wall, cpu / wall), res)
     check(rep["cpuSeconds"] <= 0.25 * 1.3 * rep["wallSeconds"] + 0.1,

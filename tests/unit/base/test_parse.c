@@ -89,12 +89,23 @@ static void env_assignments(void **state)
     assert_non_null(strstr(e.msg, "A-B=1"));
 }
 
+static void mountinfo_escapes(void **state)
+{
+    (void)state;
+    char a[] = "/var/tmp/a\\040b\\011c\\012d\\134e";
+    sbx_mountinfo_unescape(a);
+    assert_string_equal(a, "/var/tmp/a b\tc\nd\\e");
+    char b[] = "/x\\4\\999\\04"; /* not escapes: kept as they are */
+    sbx_mountinfo_unescape(b);
+    assert_string_equal(b, "/x\\4\\999\\04");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sizes_with_suffixes), cmocka_unit_test(sizes_refused),
         cmocka_unit_test(seconds_and_cpu),     cmocka_unit_test(unsigned_ranges),
-        cmocka_unit_test(env_assignments),
+        cmocka_unit_test(env_assignments),     cmocka_unit_test(mountinfo_escapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -184,6 +184,58 @@ static void test_start_waits_for_workspace(void **state)
     until_released(fx);
 }
 
+struct ended {
+    bool done;
+    enum sbx_task_status status;
+    bool session_live; /* when the task's end was told */
+    struct fx *fx;
+};
+
+static void on_ended(void *ud, const struct sbx_store_task *t)
+{
+    struct ended *x = ud;
+    x->done = true;
+    x->status = t->status;
+    x->session_live = sbx_runtime_session_live(x->fx->rt, &acme_default, "s1");
+}
+
+/* A task of the session waiting in the queue longer than the idle timeout
+ * (the one slot is another task's) holds the session: it runs in it, and the
+ * session is still live at its end. */
+static void test_waiting_task_holds_the_session(void **state)
+{
+    struct fx *fx = *state;
+    fx->set.idle_timeout_s = 0.3;
+    fx_start(fx);
+    memset(seen, 0, sizeof(seen));
+    fx_warm(fx, "acme");
+    start(fx, "s1");
+    static const char *const hog[] = {"/bin/sleep", "1.5", NULL};
+    static const char *const argv[] = {"/bin/true", NULL};
+    struct sbx_task_request r1 = fx_request("acme", hog), r2 = fx_request("acme", argv);
+    r2.session = "s1";
+    struct ended a = {.fx = fx}, b = {.fx = fx};
+    char id[SBX_ID_SIZE];
+    sbx_err e = {0};
+    if (sbx_runtime_submit(fx->rt, &r1, on_ended, &a, id, &e) < 0 ||
+        sbx_runtime_submit(fx->rt, &r2, on_ended, &b, id, &e) < 0)
+        fx_fail("submit", &e);
+    while (!(a.done && b.done) && !fx->timed_out)
+        event_base_loop(fx->base, EVLOOP_ONCE);
+    assert_false(fx->timed_out);
+    assert_int_equal(a.status, SBX_TASK_SUCCEEDED);
+    assert_int_equal(b.status, SBX_TASK_SUCCEEDED);
+    assert_true(b.session_live);
+    /* and idle once nothing is left: it ends by itself */
+    for (int i = 0; i < 300 && sbx_runtime_session_live(fx->rt, &acme_default, "s1"); i++) {
+        struct timeval tv = {.tv_usec = 10000};
+        event_base_loopexit(fx->base, &tv);
+        event_base_dispatch(fx->base);
+    }
+    assert_false(sbx_runtime_session_live(fx->rt, &acme_default, "s1"));
+    until_released(fx);
+}
+
 /* Stopped while its workspace is being formatted: its waiter hears it ended,
  * and the format's end does not find it. */
 static void test_stop_while_formatting(void **state)
@@ -246,6 +298,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_start_waits_for_workspace, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_stop_while_formatting, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_files_wait_for_workspace, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_waiting_task_holds_the_session, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

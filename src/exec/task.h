@@ -35,6 +35,8 @@ struct sbx_task_opts {
     /* Called once, when the task and everything of its sandbox are gone. */
     void (*on_done)(void *ud, struct sbx_task *t);
     void *ud;
+    /* The caller allows a pooled sandbox (exec/pool.h) for this task. */
+    bool poolable;
 };
 
 /* Spawn the sandbox and start watching it. The spec's strings must outlive

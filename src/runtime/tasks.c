@@ -363,6 +363,9 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
         .on_output = on_output,
         .on_done = on_task_done,
         .ud = t,
+        /* the pool serves every task, or only code of the listed environments */
+        .poolable = !set->pool.environments.n ||
+                    (t->envc && sbx_strv_has(&set->pool.environments, t->envc->name)),
     };
     /* Its own binds, then the clone's (claw-skill and its socket). */
     struct sbx_mount mounts[SBX_MOUNTS_MAX];

@@ -9,6 +9,7 @@
 #include <linux/capability.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -37,6 +38,7 @@ struct init_opts {
     struct sbx_seccomp_progs seccomp;
     bool session; /* hold a session's namespaces: no task of our own */
     bool sub;     /* a task of a session, started inside its namespaces */
+    bool pooled;  /* built ahead: the command comes on the sync socket */
     uint64_t fsize, nofile, data, nproc, as;
     uint64_t mem_watch; /* rlimit mode: the namespace's memory limit, watched */
     bool tcp_watch;     /* ... with the TCP queues of its own network namespace */
@@ -76,6 +78,10 @@ static int parse_opts(int argc, char **argv, struct init_opts *o, sbx_err *err)
             o->session = true;
             continue;
         }
+        if (strcmp(a, "--pooled") == 0) {
+            o->pooled = true;
+            continue;
+        }
         if (strcmp(a, "--sub") == 0) {
             o->sub = true;
             continue;
@@ -107,7 +113,50 @@ static int parse_opts(int argc, char **argv, struct init_opts *o, sbx_err *err)
         else
             return sbx_err_at(err, SBX_STAGE_INIT, EINVAL, "unknown argument %s", a);
     }
-    return o->session ? 0 : sbx_err_at(err, SBX_STAGE_INIT, EINVAL, "no command");
+    return o->session || o->pooled ? 0 : sbx_err_at(err, SBX_STAGE_INIT, EINVAL, "no command");
+}
+
+/* A pooled sandbox waits here, built, for its one command (the message of
+ * sbx_sandbox_send_command); its creator closing the socket ends it. */
+static char command_msg[SBX_COMMAND_MAX + 1];
+
+static char **unpack_strings(char **at, const char *end, uint32_t n, sbx_err *err)
+{
+    char **v = calloc((size_t)n + 1, sizeof(*v));
+    if (!v)
+        return NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        char *nul = *at < end ? memchr(*at, '\0', (size_t)(end - *at)) : NULL;
+        if (!nul) {
+            sbx_err_at(err, SBX_STAGE_INIT, EINVAL, "a truncated command");
+            free(v);
+            return NULL;
+        }
+        v[i] = *at;
+        *at = nul + 1;
+    }
+    return v;
+}
+
+static int wait_command(struct init_opts *o, sbx_err *err)
+{
+    ssize_t n;
+    while ((n = recv(SYNC_FD, command_msg, sizeof(command_msg) - 1, 0)) < 0 && errno == EINTR)
+        ;
+    if (n == 0)
+        _exit(0); /* discarded unused */
+    uint32_t c[2];
+    if (n < (ssize_t)sizeof(c))
+        return sbx_err_at(err, SBX_STAGE_INIT, n < 0 ? errno : EINVAL, "read the command");
+    memcpy(c, command_msg, sizeof(c));
+    char *at = command_msg + sizeof(c), *end = command_msg + n;
+    char **env = NULL;
+    if (!c[0] || !(o->argv = unpack_strings(&at, end, c[0], err)) ||
+        !(env = unpack_strings(&at, end, c[1], err)))
+        return err->msg[0] ? -1
+                           : sbx_err_at(err, SBX_STAGE_INIT, c[0] ? ENOMEM : EINVAL, "command");
+    environ = env; /* the task's, as a cold init has it from execve */
+    return 0;
 }
 
 static int set_rlimit(int res, uint64_t v, const char *name, sbx_err *err)
@@ -294,6 +343,8 @@ int main(int argc, char **argv)
     sigprocmask(SIG_SETMASK, &all, NULL);
     if (o.session)
         hold_session(&o);
+    if (o.pooled && wait_command(&o, &e) < 0)
+        fail(125, &e);
 
     pid_t task = fork();
     if (task < 0) {

@@ -246,11 +246,12 @@ static void status_totals(void *ud, json_t *status)
     struct sbx_pool_stats ps;
     sbx_pool_stats(&ps);
     json_object_set_new(status, "pool",
-                        json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:I}", "enabled",
-                                  s->cfg.pool.enabled, "idle", (json_int_t)ps.idle, "building",
-                                  (json_int_t)ps.building, "hits", (json_int_t)ps.hits, "misses",
-                                  (json_int_t)ps.misses, "built", (json_int_t)ps.built, "discarded",
-                                  (json_int_t)ps.discarded));
+                        json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "enabled",
+                                  s->cfg.pool.enabled, "zygote", s->cfg.pool.zygote, "idle",
+                                  (json_int_t)ps.idle, "building", (json_int_t)ps.building, "hits",
+                                  (json_int_t)ps.hits, "zygoteHits", (json_int_t)ps.zygote_hits,
+                                  "misses", (json_int_t)ps.misses, "built", (json_int_t)ps.built,
+                                  "discarded", (json_int_t)ps.discarded));
 }
 
 /* ---- environments' images: unpacked once by a helper child each ---- */

@@ -10,6 +10,7 @@
 #include "base/hex.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "base/strv.h"
 #include "base/time.h"
 #include "exec/pool_int.h"
 #include "isolate/spawner.h"
@@ -27,6 +28,7 @@ struct pool_entry {
     char *workspace, *rootfs, *name;
     struct sbx_mount mounts[SBX_MOUNTS_MAX];
     char *mount_text[2 * SBX_MOUNTS_MAX];
+    char **zygote_argv, **zygote_envp;
     struct sbx_spec spec;
     struct sbx_sandbox_fds fds;
     struct sbx_sandbox sb;
@@ -90,6 +92,8 @@ static void free_entry(struct pool_entry *pe)
     free(pe->name);
     for (size_t i = 0; i < SBX_ARRAY_LEN(pe->mount_text); i++)
         free(pe->mount_text[i]);
+    sbx_strv_free(pe->zygote_argv);
+    sbx_strv_free(pe->zygote_envp);
     free(pe);
 }
 
@@ -241,6 +245,12 @@ static char *spec_key(const struct sbx_task_opts *o)
     for (size_t i = 0; i < s->n_mounts; i++)
         fprintf(f, "%s%c%s%c%d%c", s->mounts[i].host, 0, s->mounts[i].inside, 0,
                 (int)s->mounts[i].writable, 0);
+    char *const *zv[2] = {o->zygote_argv, o->zygote_envp};
+    for (int l = 0; l < 2; l++) {
+        fprintf(f, "%c", 1);
+        for (size_t i = 0; zv[l] && zv[l][i]; i++)
+            fprintf(f, "%s%c", zv[l][i], 0);
+    }
     if (fclose(f) != 0)
         return NULL;
     /* NULs separate the binds' text: hex it into the key */
@@ -314,6 +324,16 @@ static void refill(const struct sbx_task_opts *o, const char *key, const struct 
     pe->fds = o->fds;
     pe->spec = o->spec;
     pe->spec.argv = pe->spec.envp = NULL;
+    if (o->zygote_argv) {
+        pe->zygote_argv = sbx_strv_dup((const char *const *)o->zygote_argv, 0);
+        pe->zygote_envp = sbx_strv_dup((const char *const *)o->zygote_envp, 0);
+        if (!pe->zygote_argv || !pe->zygote_envp) {
+            free_entry(pe);
+            return;
+        }
+        pe->spec.argv = pe->zygote_argv;
+        pe->spec.envp = pe->zygote_envp;
+    }
     pe->spec.pooled = true;
     pe->spec.workspace = pe->workspace;
     pe->spec.rootfs = pe->rootfs;
@@ -374,6 +394,7 @@ int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struc
         return 0;
     int got = 0;
     char made_as[SBX_CG_NAME_MAX + 1] = "";
+    bool zygote = false;
     for (struct pool_entry *pe = P.head, *next; pe && !got; pe = next) {
         next = pe->next;
         if (!pe->ready || strcmp(pe->key, key) != 0)
@@ -391,15 +412,18 @@ int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struc
         unlink_entry(pe);
         *sb = pe->sb;
         snprintf(made_as, sizeof(made_as), "%s", pe->name);
+        zygote = pe->zygote_argv != NULL;
         free_entry(pe);
         got = 1;
     }
+    P.st.zygote_hits += zygote;
     if (got)
         P.st.hits++;
     else
         P.st.misses++;
     sbx_metric_add(&m_takes, 1, got ? "hit" : "miss");
-    sbx_log(SBX_LOG_INFO, "pool: %s for=%s sandbox=%s", got ? "hit" : "miss", o->spec.name,
+    sbx_log(SBX_LOG_INFO, "pool: %s for=%s sandbox=%s",
+            got ? zygote ? "hit (zygote)" : "hit" : "miss", o->spec.name,
             got ? made_as : o->spec.name);
     refill(o, key, &ws);
     return got;

@@ -34,6 +34,7 @@ void sbx_pool_forget_workspace(const char *dir);
 
 struct sbx_pool_stats {
     uint64_t hits, misses; /* eligible tasks served ready / built cold */
+    uint64_t zygote_hits;  /* hits with an interpreter started ahead */
     uint64_t built;        /* pooled sandboxes that arrived */
     uint64_t discarded;    /* idle ones ended unused (timeout, evicted, gone stale) */
     uint64_t idle, building;

@@ -584,7 +584,9 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
     l->output_limit_bytes = o->output_limit;
     clock_gettime(CLOCK_MONOTONIC, &t->t0);
     exec_pool_task_count(1);
-    if (exec_pool_take(base, o, &t->sb) == 1) { /* built ahead, command sent */
+    int pooled = exec_pool_take(base, o, &t->sb);
+    t->o.zygote_argv = t->o.zygote_envp = NULL; /* the caller's, for the take only */
+    if (pooled == 1) {                          /* built ahead, command sent */
         if (start_watch(t, true, err) < 0) {
             t->finished = t->released = true;
             sbx_task_free(t);

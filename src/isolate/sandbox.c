@@ -472,7 +472,7 @@ static char **build_init_argv(const struct sbx_spec *spec, const struct sbx_cgro
     size_t argc = 0;
     while (spec->argv && spec->argv[argc])
         argc++;
-    char **v = calloc(argc + 16, sizeof(*v));
+    char **v = calloc(argc + 17, sizeof(*v));
     if (!v)
         return NULL;
     size_t i = 0;
@@ -493,9 +493,11 @@ static char **build_init_argv(const struct sbx_spec *spec, const struct sbx_cgro
         v[i++] = strdup("--tcp-watch");
     if (spec->session) {
         v[i++] = strdup("--session");
-    } else if (spec->pooled) {
+    } else if (spec->pooled && !argc) {
         v[i++] = strdup("--pooled");
     } else {
+        if (spec->pooled) /* a zygote: argv is started now, its command comes later */
+            v[i++] = strdup("--pooled"), v[i++] = strdup("--zygote");
         if (spec->join_pidfd >= 0)
             v[i++] = strdup("--sub");
         v[i++] = strdup("--");

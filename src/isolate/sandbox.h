@@ -127,7 +127,9 @@ struct sbx_spec {
     bool writable_root;
     /* Built ahead of its task (exec/pool.c): init takes no command in its
      * argv but waits on the sync socket for sbx_sandbox_send_command's
-     * message; argv and envp are unused (NULL). */
+     * message; argv and envp are unused (NULL). With argv, a zygote: init
+     * starts argv (with envp) at once, as it would a task, and passes the
+     * command's message on to it, at its fd 4, to EOF. */
     bool pooled;
 };
 

@@ -109,7 +109,8 @@ void sbx_runtime_free(struct sbx_runtime *rt)
 {
     if (!rt)
         return;
-    sbx_pool_shutdown();   /* its sandboxes hold workspaces */
+    sbx_pool_shutdown(); /* its sandboxes hold workspaces */
+    rt_zygote_free(rt);
     rt_snapshots_free(rt); /* before the workspaces are unmounted */
     rt_metrics_fini(rt);
     while (rt->sessions)

@@ -403,6 +403,12 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
         to.spec.net_rules = NULL;
         to.on_spawn = NULL; /* the session's egress serves it */
     }
+    char *zargv[4];
+    char **zenv = NULL;
+    if (to.poolable && !x && to.spec.argv == t->argv && rt_zygote_for(rt, t, ev, zargv, &zenv)) {
+        to.zygote_argv = zargv;
+        to.zygote_envp = zenv;
+    }
     /* The rules hold the policy's address sets: the task's own policy. */
     cleanup_free char *rules = NULL;
     if (to.spec.net_rules && !x &&

@@ -211,6 +211,94 @@ def idle_sandboxes_go_after_idle_timeout():
         d.stop()
 
 
+ZY = Daemon(os.path.join(TMP, "zygote"), TOKEN, config=config(
+    "zygote.yaml", POOL % "60s" + "  zygote: true\n  zygote_imports: [json, re]\n")).start()
+
+PY_CASES = [
+    ("print", "print(1)"),
+    ("exception", "1/0"),
+    ("SystemExit", "raise SystemExit(3)"),
+    ("syntax error", "x=("),
+    ("stdin", "import sys; print(sys.stdin.read())"),
+    ("argv and __main__", "import sys; print(sys.argv, __name__, sys.path[0] == '')"),
+    ("environment", "import os; print(os.environ.get('FOO'), os.environ.get('PATH'))"),
+    ("a pre-imported module is not bound", "print(json)"),
+    ("identity", "import os; print(os.getuid(), os.getcwd(), open('/proc/1/comm').read())"),
+    ("stderr and exit", "import sys; sys.stderr.write('e\\n'); sys.exit('bye')"),
+    ("timeout", "import time; time.sleep(30)"),
+    ("oom", "b=[]\nwhile True: b.append(bytearray(8<<20))"),
+]
+
+
+def py(d, code, clone="z", env=None, timeout=None):
+    body = {"language": "python", "code": code, "stdin": "fed"}
+    if env:
+        body["env"] = env
+    if timeout:
+        body["timeoutSeconds"] = timeout
+    return run(d, body, clone)
+
+
+def zygote_hit(code, clone="z", env=None, timeout=None):
+    wait_idle(ZY)
+    before = pool_status(ZY)["zygoteHits"]
+    b = py(ZY, code, clone, env, timeout)
+    check(pool_status(ZY)["zygoteHits"] == before + 1, "run by a zygote", (code, pool_status(ZY)))
+    return b
+
+
+@S.case
+def zygote_tasks_give_the_same_results_as_cold_python():
+    py(ZY, "pass")
+    for name, code in PY_CASES:
+        t = 2 if name == "timeout" else None
+        b1 = zygote_hit(code, env={"FOO": "bar"}, timeout=t)
+        b2 = py(COLD, code, env={"FOO": "bar"}, timeout=t)
+        if os.environ.get("POOL_SHOW"):
+            print(name, essentials(b1))
+        check(essentials(b1) == essentials(b2), name + ": the same from a zygote and cold",
+              (essentials(b1), essentials(b2)))
+
+
+@S.case
+def a_zygote_serves_one_task_and_sees_no_other_tasks_secrets():
+    py(ZY, "pass", "zs")
+    b1 = zygote_hit("import os, builtins; builtins.LEFT = 1; print(os.getpid(), "
+                    "os.readlink('/proc/self/ns/pid'))", "zs", env={"SECRET": "s3cr3t"})
+    b2 = zygote_hit("import os, builtins; print(hasattr(builtins, 'LEFT'), "
+                    "os.readlink('/proc/self/ns/pid'), 'SECRET' in os.environ, "
+                    "b's3cr3t' in open('/proc/self/environ', 'rb').read())", "zs")
+    check(b1["exitCode"] == 0 and b2["exitCode"] == 0, "both ran", (b1, b2))
+    ns1 = b1["stdout"].split()[1]
+    f = b2["stdout"].split()
+    check(f[0] == "False" and f[2] == "False" and f[3] == "False",
+          "nothing of task 1 in task 2 (globals, environment)", (b1, b2))
+    check(f[1] != ns1, "another pid namespace", (ns1, f))
+
+
+@S.case
+def startup_variables_of_its_own_mean_no_zygote():
+    py(ZY, "pass", "zv")
+    wait_idle(ZY)
+    p0 = pool_status(ZY)
+    b = py(ZY, "import sys; print(sys.flags.dont_write_bytecode)", "zv",
+           env={"PYTHONDONTWRITEBYTECODE": "1"})
+    p1 = pool_status(ZY)
+    check(b["exitCode"] == 0 and b["stdout"] == "1\n", "PYTHON* honoured", b)
+    check(p1["zygoteHits"] == p0["zygoteHits"], "not run by a zygote", (p0, p1))
+
+
+@S.case
+def bad_zygote_imports_are_refused():
+    path = config("badz.yaml", "pool:\n  zygote_imports: ['os; import x']\n")
+    p = subprocess.run([SANDBOXD, "serve", "--config", path, "--listen", "127.0.0.1:0",
+                        "--state-dir", os.path.join(TMP, "badz")], capture_output=True,
+                       text=True, timeout=30)
+    check(p.returncode == 2 and "pool.zygote_imports" in p.stderr, "refused naming the key",
+          (p.returncode, p.stderr))
+
+
 ON.stop()
 COLD.stop()
+ZY.stop()
 S.finish()

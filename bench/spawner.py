@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""The exec path side by side, interleaved (issue 10's goals): three
+"""The exec path side by side, interleaved (issue 10's goals): four
 `sandboxd serve` daemons run at once, one with the sandbox spawner
 (`pool.spawner: true`, the default), one without, and one with the spawner
 and the warm pool (`pool.enabled: true, max_idle: 8`: every task after a
-clone's first takes a sandbox built ahead), and each round runs, in turn:
+clone's first takes a sandbox built ahead), and one with the pool and
+python zygotes (`pool.zygote: true`: python3 started ahead in each pooled
+python sandbox), and each round runs, in turn:
 
   - a local one-shot `bwrap --unshare-all` of /bin/true (the binds of
     bench/startup.sh), and a bare `/usr/bin/python3 -c 'print(1)'` (the
@@ -63,7 +65,7 @@ def free_port():
 
 
 class Daemon:
-    def __init__(self, name, spawner, pool=False):
+    def __init__(self, name, spawner, pool=False, zygote=False):
         self.name = name
         self.state = os.path.join(TMP, name)
         os.makedirs(self.state)
@@ -73,6 +75,8 @@ class Daemon:
                     "pool:\n  spawner: %s\n" % ("true" if spawner else "false"))
             if pool:
                 f.write("  enabled: true\n  max_idle: 8\n  idle_timeout: 10m\n")
+            if zygote:
+                f.write("  zygote: true\n")
         self.port = free_port()
         self.log = open(os.path.join(TMP, name + ".log"), "w")
         self.proc = subprocess.Popen(
@@ -163,6 +167,7 @@ def pct(v, p):
 def main():
     on, off = Daemon("spawner-on", True), Daemon("spawner-off", False)
     pool = Daemon("pool-on", True, pool=True)
+    zyg = Daemon("zygote-on", True, pool=True, zygote=True)
     time.sleep(1)
     rss_idle = {"on": on.rss_kib(), "off": off.rss_kib(), "pool": pool.rss_kib(),
                 "spawner": sum(on.rss_kib(p) for p in on.pids())}
@@ -172,7 +177,8 @@ def main():
                               "HTTP /bin/true, spawner off", "bare python3 -c print(1)",
                               "HTTP python print(1), spawner on",
                               "HTTP python print(1), spawner off",
-                              "HTTP /bin/true, pool on", "HTTP python print(1), pool on")}
+                              "HTTP /bin/true, pool on", "HTTP python print(1), pool on",
+                              "HTTP python print(1), pool + zygote on")}
     steps = [
         ("bwrap /bin/true", lambda: run_ms(BWRAP + ["/bin/true"])),
         ("HTTP /bin/true, spawner on", lambda: on.exec(true_body)),
@@ -182,6 +188,7 @@ def main():
         ("HTTP python print(1), spawner off", lambda: off.exec(py_body)),
         ("HTTP /bin/true, pool on", lambda: pool.exec(true_body)),
         ("HTTP python print(1), pool on", lambda: pool.exec(py_body)),
+        ("HTTP python print(1), pool + zygote on", lambda: zyg.exec(py_body)),
     ]
     for _ in range(10):  # warm-up, uncounted
         for _, fn in steps:
@@ -205,16 +212,18 @@ def main():
                                                    statistics.mean(v)))
     med = {k: pct(v, 50) for k, v in series.items()}
     print("\nRatios of p50: HTTP /bin/true / bwrap: spawner on %.2f, off %.2f, pool on %.2f "
-          "(goal <= 0.5); HTTP python / bare python3: on %.2f, off %.2f, pool on %.2f "
-          "(goal <= 1.0).\n" % (
+          "(goal <= 0.5); HTTP python / bare python3: on %.2f, off %.2f, pool on %.2f, "
+          "pool + zygote on %.2f (goal <= 1.0).\n" % (
               med["HTTP /bin/true, spawner on"] / med["bwrap /bin/true"],
               med["HTTP /bin/true, spawner off"] / med["bwrap /bin/true"],
               med["HTTP /bin/true, pool on"] / med["bwrap /bin/true"],
               med["HTTP python print(1), spawner on"] / med["bare python3 -c print(1)"],
               med["HTTP python print(1), spawner off"] / med["bare python3 -c print(1)"],
-              med["HTTP python print(1), pool on"] / med["bare python3 -c print(1)"]))
-    print("Pool after the rounds: %s.\n" % json.dumps(pool.pool()))
-    n = 2 * ROUNDS
+              med["HTTP python print(1), pool on"] / med["bare python3 -c print(1)"],
+              med["HTTP python print(1), pool + zygote on"] / med["bare python3 -c print(1)"]))
+    print("Pool after the rounds: %s; with zygotes: %s.\n" % (json.dumps(pool.pool()),
+                                                            json.dumps(zyg.pool())))
+    n = 2 * ROUNDS  # each daemon's tasks (the zygote daemon: ROUNDS, not counted)
     print("Daemon process CPU per task (its own utime+stime, not its children's): spawner on "
           "%.2f ms, off %.2f ms, pool on %.2f ms.\n" % (
               (cpu1["on"] - cpu0["on"]) / n * 1000, (cpu1["off"] - cpu0["off"]) / n * 1000,
@@ -245,6 +254,7 @@ def main():
     on.stop()
     off.stop()
     pool.stop()
+    zyg.stop()
 
 
 try:

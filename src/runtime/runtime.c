@@ -85,7 +85,8 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
     const struct sbx_pool_settings *ps = &rt->settings.pool;
     sbx_pool_configure(o->base, &(struct sbx_pool_config){.enabled = ps->enabled,
                                                           .max_idle = ps->size,
-                                                          .max_active = ps->max_active,
+                                                          .max_active = ps->max_active ? ps->max_active
+                                                                          : rt->settings.max_concurrent,
                                                           .idle_timeout_s = ps->idle_timeout_s});
     return rt;
 }

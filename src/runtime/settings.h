@@ -90,7 +90,7 @@ struct sbx_egress_settings {
     double connect_timeout_s;
 };
 
-/* Warm sandboxes (accepted, not used yet). */
+/* Warm sandboxes (exec/pool.h). */
 struct sbx_pool_settings {
     bool enabled;
     uint64_t size;

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
-"""The exec path side by side, interleaved (issue 10's goals): two `sandboxd
-serve` daemons run at once, one with the sandbox spawner (`pool.spawner:
-true`, the default) and one without, and each round runs, in turn:
+"""The exec path side by side, interleaved (issue 10's goals): four
+`sandboxd serve` daemons run at once, one with the sandbox spawner
+(`pool.spawner: true`, the default), one without, and one with the spawner
+and the warm pool (`pool.enabled: true, max_idle: 8`: every task after a
+clone's first takes a sandbox built ahead), and one with the pool and
+python zygotes (`pool.zygote: true`: python3 started ahead in each pooled
+python sandbox), and each round runs, in turn:
 
   - a local one-shot `bwrap --unshare-all` of /bin/true (the binds of
     bench/startup.sh), and a bare `/usr/bin/python3 -c 'print(1)'` (the
@@ -61,7 +65,7 @@ def free_port():
 
 
 class Daemon:
-    def __init__(self, name, spawner):
+    def __init__(self, name, spawner, pool=False, zygote=False):
         self.name = name
         self.state = os.path.join(TMP, name)
         os.makedirs(self.state)
@@ -69,6 +73,10 @@ class Daemon:
         with open(cfg, "w") as f:
             f.write("server:\n  queue_size: 4096\n  queue_per_tenant: 4096\n"
                     "pool:\n  spawner: %s\n" % ("true" if spawner else "false"))
+            if pool:
+                f.write("  enabled: true\n  max_idle: 8\n  idle_timeout: 10m\n")
+            if zygote:
+                f.write("  zygote: true\n")
         self.port = free_port()
         self.log = open(os.path.join(TMP, name + ".log"), "w")
         self.proc = subprocess.Popen(
@@ -101,6 +109,14 @@ class Daemon:
         if r.status != 200 or b'"exitCode":0,' not in out:
             raise SystemExit("%s: bad answer %d %r" % (self.name, r.status, out[:300]))
         return dt
+
+    def pool(self):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        c.request("GET", "/runtime/status",
+                  headers={"Authorization": "Bearer " + TOKEN, "X-Sandbox-Extended": "1"})
+        st = json.loads(c.getresponse().read()).get("pool", {})
+        c.close()
+        return st
 
     def pids(self):
         kids = []
@@ -150,15 +166,19 @@ def pct(v, p):
 
 def main():
     on, off = Daemon("spawner-on", True), Daemon("spawner-off", False)
+    pool = Daemon("pool-on", True, pool=True)
+    zyg = Daemon("zygote-on", True, pool=True, zygote=True)
     time.sleep(1)
-    rss_idle = {"on": on.rss_kib(), "off": off.rss_kib(),
+    rss_idle = {"on": on.rss_kib(), "off": off.rss_kib(), "pool": pool.rss_kib(),
                 "spawner": sum(on.rss_kib(p) for p in on.pids())}
     true_body = {"command": ["/bin/true"]}
     py_body = {"language": "python", "code": "print(1)"}
     series = {k: [] for k in ("bwrap /bin/true", "HTTP /bin/true, spawner on",
                               "HTTP /bin/true, spawner off", "bare python3 -c print(1)",
                               "HTTP python print(1), spawner on",
-                              "HTTP python print(1), spawner off")}
+                              "HTTP python print(1), spawner off",
+                              "HTTP /bin/true, pool on", "HTTP python print(1), pool on",
+                              "HTTP python print(1), pool + zygote on")}
     steps = [
         ("bwrap /bin/true", lambda: run_ms(BWRAP + ["/bin/true"])),
         ("HTTP /bin/true, spawner on", lambda: on.exec(true_body)),
@@ -166,19 +186,22 @@ def main():
         ("bare python3 -c print(1)", lambda: run_ms(["/usr/bin/python3", "-c", "print(1)"])),
         ("HTTP python print(1), spawner on", lambda: on.exec(py_body)),
         ("HTTP python print(1), spawner off", lambda: off.exec(py_body)),
+        ("HTTP /bin/true, pool on", lambda: pool.exec(true_body)),
+        ("HTTP python print(1), pool on", lambda: pool.exec(py_body)),
+        ("HTTP python print(1), pool + zygote on", lambda: zyg.exec(py_body)),
     ]
     for _ in range(10):  # warm-up, uncounted
         for _, fn in steps:
             fn()
     load0 = load()
-    cpu0 = {"on": on.cpu_s(), "off": off.cpu_s()}
+    cpu0 = {"on": on.cpu_s(), "off": off.cpu_s(), "pool": pool.cpu_s()}
     for i in range(ROUNDS):
         order = steps[i % len(steps):] + steps[:i % len(steps)]
         for name, fn in order:
             series[name].append(fn())
-    cpu1 = {"on": on.cpu_s(), "off": off.cpu_s()}
+    cpu1 = {"on": on.cpu_s(), "off": off.cpu_s(), "pool": pool.cpu_s()}
     load1 = load()
-    rss_after = {"on": on.rss_kib(), "off": off.rss_kib(),
+    rss_after = {"on": on.rss_kib(), "off": off.rss_kib(), "pool": pool.rss_kib(),
                  "spawner": sum(on.rss_kib(p) for p in on.pids())}
     print("## Side by side, interleaved (%d rounds, %s)\n" % (ROUNDS, time.strftime("%Y-%m-%d %H:%M")))
     print("Load average before / after: %s / %s (2 cores, shared machine).\n" % (load0, load1))
@@ -188,21 +211,30 @@ def main():
         print("| %s | %.2f | %.2f | %.2f | %.2f |" % (name, pct(v, 50), pct(v, 90), pct(v, 99),
                                                    statistics.mean(v)))
     med = {k: pct(v, 50) for k, v in series.items()}
-    print("\nRatios of p50: HTTP /bin/true / bwrap: spawner on %.2f, off %.2f (goal <= 0.5); "
-          "HTTP python / bare python3: on %.2f, off %.2f (goal <= 1.0).\n" % (
+    print("\nRatios of p50: HTTP /bin/true / bwrap: spawner on %.2f, off %.2f, pool on %.2f "
+          "(goal <= 0.5); HTTP python / bare python3: on %.2f, off %.2f, pool on %.2f, "
+          "pool + zygote on %.2f (goal <= 1.0).\n" % (
               med["HTTP /bin/true, spawner on"] / med["bwrap /bin/true"],
               med["HTTP /bin/true, spawner off"] / med["bwrap /bin/true"],
+              med["HTTP /bin/true, pool on"] / med["bwrap /bin/true"],
               med["HTTP python print(1), spawner on"] / med["bare python3 -c print(1)"],
-              med["HTTP python print(1), spawner off"] / med["bare python3 -c print(1)"]))
-    n = 2 * ROUNDS
+              med["HTTP python print(1), spawner off"] / med["bare python3 -c print(1)"],
+              med["HTTP python print(1), pool on"] / med["bare python3 -c print(1)"],
+              med["HTTP python print(1), pool + zygote on"] / med["bare python3 -c print(1)"]))
+    print("Pool after the rounds: %s; with zygotes: %s.\n" % (json.dumps(pool.pool()),
+                                                            json.dumps(zyg.pool())))
+    n = 2 * ROUNDS  # each daemon's tasks (the zygote daemon: ROUNDS, not counted)
     print("Daemon process CPU per task (its own utime+stime, not its children's): spawner on "
-          "%.2f ms, off %.2f ms.\n" % ((cpu1["on"] - cpu0["on"]) / n * 1000,
-                                       (cpu1["off"] - cpu0["off"]) / n * 1000))
-    print("| memory (VmRSS KiB) | daemon, spawner on | its spawner | daemon, spawner off |")
-    print("|---|---|---|---|")
-    print("| idle | %d | %d | %d |" % (rss_idle["on"], rss_idle["spawner"], rss_idle["off"]))
-    print("| after the rounds | %d | %d | %d |\n" % (rss_after["on"], rss_after["spawner"],
-                                                    rss_after["off"]))
+          "%.2f ms, off %.2f ms, pool on %.2f ms.\n" % (
+              (cpu1["on"] - cpu0["on"]) / n * 1000, (cpu1["off"] - cpu0["off"]) / n * 1000,
+              (cpu1["pool"] - cpu0["pool"]) / n * 1000))
+    print("| memory (VmRSS KiB) | daemon, spawner on | its spawner | daemon, spawner off | "
+          "daemon, pool on |")
+    print("|---|---|---|---|---|")
+    print("| idle | %d | %d | %d | %d |" % (rss_idle["on"], rss_idle["spawner"], rss_idle["off"],
+                                           rss_idle["pool"]))
+    print("| after the rounds | %d | %d | %d | %d |\n" % (
+        rss_after["on"], rss_after["spawner"], rss_after["off"], rss_after["pool"]))
     # Throughput, alternated: off, on, off, on.
     load_bin = os.path.join(TMP, "api_load")
     subprocess.run(["gcc", "-O2", "-pthread", "-o", load_bin,
@@ -210,7 +242,7 @@ def main():
     print("| %d clients, %d s | load avg before | tasks/s | p50 ms | p99 ms | errors |" % (
         CLIENTS, SECONDS))
     print("|---|---|---|---|---|---|")
-    for d in (off, on, off, on):
+    for d in (off, on, pool, off, on, pool):
         l0 = load()
         r = subprocess.run([load_bin, "--port", str(d.port), "--token", TOKEN, "--expect",
                             '"exitCode":0,', "--clients", str(CLIENTS), "--duration",
@@ -218,8 +250,11 @@ def main():
         res = json.loads(r.stdout)
         print("| %s | %s | %.1f | %.2f | %.2f | %d |" % (d.name, l0, res["per_s"], res["p50_ms"],
                                                          res["p99_ms"], res["errors"]))
+    print("\nPool after the load: %s." % json.dumps(pool.pool()))
     on.stop()
     off.stop()
+    pool.stop()
+    zyg.stop()
 
 
 try:

@@ -123,13 +123,15 @@
  *       seccomp_profile: strict      # unset: sandbox.seccomp_profile
  *       memory_limit: 512m           # any sandbox limit key; unset: sandbox's
  *       enabled: true                # false removes it (also a built-in one)
- *   pool:                      # warm sandboxes (accepted, not used yet)
+ *   pool:                      # warm sandboxes (exec/pool.h)
  *     enabled: false
  *     size: 0                  # (seed: max_idle) warm sandboxes kept ready
  *     max_active: 0            # 0: server.max_concurrent
  *     idle_timeout: 5m
  *     environments: [python]   # unset: every environment
  *     spawner: true            # sandboxes made by a small process forked at start
+ *     zygote: false            # python started ahead in pooled python sandboxes
+ *     zygote_imports: [json]   # modules it imports ahead
  *
  * Lists and precedence: a source that sets a list replaces the whole list of
  * lower sources. Operator tokens are one such list (server.tokens entries

@@ -26,6 +26,7 @@
 #include "daemon/config.h"
 #include "daemon/image.h"
 #include "daemon/settings.h"
+#include "exec/pool.h"
 #include "isolate/spawner.h"
 #include "net/egress.h"
 
@@ -242,6 +243,15 @@ static void status_totals(void *ud, json_t *status)
                                   (json_int_t)sbx_spawner_pending(), "made", (json_int_t)sc.remote,
                                   "madeInDaemon", (json_int_t)sc.local, "fallbacks",
                                   (json_int_t)sc.fallbacks));
+    struct sbx_pool_stats ps;
+    sbx_pool_stats(&ps);
+    json_object_set_new(status, "pool",
+                        json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "enabled",
+                                  s->cfg.pool.enabled, "zygote", s->cfg.pool.zygote, "idle",
+                                  (json_int_t)ps.idle, "building", (json_int_t)ps.building, "hits",
+                                  (json_int_t)ps.hits, "zygoteHits", (json_int_t)ps.zygote_hits,
+                                  "misses", (json_int_t)ps.misses, "built", (json_int_t)ps.built,
+                                  "discarded", (json_int_t)ps.discarded));
 }
 
 /* ---- environments' images: unpacked once by a helper child each ---- */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/time.h"
+#include "exec/pool_int.h"
 #include "isolate/spawner.h"
 
 #define READ_CHUNK 65536
@@ -367,16 +368,17 @@ static int setup_stdin(struct sbx_task *t, sbx_err *err)
 
 /* The caller's work on the new sandbox and its watch: on failure the
  * sandbox is gone, t is not freed, and err says why. */
-static int start_watch(struct sbx_task *t, sbx_err *err)
+static int start_watch(struct sbx_task *t, bool pooled, sbx_err *err)
 {
     const struct sbx_task_opts *o = &t->o;
     struct event_base *base = t->base;
     /* The caller's work on the new sandbox (an egress) runs while the child
-     * builds its root, ready before the task starts. */
-    if ((o->on_spawn && o->on_spawn(o->ud, t->sb.netns_fd, err) < 0) ||
-        ((t->o.fds.init_exe < 0 || t->o.fds.seccomp < 0) &&
-         (!o->prepare || o->prepare(o->ud, &t->o.fds, err) < 0)) ||
-        sbx_sandbox_send_fds(&t->sb, &t->o.fds, err) < 0) {
+     * builds its root, ready before the task starts. A pooled sandbox has
+     * its fds and its command already. */
+    if (!pooled && ((o->on_spawn && o->on_spawn(o->ud, t->sb.netns_fd, err) < 0) ||
+                    ((t->o.fds.init_exe < 0 || t->o.fds.seccomp < 0) &&
+                     (!o->prepare || o->prepare(o->ud, &t->o.fds, err) < 0)) ||
+                    sbx_sandbox_send_fds(&t->sb, &t->o.fds, err) < 0)) {
         sbx_sandbox_kill(&t->sb);
         sbx_sandbox_release(&t->sb, NULL);
         return -1;
@@ -420,6 +422,7 @@ static int start_watch(struct sbx_task *t, sbx_err *err)
  * sandbox that comes for it is killed. The loop never waits for a clone. */
 struct waiter {
     struct sbx_task *t;
+    struct pool_entry *pe; /* a sandbox for the pool (exec/pool.c) */
     struct waiter *next;
 };
 static struct waiter *waiting_head, *waiting_tail;
@@ -463,6 +466,8 @@ static void on_spawner(evutil_socket_t fd, short what, void *arg)
             struct waiter *w;
             while ((w = waiter_pop())) {
                 struct sbx_task *t = w->t;
+                if (w->pe)
+                    exec_pool_arrived(w->pe, -2, NULL);
                 free(w);
                 if (t) {
                     t->spawning = NULL;
@@ -473,8 +478,15 @@ static void on_spawner(evutil_socket_t fd, short what, void *arg)
         }
         struct waiter *w = waiter_pop();
         struct sbx_task *t = w->t;
+        struct pool_entry *pe = w->pe;
         free(w);
-        if (!t) { /* its task is gone: so is the sandbox */
+        if (pe) {
+            exec_pool_arrived(pe, rc, &sb);
+            continue;
+        }
+        if (!t) {
+            /* its task (or its pool entry) is gone: so is the sandbox */ /* its task is gone: so is
+                                                                             the sandbox */
             if (rc == 1) {
                 sbx_sandbox_kill(&sb);
                 if (sbx_sandbox_release_step(&sb, NULL) < 0)
@@ -488,7 +500,7 @@ static void on_spawner(evutil_socket_t fd, short what, void *arg)
             continue;
         }
         t->sb = sb;
-        if (start_watch(t, &e) < 0)
+        if (start_watch(t, false, &e) < 0)
             spawn_failed(t, &e);
         else if (t->canceled)
             sbx_sandbox_kill(&t->sb);
@@ -497,27 +509,52 @@ static void on_spawner(evutil_socket_t fd, short what, void *arg)
         event_del(ev_spawner);
 }
 
-/* 1: asked of the spawner (t waits); 0: make it here. */
-static int spawn_remote(struct sbx_task *t)
+/* Queue a request for spec: its waiter, or NULL (not asked). */
+static struct waiter *ask_spawner(struct event_base *base, const struct sbx_spec *spec)
 {
-    if (sbx_spawner_fd() < 0 || t->o.spec.join_pidfd >= 0)
-        return 0;
-    if (!ev_spawner && !(ev_spawner = event_new(t->base, sbx_spawner_fd(), EV_READ | EV_PERSIST,
-                                                on_spawner, NULL)))
-        return 0;
+    if (sbx_spawner_fd() < 0 || spec->join_pidfd >= 0)
+        return NULL;
+    if (!ev_spawner &&
+        !(ev_spawner = event_new(base, sbx_spawner_fd(), EV_READ | EV_PERSIST, on_spawner, NULL)))
+        return NULL;
     struct waiter *w = calloc(1, sizeof(*w));
-    if (!w || event_add(ev_spawner, NULL) < 0 || sbx_spawner_request(&t->o.spec) != 1) {
+    if (!w || event_add(ev_spawner, NULL) < 0 || sbx_spawner_request(spec) != 1) {
         free(w);
         if (!waiting_head)
             event_del(ev_spawner);
-        return 0;
+        return NULL;
     }
-    w->t = t;
     if (waiting_tail)
         waiting_tail->next = w;
     else
         waiting_head = w;
     waiting_tail = w;
+    return w;
+}
+
+int exec_spawner_ask_for_pool(struct event_base *base, const struct sbx_spec *spec,
+                              struct pool_entry *pe, void **waiter)
+{
+    struct waiter *w = ask_spawner(base, spec);
+    if (!w)
+        return 0;
+    w->pe = pe;
+    *waiter = w;
+    return 1;
+}
+
+void exec_spawner_detach(void *waiter)
+{
+    ((struct waiter *)waiter)->pe = NULL;
+}
+
+/* 1: asked of the spawner (t waits); 0: make it here. */
+static int spawn_remote(struct sbx_task *t)
+{
+    struct waiter *w = ask_spawner(t->base, &t->o.spec);
+    if (!w)
+        return 0;
+    w->t = t;
     t->spawning = w;
     return 1;
 }
@@ -547,13 +584,25 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
     l->file_size_bytes = o->spec.file_size_bytes;
     l->output_limit_bytes = o->output_limit;
     clock_gettime(CLOCK_MONOTONIC, &t->t0);
+    exec_pool_task_count(1);
+    int pooled = exec_pool_take(base, o, &t->sb);
+    t->o.zygote_argv = t->o.zygote_envp = NULL; /* the caller's, for the take only */
+    if (pooled == 1) {                          /* built ahead, command sent */
+        if (start_watch(t, true, err) < 0) {
+            t->finished = t->released = true;
+            sbx_task_free(t);
+            return NULL;
+        }
+        return t;
+    }
     if (spawn_remote(t) == 1)
         return t; /* on_spawner goes on */
     if (sbx_spawn_local(&t->o.spec, &t->sb, err) < 0) {
+        exec_pool_task_count(-1);
         free(t);
         return NULL;
     }
-    if (start_watch(t, err) < 0) {
+    if (start_watch(t, false, err) < 0) {
         t->finished = t->released = true;
         sbx_task_free(t);
         return NULL;
@@ -589,6 +638,7 @@ void sbx_task_free(struct sbx_task *t)
 {
     if (!t)
         return;
+    exec_pool_task_count(-1);
     if (t->spawning) /* the sandbox that comes for it is killed */
         t->spawning->t = NULL;
     /* Off the normal path (the caller gives up on a live task, or on one whose

@@ -36,6 +36,13 @@ struct sbx_task_opts {
     /* Called once, when the task and everything of its sandbox are gone. */
     void (*on_done)(void *ud, struct sbx_task *t);
     void *ud;
+    /* The caller allows a pooled sandbox (exec/pool.h) for this task. */
+    bool poolable;
+    /* ... and one holding a zygote: zygote_argv started ahead with
+     * zygote_envp (no secret of any task), to which the task's command goes
+     * (NULL: none). */
+    char *const *zygote_argv;
+    char *const *zygote_envp;
 };
 
 /* Spawn the sandbox and start watching it. The spec's strings must outlive

@@ -472,7 +472,7 @@ static char **build_init_argv(const struct sbx_spec *spec, const struct sbx_cgro
     size_t argc = 0;
     while (spec->argv && spec->argv[argc])
         argc++;
-    char **v = calloc(argc + 16, sizeof(*v));
+    char **v = calloc(argc + 17, sizeof(*v));
     if (!v)
         return NULL;
     size_t i = 0;
@@ -493,7 +493,11 @@ static char **build_init_argv(const struct sbx_spec *spec, const struct sbx_cgro
         v[i++] = strdup("--tcp-watch");
     if (spec->session) {
         v[i++] = strdup("--session");
+    } else if (spec->pooled && !argc) {
+        v[i++] = strdup("--pooled");
     } else {
+        if (spec->pooled) /* a zygote: argv is started now, its command comes later */
+            v[i++] = strdup("--pooled"), v[i++] = strdup("--zygote");
         if (spec->join_pidfd >= 0)
             v[i++] = strdup("--sub");
         v[i++] = strdup("--");
@@ -747,6 +751,48 @@ int sbx_sandbox_send_fds(struct sbx_sandbox *sb, const struct sbx_sandbox_fds *f
         }
         return sbx_err_at(err, SBX_STAGE_SPAWN, e, "send init and seccomp fds");
     }
+    return 0;
+}
+
+static size_t command_len(char *const *lists[2], uint32_t n[2])
+{
+    size_t len = 2 * sizeof(uint32_t);
+    for (int l = 0; l < 2; l++)
+        for (n[l] = 0; lists[l] && lists[l][n[l]]; n[l]++)
+            len += strlen(lists[l][n[l]]) + 1;
+    return len;
+}
+
+bool sbx_sandbox_send_command_fits(char *const *argv, char *const *envp)
+{
+    char *const *lists[2] = {argv, envp};
+    uint32_t n[2];
+    return command_len(lists, n) <= SBX_COMMAND_MAX;
+}
+
+int sbx_sandbox_send_command(struct sbx_sandbox *sb, char *const *argv, char *const *envp,
+                             sbx_err *err)
+{
+    uint32_t n[2];
+    char *const *lists[2] = {argv, envp};
+    size_t len = command_len(lists, n);
+    if (!n[0])
+        return sbx_err_at(err, SBX_STAGE_SPAWN, EINVAL, "no command");
+    if (len > SBX_COMMAND_MAX)
+        return sbx_err_at(err, SBX_STAGE_SPAWN, E2BIG, "command of %zu bytes", len);
+    cleanup_free char *msg = malloc(len);
+    if (!msg)
+        return sbx_err_at(err, SBX_STAGE_SPAWN, ENOMEM, "command");
+    memcpy(msg, n, sizeof(n));
+    size_t at = sizeof(n);
+    for (int l = 0; l < 2; l++)
+        for (uint32_t i = 0; i < n[l]; i++) {
+            size_t sl = strlen(lists[l][i]) + 1;
+            memcpy(msg + at, lists[l][i], sl);
+            at += sl;
+        }
+    if (send(sb->sync_fd, msg, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len)
+        return sbx_err_at(err, SBX_STAGE_SPAWN, errno, "send the command to init");
     return 0;
 }
 

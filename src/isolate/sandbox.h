@@ -125,6 +125,12 @@ struct sbx_spec {
     /* The system directories writable for the task: an overlay with a tmpfs
      * upper over each, gone with the sandbox (read_only_rootfs: false). */
     bool writable_root;
+    /* Built ahead of its task (exec/pool.c): init takes no command in its
+     * argv but waits on the sync socket for sbx_sandbox_send_command's
+     * message; argv and envp are unused (NULL). With argv, a zygote: init
+     * starts argv (with envp) at once, as it would a task, and passes the
+     * command's message on to it, at its fd 4, to EOF. */
+    bool pooled;
 };
 
 /* What init is exec'd from and the task's seccomp programs. They reach the
@@ -200,6 +206,15 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
 /* Hand the child its init binary and seccomp programs; it execs init once it
  * has them. The fds stay the caller's. */
 int sbx_sandbox_send_fds(struct sbx_sandbox *sb, const struct sbx_sandbox_fds *fds, sbx_err *err);
+/* A pooled sandbox's command (spec.pooled): argv (argv[0] looked up in the
+ * task's PATH) and the task's whole environment, in one message on the sync
+ * socket that its init reads once: a u32 argc, a u32 envc, then each string
+ * with its NUL. -1 with E2BIG when it packs to more than SBX_COMMAND_MAX
+ * bytes (such a task is built as any other). */
+#define SBX_COMMAND_MAX (128u * 1024u)
+bool sbx_sandbox_send_command_fits(char *const *argv, char *const *envp);
+int sbx_sandbox_send_command(struct sbx_sandbox *sb, char *const *argv, char *const *envp,
+                             sbx_err *err);
 /* SIGKILL the whole sandbox: freeze where a freezer exists (without waiting
  * for it to settle), kill init (and so its pid namespace), thaw. Never waits;
  * safe to call more than once. */

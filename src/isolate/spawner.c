@@ -44,6 +44,7 @@ enum {
     F_HIDDEN = 1 << 9,
     F_ROOTFS = 1 << 10,
     F_WRITABLE_ROOT = 1 << 11,
+    F_POOLED = 1 << 12,
 };
 
 /* A spec by value; its strings follow as NUL-terminated text, in the order
@@ -138,7 +139,8 @@ static int encode(const struct sbx_spec *spec, struct req_head *h, struct buf *b
                (spec->net_rules_arg ? F_NET_ARG : 0) | (spec->cg_host ? F_CG_HOST : 0) |
                (spec->host_net ? F_HOST_NET : 0) | (spec->session ? F_SESSION : 0) |
                (spec->host_view ? F_HOST_VIEW : 0) | (spec->host_view_hidden ? F_HIDDEN : 0) |
-               (spec->rootfs ? F_ROOTFS : 0) | (spec->writable_root ? F_WRITABLE_ROOT : 0);
+               (spec->rootfs ? F_ROOTFS : 0) | (spec->writable_root ? F_WRITABLE_ROOT : 0) |
+               (spec->pooled ? F_POOLED : 0);
     if (spec->cg_host)
         h->cg_host = *spec->cg_host;
     h->argc = (uint32_t)count_strv(spec->argv);
@@ -235,6 +237,7 @@ static int decode(const char *msg, size_t len, struct decoded *d)
                            .session = h.flags & F_SESSION,
                            .host_view = h.flags & F_HOST_VIEW,
                            .writable_root = h.flags & F_WRITABLE_ROOT,
+                           .pooled = h.flags & F_POOLED,
                            .join_pidfd = -1,
                            .mounts = d->mounts,
                            .n_mounts = h.n_mounts};

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec/pool.h"
 #include "base/digest.h"
 #include "runtime/runtime_int.h"
 #include "workspace/quota.h"
@@ -81,6 +82,12 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
         return NULL;
     }
     rt_metrics_init(rt);
+    const struct sbx_pool_settings *ps = &rt->settings.pool;
+    sbx_pool_configure(o->base, &(struct sbx_pool_config){.enabled = ps->enabled,
+                                                          .max_idle = ps->size,
+                                                          .max_active = ps->max_active ? ps->max_active
+                                                                          : rt->settings.max_concurrent,
+                                                          .idle_timeout_s = ps->idle_timeout_s});
     return rt;
 }
 
@@ -103,6 +110,8 @@ void sbx_runtime_free(struct sbx_runtime *rt)
 {
     if (!rt)
         return;
+    sbx_pool_shutdown(); /* its sandboxes hold workspaces */
+    rt_zygote_free(rt);
     rt_snapshots_free(rt); /* before the workspaces are unmounted */
     rt_metrics_fini(rt);
     while (rt->sessions)

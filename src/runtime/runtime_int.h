@@ -178,6 +178,8 @@ struct mounted_ws {
 
 struct sbx_runtime {
     struct sbx_runtime_opts o;
+    char **zygote_env; /* a python zygote's environment (no tenant's, no task's) */
+    char *zygote_code; /* its program (runtime/zygote.c) */
     struct sbx_runtime_settings settings; /* o.settings points here */
     char default_session[SBX_SEGMENT_MAX + 1];
     char cg_tag[SBX_RUNTIME_CG_TAG_SIZE]; /* in its sandboxes' cgroup names */
@@ -230,6 +232,12 @@ void rt_fail_queued(struct sbx_runtime *rt, const struct sbx_clone *c, const cha
 
 /* tasks.c */
 int rt_task_start(struct rt_task *t, sbx_err *err);
+/* A python code task that a zygote can run as cold python would
+ * (runtime/zygote.c): 1 and argv (3 slots and NULL, pointing into rt and ev)
+ * and envp set; 0 not. */
+int rt_zygote_for(struct sbx_runtime *rt, const struct rt_task *t, const struct sbx_environment *ev,
+                  char *argv[4], char ***envp);
+void rt_zygote_free(struct sbx_runtime *rt);
 int rt_task_sub_cgroup(struct rt_task *t, const struct rt_session *x,
                        const struct sbx_cgroup **join, sbx_err *err);
 void rt_task_sub_cgroup_free(struct rt_task *t);

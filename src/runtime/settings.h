@@ -90,7 +90,7 @@ struct sbx_egress_settings {
     double connect_timeout_s;
 };
 
-/* Warm sandboxes (accepted, not used yet). */
+/* Warm sandboxes (exec/pool.h). */
 struct sbx_pool_settings {
     bool enabled;
     uint64_t size;
@@ -98,6 +98,10 @@ struct sbx_pool_settings {
     double idle_timeout_s;
     struct sbx_strv environments; /* canonical names; empty: all */
     bool spawner; /* make sandboxes in a spawner process forked at start (isolate/spawner.h) */
+    /* python code tasks of a pooled sandbox: the interpreter started ahead
+     * (runtime/zygote.c), these modules imported in it */
+    bool zygote;
+    struct sbx_strv zygote_imports;
 };
 
 /* Workspace snapshots (runtime/snapshots.c): where the store is and what

@@ -363,6 +363,9 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
         .on_output = on_output,
         .on_done = on_task_done,
         .ud = t,
+        /* the pool serves every task, or only code of the listed environments */
+        .poolable = !set->pool.environments.n ||
+                    (t->envc && sbx_strv_has(&set->pool.environments, t->envc->name)),
     };
     /* Its own binds, then the clone's (claw-skill and its socket). */
     struct sbx_mount mounts[SBX_MOUNTS_MAX];
@@ -399,6 +402,12 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
         to.spec.host_net = set->net == SBX_NET_HOST;
         to.spec.net_rules = NULL;
         to.on_spawn = NULL; /* the session's egress serves it */
+    }
+    char *zargv[4];
+    char **zenv = NULL;
+    if (to.poolable && !x && to.spec.argv == t->argv && rt_zygote_for(rt, t, ev, zargv, &zenv)) {
+        to.zygote_argv = zargv;
+        to.zygote_envp = zenv;
     }
     /* The rules hold the policy's address sets: the task's own policy. */
     cleanup_free char *rules = NULL;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "exec/pool.h"
 #include "base/log.h"
 #include "base/time.h"
 #include "runtime/runtime_int.h"
@@ -229,6 +230,8 @@ static struct rt_format *format_start(struct sbx_runtime *rt, const struct sbx_c
     x->uid = uid;
     x->gid = gid;
     x->f.pid = -1;
+    if (unmount)
+        sbx_pool_forget_workspace(dir);
     x->next = rt->formats;
     rt->formats = x;
     int rc = unmount ? sbx_ws_quota_unmount_start(dir, &x->f, err)

@@ -9,6 +9,7 @@
 #include <linux/capability.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -30,13 +31,19 @@
 
 #define SYNC_FD 3
 #define SECCOMP_FD 4
+/* A zygote reads its task's command (sbx_sandbox_send_command's message)
+ * here, to EOF. */
+#define ZYGOTE_FD 4
 
 struct init_opts {
     uid_t uid;
     gid_t gid;
     struct sbx_seccomp_progs seccomp;
-    bool session; /* hold a session's namespaces: no task of our own */
-    bool sub;     /* a task of a session, started inside its namespaces */
+    bool session;  /* hold a session's namespaces: no task of our own */
+    bool sub;      /* a task of a session, started inside its namespaces */
+    bool pooled;   /* built ahead: the command comes on the sync socket */
+    bool zygote;   /* pooled, with argv started ahead: the command goes to it */
+    int zygote_fd; /* the task's fd 4 (ZYGOTE_FD) in the zygote; init's write end */
     uint64_t fsize, nofile, data, nproc, as;
     uint64_t mem_watch; /* rlimit mode: the namespace's memory limit, watched */
     bool tcp_watch;     /* ... with the TCP queues of its own network namespace */
@@ -76,6 +83,14 @@ static int parse_opts(int argc, char **argv, struct init_opts *o, sbx_err *err)
             o->session = true;
             continue;
         }
+        if (strcmp(a, "--pooled") == 0) {
+            o->pooled = true;
+            continue;
+        }
+        if (strcmp(a, "--zygote") == 0) {
+            o->zygote = true;
+            continue;
+        }
         if (strcmp(a, "--sub") == 0) {
             o->sub = true;
             continue;
@@ -107,7 +122,70 @@ static int parse_opts(int argc, char **argv, struct init_opts *o, sbx_err *err)
         else
             return sbx_err_at(err, SBX_STAGE_INIT, EINVAL, "unknown argument %s", a);
     }
-    return o->session ? 0 : sbx_err_at(err, SBX_STAGE_INIT, EINVAL, "no command");
+    return o->session || o->pooled ? 0 : sbx_err_at(err, SBX_STAGE_INIT, EINVAL, "no command");
+}
+
+/* A pooled sandbox waits here, built, for its one command (the message of
+ * sbx_sandbox_send_command); its creator closing the socket ends it. */
+static char command_msg[SBX_COMMAND_MAX + 1];
+
+static char **unpack_strings(char **at, const char *end, uint32_t n, sbx_err *err)
+{
+    char **v = calloc((size_t)n + 1, sizeof(*v));
+    if (!v)
+        return NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        char *nul = *at < end ? memchr(*at, '\0', (size_t)(end - *at)) : NULL;
+        if (!nul) {
+            sbx_err_at(err, SBX_STAGE_INIT, EINVAL, "a truncated command");
+            free(v);
+            return NULL;
+        }
+        v[i] = *at;
+        *at = nul + 1;
+    }
+    return v;
+}
+
+/* A zygote's command: passed on as it came, to EOF (the zygote reads it
+ * whole); the zygote gone meanwhile ends the write, and its end is reported. */
+static void pass_command(int fd)
+{
+    ssize_t n;
+    while ((n = recv(SYNC_FD, command_msg, sizeof(command_msg) - 1, 0)) < 0 && errno == EINTR)
+        ;
+    if (n == 0)
+        _exit(0); /* discarded unused: the zygote dies with us */
+    for (ssize_t done = 0; n > 0 && done < n;) {
+        ssize_t w = write(fd, command_msg + done, (size_t)(n - done));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        done += w;
+    }
+    close(fd);
+}
+
+static int wait_command(struct init_opts *o, sbx_err *err)
+{
+    ssize_t n;
+    while ((n = recv(SYNC_FD, command_msg, sizeof(command_msg) - 1, 0)) < 0 && errno == EINTR)
+        ;
+    if (n == 0)
+        _exit(0); /* discarded unused */
+    uint32_t c[2];
+    if (n < (ssize_t)sizeof(c))
+        return sbx_err_at(err, SBX_STAGE_INIT, n < 0 ? errno : EINVAL, "read the command");
+    memcpy(c, command_msg, sizeof(c));
+    char *at = command_msg + sizeof(c), *end = command_msg + n;
+    char **env = NULL;
+    if (!c[0] || !(o->argv = unpack_strings(&at, end, c[0], err)) ||
+        !(env = unpack_strings(&at, end, c[1], err)))
+        return err->msg[0] ? -1
+                           : sbx_err_at(err, SBX_STAGE_INIT, c[0] ? ENOMEM : EINVAL, "command");
+    environ = env; /* the task's, as a cold init has it from execve */
+    return 0;
 }
 
 static int set_rlimit(int res, uint64_t v, const char *name, sbx_err *err)
@@ -189,9 +267,13 @@ static int die_with_sub_init(const struct init_opts *o, sbx_err *err)
 }
 
 /* Nothing but stdio crosses exec; the sync socket stays for an exec error. */
-static int close_fds(sbx_err *err)
+static int close_fds(const struct init_opts *o, sbx_err *err)
 {
-    if (syscall(SYS_close_range, SECCOMP_FD, ~0U, 0) < 0)
+    /* dup2 clears close-on-exec; the pipe may be at ZYGOTE_FD already */
+    if (o->zygote && (o->zygote_fd != ZYGOTE_FD ? dup2(o->zygote_fd, ZYGOTE_FD)
+                                                : fcntl(ZYGOTE_FD, F_SETFD, 0)) < 0)
+        return sbx_err_at(err, SBX_STAGE_FDS, errno, "zygote fd");
+    if (syscall(SYS_close_range, o->zygote ? ZYGOTE_FD + 1 : SECCOMP_FD, ~0U, 0) < 0)
         return sbx_err_at(err, SBX_STAGE_FDS, errno, "close_range");
     if (fcntl(SYNC_FD, F_SETFD, FD_CLOEXEC) < 0)
         return sbx_err_at(err, SBX_STAGE_FDS, errno, "cloexec sync socket");
@@ -207,7 +289,7 @@ static __attribute__((noreturn)) void run_task(const struct init_opts *o)
     STEP(set_rlimits(o, &e));
     STEP(drop_privileges(o, &e));
     STEP(die_with_sub_init(o, &e));
-    STEP(close_fds(&e));
+    STEP(close_fds(o, &e));
     STEP(sbx_seccomp_progs_load(&o->seccomp, &e));
     if (o->mem_watch)
         STEP(sbx_seccomp_deny_memfd(&e));
@@ -294,6 +376,14 @@ int main(int argc, char **argv)
     sigprocmask(SIG_SETMASK, &all, NULL);
     if (o.session)
         hold_session(&o);
+    int zpipe[2] = {-1, -1};
+    if (o.zygote && pipe2(zpipe, O_CLOEXEC) < 0) {
+        sbx_err_at(&e, SBX_STAGE_FORK_TASK, errno, "pipe");
+        fail(125, &e);
+    }
+    o.zygote_fd = zpipe[0];
+    if (o.pooled && !o.zygote && wait_command(&o, &e) < 0)
+        fail(125, &e);
 
     pid_t task = fork();
     if (task < 0) {
@@ -302,6 +392,10 @@ int main(int argc, char **argv)
     }
     if (task == 0)
         run_task(&o);
+    if (o.zygote) {
+        close(zpipe[0]);
+        pass_command(zpipe[1]);
+    }
     send_msg(&(struct sbx_init_msg){.kind = SBX_MSG_STARTED, .pid = task});
 
     struct watch w = {.limit = o.mem_watch, .tcp = o.tcp_watch};

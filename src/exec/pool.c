@@ -1,0 +1,430 @@
+#include "exec/pool.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "base/hex.h"
+#include "base/log.h"
+#include "base/metrics.h"
+#include "base/strv.h"
+#include "base/time.h"
+#include "exec/pool_int.h"
+#include "isolate/spawner.h"
+
+/* A discarded sandbox whose cgroup is not removable yet is retried from the
+ * pool's timer for at most this long, then left (swept at the next start). */
+#define DYING_BOUND_MS 2000
+#define TICK_MS 500
+
+struct pool_entry {
+    struct pool_entry *prev, *next;
+    char *key; /* the spec but its command, as text */
+    dev_t dev; /* the workspace it was built on */
+    ino_t ino;
+    char *workspace, *rootfs, *name;
+    struct sbx_mount mounts[SBX_MOUNTS_MAX];
+    char *mount_text[2 * SBX_MOUNTS_MAX];
+    char **zygote_argv, **zygote_envp;
+    struct sbx_spec spec;
+    struct sbx_sandbox_fds fds;
+    struct sbx_sandbox sb;
+    bool ready;
+    int64_t since_ms;
+    void *waiter; /* building: its place in the spawner's queue */
+};
+
+static const struct sbx_metric m_takes = {
+    .name = "sandbox_pool_tasks_total",
+    .help = "Tasks the warm pool could serve, by result: \"hit\" (a sandbox built ahead) or "
+            "\"miss\" (built for the task).",
+    .kind = SBX_METRIC_COUNTER,
+    .labels = {"result"}};
+static const struct sbx_metric m_idle = {.name = "sandbox_pool_idle",
+                                         .help = "Sandboxes of the warm pool ready for a task.",
+                                         .kind = SBX_METRIC_GAUGE};
+
+struct dying {
+    struct sbx_sandbox sb;
+    int64_t deadline_ms;
+};
+
+static struct {
+    struct sbx_pool_config cfg;
+    struct event_base *base;
+    struct event *tick;
+    struct pool_entry *head, *tail; /* oldest first */
+    struct dying *dying;
+    size_t n_dying, cap_dying;
+    uint64_t running;
+    struct sbx_pool_stats st;
+    unsigned long long seq;
+} P;
+
+void sbx_pool_stats(struct sbx_pool_stats *out)
+{
+    *out = P.st;
+    out->idle = out->building = 0;
+    for (struct pool_entry *pe = P.head; pe; pe = pe->next)
+        *(pe->ready ? &out->idle : &out->building) += 1;
+}
+
+void exec_pool_task_count(int delta)
+{
+    P.running = delta < 0 && P.running == 0 ? 0 : P.running + (uint64_t)(int64_t)delta;
+}
+
+static void unlink_entry(struct pool_entry *pe)
+{
+    *(pe->prev ? &pe->prev->next : &P.head) = pe->next;
+    *(pe->next ? &pe->next->prev : &P.tail) = pe->prev;
+    pe->prev = pe->next = NULL;
+}
+
+static void free_entry(struct pool_entry *pe)
+{
+    free(pe->key);
+    free(pe->workspace);
+    free(pe->rootfs);
+    free(pe->name);
+    for (size_t i = 0; i < SBX_ARRAY_LEN(pe->mount_text); i++)
+        free(pe->mount_text[i]);
+    sbx_strv_free(pe->zygote_argv);
+    sbx_strv_free(pe->zygote_envp);
+    free(pe);
+}
+
+static void arm_tick(void)
+{
+    struct timeval tv = {.tv_sec = TICK_MS / 1000, .tv_usec = (TICK_MS % 1000) * 1000};
+    if (P.tick && !evtimer_pending(P.tick, NULL))
+        evtimer_add(P.tick, &tv);
+}
+
+/* Killed now, released from the timer (never waited for on the loop). */
+static void bury(struct sbx_sandbox *sb)
+{
+    sbx_sandbox_kill(sb);
+    if (P.n_dying == P.cap_dying) {
+        size_t cap = P.cap_dying ? 2 * P.cap_dying : 8;
+        struct dying *d = realloc(P.dying, cap * sizeof(*d));
+        if (!d) {
+            sbx_sandbox_abandon(sb);
+            return;
+        }
+        P.dying = d, P.cap_dying = cap;
+    }
+    P.dying[P.n_dying++] = (struct dying){.sb = *sb, .deadline_ms = sbx_mono_ms() + DYING_BOUND_MS};
+    arm_tick();
+}
+
+/* An entry ends unused: its sandbox (if any) is killed, its answer (if
+ * awaited) will be. */
+static void discard(struct pool_entry *pe)
+{
+    unlink_entry(pe);
+    if (pe->ready) {
+        bury(&pe->sb);
+        P.st.discarded++;
+    } else if (pe->waiter) {
+        exec_spawner_detach(pe->waiter);
+    }
+    free_entry(pe);
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what, (void)arg;
+    int64_t now = sbx_mono_ms();
+    for (struct pool_entry *pe = P.head, *next; pe; pe = next) {
+        next = pe->next;
+        if (pe->ready && now - pe->since_ms >= (int64_t)(P.cfg.idle_timeout_s * 1000))
+            discard(pe);
+    }
+    for (size_t i = 0; i < P.n_dying;) {
+        struct dying *d = &P.dying[i];
+        sbx_err e = {0};
+        int rc = sbx_sandbox_release_step(&d->sb, &e);
+        if (rc < 0 && e.errnum == EBUSY && now < d->deadline_ms) {
+            i++;
+            continue;
+        }
+        if (rc < 0) {
+            if (e.errnum == EBUSY)
+                sbx_sandbox_abandon(&d->sb);
+            sbx_log(SBX_LOG_WARN, "pool: a discarded sandbox was not all removed: %s", e.msg);
+        }
+        P.dying[i] = P.dying[--P.n_dying];
+    }
+    if (P.head || P.n_dying)
+        arm_tick();
+}
+
+static void collect(void *ud)
+{
+    (void)ud;
+    struct sbx_pool_stats st;
+    sbx_pool_stats(&st);
+    sbx_metric_set(&m_idle, (double)st.idle);
+}
+
+void sbx_pool_configure(struct event_base *base, const struct sbx_pool_config *c)
+{
+    if (c->enabled && !P.cfg.enabled) {
+        sbx_metric_declare(&m_takes);
+        sbx_metrics_collector(collect, NULL);
+        sbx_log(SBX_LOG_INFO, "pool: on, max_idle=%llu max_active=%llu idle_timeout=%gs%s",
+                (unsigned long long)c->max_idle, (unsigned long long)c->max_active,
+                c->idle_timeout_s, sbx_spawner_fd() < 0 ? " (no spawner: nothing is pooled)" : "");
+    }
+    P.cfg = *c;
+    P.base = base;
+    if (!P.tick)
+        P.tick = evtimer_new(base, on_tick, NULL);
+    if (!P.tick)
+        P.cfg.enabled = false;
+}
+
+void sbx_pool_shutdown(void)
+{
+    while (P.head)
+        discard(P.head);
+    for (size_t i = 0; i < P.n_dying; i++)
+        sbx_sandbox_release(&P.dying[i].sb, NULL);
+    P.n_dying = 0;
+    free(P.dying);
+    P.dying = NULL;
+    P.cap_dying = 0;
+    if (P.tick)
+        event_free(P.tick);
+    P.tick = NULL;
+    if (P.cfg.enabled)
+        sbx_metrics_collector_remove(collect, NULL);
+    P.cfg.enabled = false;
+}
+
+void sbx_pool_forget_workspace(const char *dir)
+{
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    for (struct pool_entry *pe = P.head, *next; pe; pe = next) {
+        next = pe->next;
+        if (strncmp(pe->workspace, dir, n) == 0 &&
+            (pe->workspace[n] == '\0' || pe->workspace[n] == '/'))
+            discard(pe);
+    }
+}
+
+/* A task the pool can serve: the caller's environment is pooled, and the
+ * sandbox needs nothing made per task (no egress, no bind of the
+ * environment's, no session). The clone's own binds are part of the key. */
+static bool eligible(const struct sbx_task_opts *o)
+{
+    const struct sbx_spec *s = &o->spec;
+    for (size_t i = 0; i < s->n_mounts; i++)
+        if (s->mounts[i].root) /* an environment's: may name the task ({{.TaskID}}) */
+            return false;
+    return P.cfg.enabled && P.cfg.max_idle && o->poolable && sbx_spawner_fd() >= 0 && s->argv &&
+           s->argv[0] && !s->pooled && !s->host_net && !s->net_rules && !o->on_spawn &&
+           s->n_mounts <= SBX_MOUNTS_MAX && !s->session && s->join_pidfd < 0 && !s->host_view &&
+           s->workspace && s->name && o->fds.init_exe >= 0 && o->fds.seccomp >= 0;
+}
+
+static char *spec_key(const struct sbx_task_opts *o)
+{
+    const struct sbx_spec *s = &o->spec;
+    char *k, *binds = NULL;
+    size_t blen = 0;
+    FILE *f = open_memstream(&binds, &blen);
+    if (!f)
+        return NULL;
+    for (size_t i = 0; i < s->n_mounts; i++)
+        fprintf(f, "%s%c%s%c%d%c", s->mounts[i].host, 0, s->mounts[i].inside, 0,
+                (int)s->mounts[i].writable, 0);
+    char *const *zv[2] = {o->zygote_argv, o->zygote_envp};
+    for (int l = 0; l < 2; l++) {
+        fprintf(f, "%c", 1);
+        for (size_t i = 0; zv[l] && zv[l][i]; i++)
+            fprintf(f, "%s%c", zv[l][i], 0);
+    }
+    if (fclose(f) != 0)
+        return NULL;
+    /* NULs separate the binds' text: hex it into the key */
+    cleanup_free char *hex = malloc(2 * blen + 1);
+    if (!hex) {
+        free(binds);
+        return NULL;
+    }
+    sbx_hex_encode(binds, blen, hex);
+    hex[2 * blen] = '\0';
+    free(binds);
+    if (asprintf(&k, "%s\n%u %u %u\n%s\n%d %llu %llu %.17g %llu %llu %llu\n%p %d %d\n%s",
+                 s->workspace, (unsigned)s->host_id_base, (unsigned)s->uid, (unsigned)s->gid,
+                 s->rootfs ? s->rootfs : "", (int)s->writable_root,
+                 (unsigned long long)s->cg_limits.memory_bytes,
+                 (unsigned long long)s->cg_limits.pids, s->cg_limits.cpu_cores,
+                 (unsigned long long)s->file_size_bytes, (unsigned long long)s->tmp_size_bytes,
+                 (unsigned long long)s->nofile, (const void *)s->cg_host, o->fds.init_exe,
+                 o->fds.seccomp, hex) < 0)
+        return NULL;
+    return k;
+}
+
+/* Still waiting for its command: init alive, nothing said on the socket
+ * (a setup error would be there). */
+static bool still_fresh(const struct pool_entry *pe)
+{
+    struct pollfd p = {.fd = pe->sb.pidfd, .events = POLLIN};
+    char c;
+    return poll(&p, 1, 0) == 0 && recv(pe->sb.sync_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
+           errno == EAGAIN;
+}
+
+/* A cgroup name of the runtime's kind ("task-<tag>-"), unique here. */
+static char *pool_name(const char *task_name)
+{
+    const char *d1 = strchr(task_name, '-'), *d2 = d1 ? strchr(d1 + 1, '-') : NULL;
+    char *n;
+    if (!d2 || asprintf(&n, "%.*spool-%llu", (int)(d2 - task_name + 1), task_name, ++P.seq) < 0)
+        return NULL;
+    return n;
+}
+
+static void refill(const struct sbx_task_opts *o, const char *key, const struct stat *ws)
+{
+    if (P.cfg.max_active && P.running >= P.cfg.max_active)
+        return;
+    struct sbx_pool_stats now;
+    sbx_pool_stats(&now);
+    if (now.idle + now.building >= P.cfg.max_idle) {
+        /* the least recently made idle one gives way */
+        struct pool_entry *old = P.head;
+        while (old && !old->ready)
+            old = old->next;
+        if (!old)
+            return;
+        discard(old);
+    }
+    struct pool_entry *pe = calloc(1, sizeof(*pe));
+    if (!pe)
+        return;
+    pe->key = strdup(key);
+    pe->workspace = strdup(o->spec.workspace);
+    pe->rootfs = o->spec.rootfs ? strdup(o->spec.rootfs) : NULL;
+    pe->name = pool_name(o->spec.name);
+    if (!pe->key || !pe->workspace || (o->spec.rootfs && !pe->rootfs) || !pe->name) {
+        free_entry(pe);
+        return;
+    }
+    pe->dev = ws->st_dev, pe->ino = ws->st_ino;
+    pe->fds = o->fds;
+    pe->spec = o->spec;
+    pe->spec.argv = pe->spec.envp = NULL;
+    if (o->zygote_argv) {
+        pe->zygote_argv = sbx_strv_dup((const char *const *)o->zygote_argv, 0);
+        pe->zygote_envp = sbx_strv_dup((const char *const *)o->zygote_envp, 0);
+        if (!pe->zygote_argv || !pe->zygote_envp) {
+            free_entry(pe);
+            return;
+        }
+        pe->spec.argv = pe->zygote_argv;
+        pe->spec.envp = pe->zygote_envp;
+    }
+    pe->spec.pooled = true;
+    pe->spec.workspace = pe->workspace;
+    pe->spec.rootfs = pe->rootfs;
+    pe->spec.name = pe->name;
+    for (size_t i = 0; i < o->spec.n_mounts; i++) {
+        const struct sbx_mount *m = &o->spec.mounts[i];
+        if (!(pe->mount_text[2 * i] = strdup(m->host)) ||
+            !(pe->mount_text[2 * i + 1] = strdup(m->inside))) {
+            free_entry(pe);
+            return;
+        }
+        pe->mounts[i] = (struct sbx_mount){.host = pe->mount_text[2 * i],
+                                           .inside = pe->mount_text[2 * i + 1],
+                                           .writable = m->writable};
+    }
+    pe->spec.mounts = pe->mounts;
+    pe->spec.net_rules_arg = NULL;
+    pe->spec.host_view_hidden = NULL;
+    if (exec_spawner_ask_for_pool(P.base, &pe->spec, pe, &pe->waiter) != 1) {
+        free_entry(pe);
+        return;
+    }
+    *(P.tail ? &P.tail->next : &P.head) = pe;
+    pe->prev = P.tail;
+    P.tail = pe;
+}
+
+void exec_pool_arrived(struct pool_entry *pe, int rc, struct sbx_sandbox *sb)
+{
+    pe->waiter = NULL;
+    sbx_err e = {0};
+    if (rc == 1 && sbx_sandbox_send_fds(sb, &pe->fds, &e) < 0) {
+        bury(sb);
+        rc = -1;
+    }
+    if (rc != 1) {
+        sbx_log(SBX_LOG_WARN, "pool: a sandbox for the pool was not made%s%s", e.msg[0] ? ": " : "",
+                e.msg);
+        unlink_entry(pe);
+        free_entry(pe);
+        return;
+    }
+    pe->sb = *sb;
+    pe->ready = true;
+    pe->since_ms = sbx_mono_ms();
+    P.st.built++;
+    arm_tick();
+}
+
+int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struct sbx_sandbox *sb)
+{
+    (void)base;
+    if (!eligible(o))
+        return 0;
+    cleanup_free char *key = spec_key(o);
+    struct stat ws;
+    if (!key || stat(o->spec.workspace, &ws) < 0)
+        return 0;
+    int got = 0;
+    char made_as[SBX_CG_NAME_MAX + 1] = "";
+    bool zygote = false;
+    for (struct pool_entry *pe = P.head, *next; pe && !got; pe = next) {
+        next = pe->next;
+        if (!pe->ready || strcmp(pe->key, key) != 0)
+            continue;
+        sbx_err e = {0};
+        if (sbx_sandbox_send_command_fits(o->spec.argv, o->spec.envp) == false)
+            break; /* a miss, built as usual; pe stays */
+        /* A workspace made again at the same path, a sandbox that died
+         * idle: never served. */
+        if (pe->dev != ws.st_dev || pe->ino != ws.st_ino || !still_fresh(pe) ||
+            sbx_sandbox_send_command(&pe->sb, o->spec.argv, o->spec.envp, &e) < 0) {
+            discard(pe);
+            continue;
+        }
+        unlink_entry(pe);
+        *sb = pe->sb;
+        snprintf(made_as, sizeof(made_as), "%s", pe->name);
+        zygote = pe->zygote_argv != NULL;
+        free_entry(pe);
+        got = 1;
+    }
+    P.st.zygote_hits += zygote;
+    if (got)
+        P.st.hits++;
+    else
+        P.st.misses++;
+    sbx_metric_add(&m_takes, 1, got ? "hit" : "miss");
+    sbx_log(SBX_LOG_INFO, "pool: %s for=%s sandbox=%s",
+            got ? zygote ? "hit (zygote)" : "hit" : "miss", o->spec.name,
+            got ? made_as : o->spec.name);
+    refill(o, key, &ws);
+    return got;
+}

@@ -1,0 +1,42 @@
+/* The warm pool: sandboxes built ahead of their task by the spawner
+ * (isolate/spawner.h), each for one exact spec but its command: the same
+ * clone (workspace, host id range), root, limits and seccomp programs, with
+ * no network (no egress, not the host's) and no extra binds. Its init waits
+ * on the sync socket for the command (sbx_sandbox_send_command). A task
+ * whose spec matches an idle one takes it (a hit); any other is built as
+ * before (a miss, or not eligible). A pooled sandbox serves one task and is
+ * gone with it, as any sandbox: nothing crosses from one task to the next.
+ * Refills are asked of the spawner when a task starts, answered later on the
+ * loop; without a spawner there is no pool (the loop never builds one).
+ * Only a clone that ran a task recently has a pooled sandbox: the pool is
+ * keyed by the clone's own host ids, so clones share no host uid, as
+ * without it. */
+#pragma once
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct sbx_pool_config {
+    bool enabled;
+    uint64_t max_idle;     /* sandboxes held ready (and being built), in all */
+    uint64_t max_active;   /* no refill while this many tasks run; 0: no bound */
+    double idle_timeout_s; /* an idle sandbox older than this is discarded */
+};
+
+void sbx_pool_configure(struct event_base *base, const struct sbx_pool_config *c);
+/* Kill and release every pooled sandbox (the daemon's teardown). */
+void sbx_pool_shutdown(void);
+
+/* Discard every pooled sandbox built on dir or beneath it (before the
+ * workspace is unmounted: a sandbox held ready must not pin it). */
+void sbx_pool_forget_workspace(const char *dir);
+
+struct sbx_pool_stats {
+    uint64_t hits, misses; /* eligible tasks served ready / built cold */
+    uint64_t zygote_hits;  /* hits with an interpreter started ahead */
+    uint64_t built;        /* pooled sandboxes that arrived */
+    uint64_t discarded;    /* idle ones ended unused (timeout, evicted, gone stale) */
+    uint64_t idle, building;
+};
+void sbx_pool_stats(struct sbx_pool_stats *out);

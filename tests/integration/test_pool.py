@@ -1,0 +1,304 @@
+"""The warm pool (exec/pool.h): sandboxes built ahead by the spawner for a
+clone that ran a task, each taken by one task only. Checked: hits and misses
+counted (/runtime/status, /metrics, the log), a pooled sandbox is never
+reused (a file a task leaves in /tmp is not there for the next; another pid
+namespace), two clones still run under different host uids, a task with
+other limits or a network is built as before, pooled tasks give the same
+results as cold ones (exit code, streams, stdin, timeout, limits, oom, a
+missing command), idle sandboxes are dropped after idle_timeout, and bad
+pool settings are refused at start naming the key."""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from sbxtest import EXTENDED, SANDBOXD, ServeDaemon, Suite, check  # noqa: E402
+
+S = Suite("pool")
+TOKEN = "pool-" + "0123456789abcdef0123456789ab"
+TMP = tempfile.mkdtemp(prefix="sbx-pool-")
+
+
+class Daemon(ServeDaemon):
+    def req(self, method, path, body=None, token="", headers=None, timeout=30):
+        h = dict(EXTENDED)
+        h.update(headers or {})
+        return super().req(method, path, body, token=token, headers=h, timeout=timeout)
+
+
+def config(name, text):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+POOL = ("sandbox:\n  network_policy: none\n"
+        "pool:\n  enabled: true\n  max_idle: 4\n  idle_timeout: %s\n")
+ON = Daemon(os.path.join(TMP, "on"), TOKEN, config=config("on.yaml", POOL % "60s")).start()
+COLD = Daemon(os.path.join(TMP, "cold"), TOKEN,
+              config=config("cold.yaml", "sandbox:\n  network_policy: none\n")).start()
+
+
+def pool_status(d):
+    st, b, _ = d.req("GET", "/runtime/status")
+    check(st == 200 and "pool" in b, "/runtime/status has pool", b)
+    return b["pool"]
+
+
+def wait_idle(d, n=1, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        p = pool_status(d)
+        if p["idle"] >= n:
+            return p
+        time.sleep(0.05)
+    raise AssertionError("no idle pooled sandbox after %ss: %r" % (timeout, pool_status(d)))
+
+
+def run(d, body, clone="c1"):
+    a = {"X-Tenant-Code": "pool", "X-Clone-Id": clone}
+    st, b, _ = d.req("POST", "/runtime/exec", body, headers=a, timeout=60)
+    check(st == 200, "exec answers 200", (st, b))
+    return b
+
+
+def hit(d, body, clone="c1"):
+    """body run in a pooled sandbox (checked by the hit counter)."""
+    wait_idle(d)
+    before = pool_status(d)["hits"]
+    b = run(d, body, clone)
+    check(pool_status(d)["hits"] == before + 1, "served from the pool", (body, pool_status(d)))
+    return b
+
+
+@S.case
+def hits_and_misses_are_counted():
+    p0 = pool_status(ON)
+    check(p0["enabled"] is True and p0["hits"] == 0, "pool on, nothing served yet", p0)
+    b = run(ON, {"command": ["true"]}, "hm")
+    check(b["exitCode"] == 0, "first task of a clone runs", b)
+    p1 = pool_status(ON)
+    check(p1["misses"] == p0["misses"] + 1 and p1["hits"] == 0, "its first task is a miss", p1)
+    wait_idle(ON)
+    b = run(ON, {"command": ["true"]}, "hm")
+    p2 = pool_status(ON)
+    check(b["exitCode"] == 0 and p2["hits"] == 1, "the next is a hit", p2)
+    st, text, _ = ON.req("GET", "/metrics")
+    check('sandbox_pool_tasks_total{result="hit"} 1' in text, "/metrics counts the hit",
+          [x for x in text.splitlines() if "pool" in x])
+    check('sandbox_pool_tasks_total{result="miss"}' in text, "/metrics counts misses")
+    log = ON.wait_output(lambda t: "pool: hit" in t)
+    check("pool: hit" in log and "pool: miss" in log, "the log says hit and miss")
+
+
+@S.case
+def a_sandbox_is_never_reused():
+    run(ON, {"command": ["true"]}, "reuse")
+    b1 = hit(ON, {"command": ["/bin/sh", "-c",
+                              "echo secret > /tmp/left; readlink /proc/self/ns/pid; echo $$"]},
+             "reuse")
+    b2 = hit(ON, {"command": ["/bin/sh", "-c",
+                              "cat /tmp/left 2>&1; readlink /proc/self/ns/pid; ls /tmp | wc -l"]},
+             "reuse")
+    check(b1["exitCode"] == 0 and b2["exitCode"] == 0, "both ran", (b1, b2))
+    ns1 = b1["stdout"].split()[0]
+    lines = b2["stdout"].split("\n")
+    check("secret" not in b2["stdout"] and "No such file" in b2["stdout"],
+          "task 1's /tmp file is absent in task 2", b2)
+    check(ns1 != lines[1], "another pid namespace", (ns1, lines))
+
+
+@S.case
+def clones_keep_their_own_host_uids():
+    seen = {}
+    for clone in ("u1", "u2"):
+        run(ON, {"command": ["true"]}, clone)
+        b = hit(ON, {"command": ["/bin/sh", "-c", "echo x > /workspace/f; id -u"]}, clone)
+        check(b["exitCode"] == 0 and b["stdout"].strip() == "10001", "runner inside", b)
+        seen[clone] = os.stat(os.path.join(ON.state, "workspaces", "pool", clone, "work",
+                                           "f")).st_uid
+    check(seen["u1"] != seen["u2"], "each clone's file belongs to its own host uid", seen)
+
+
+@S.case
+def other_limits_or_a_network_are_built_cold():
+    run(ON, {"command": ["true"]}, "lim")
+    wait_idle(ON)
+    p0 = pool_status(ON)
+    b = run(ON, {"command": ["true"], "memoryMB": 100}, "lim")
+    p1 = pool_status(ON)
+    check(b["exitCode"] == 0 and p1["hits"] == p0["hits"] and p1["misses"] == p0["misses"] + 1,
+          "other limits: a miss", (p0, p1))
+    b = run(ON, {"command": ["true"], "network": {"policy": "proxy"}}, "lim")
+    p2 = pool_status(ON)
+    check(b["exitCode"] == 0 and p2["hits"] == p1["hits"] and p2["misses"] == p1["misses"],
+          "a network: not from the pool, not counted", (p1, p2))
+
+
+CASES = [
+    ("exit code and both streams",
+     {"command": ["/bin/sh", "-c", "echo out; echo err >&2; exit 7"]}),
+    ("stdin relayed", {"command": ["cat"], "stdin": "fed\n"}),
+    ("environment and PATH", {"command": ["sh", "-c", "echo $FOO; printenv PATH"],
+                              "env": {"FOO": "bar baz"}}),
+    ("empty and odd arguments", {"command": ["printf", "[%s]", "", "a b", "\u00e9"]}),
+    ("timeout", {"command": ["sleep", "30"], "timeoutSeconds": 1}),
+    ("no such command", {"command": ["/no/such/program"]}),
+    ("identity inside", {"command": ["/bin/sh", "-c",
+                                     "id -u; id -g; hostname; cat /proc/1/comm; pwd"]}),
+    ("fds, capabilities, seccomp, id map", {"command": ["/bin/sh", "-c",
+     "ls /proc/self/fd; grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status; "
+     "cat /proc/self/uid_map | wc -l; ls /proc/1/fd"]}),
+    ("pids limit", {"command": ["/bin/sh", "-c", "for i in $(seq 200); do sleep 5 & done; wait"],
+                    "timeoutSeconds": 20}),
+    ("oom", {"command": ["python3", "-c", "b=[]\nwhile True: b.append(bytearray(8<<20))"],
+             "timeoutSeconds": 30}),
+]
+
+
+def essentials(b):
+    r = b.get("report") or {}
+    return (b.get("exitCode"), b.get("status"), b.get("stdout"), b.get("stderr"),
+            r.get("outcome"), r.get("oomKilled"), r.get("signal"))
+
+
+@S.case
+def pooled_tasks_give_the_same_results_as_cold_ones():
+    run(ON, {"command": ["true"]}, "same")
+    for name, body in CASES:
+        b1 = hit(ON, body, "same")
+        b2 = run(COLD, body, "same")
+        if os.environ.get("POOL_SHOW"):
+            print(name, essentials(b1))
+        check(essentials(b1) == essentials(b2), name + ": the same from the pool and cold",
+              (essentials(b1), essentials(b2)))
+
+
+@S.case
+def bad_pool_settings_are_refused_naming_the_key():
+    for text, key in (("pool:\n  max_idle: lots\n", "max_idle"),
+                      ("pool:\n  enabled: maybe\n", "enabled"),
+                      ("pool:\n  idle_timeout: -3s\n", "idle_timeout"),
+                      ("pool:\n  max_active: 99999999\n", "max_active"),
+                      ("pool:\n  environments: [nosuch]\n", "environments")):
+        path = config("bad.yaml", text)
+        p = subprocess.run([SANDBOXD, "serve", "--config", path, "--listen", "127.0.0.1:0",
+                            "--state-dir", os.path.join(TMP, "bad")], capture_output=True,
+                           text=True, timeout=30)
+        check(p.returncode == 2 and "pool." + key in p.stderr, "refused naming pool." + key,
+              (text, p.returncode, p.stderr))
+
+
+@S.case
+def idle_sandboxes_go_after_idle_timeout():
+    d = Daemon(os.path.join(TMP, "short"), TOKEN,
+               config=config("short.yaml", POOL % "1s")).start()
+    try:
+        run(d, {"command": ["true"]}, "idle")
+        wait_idle(d)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and pool_status(d)["idle"]:
+            time.sleep(0.1)
+        p = pool_status(d)
+        check(p["idle"] == 0 and p["discarded"] >= 1, "dropped after idle_timeout", p)
+        b = run(d, {"command": ["true"]}, "idle")
+        check(b["exitCode"] == 0 and pool_status(d)["hits"] == 0, "the next task is cold", b)
+    finally:
+        d.stop()
+
+
+ZY = Daemon(os.path.join(TMP, "zygote"), TOKEN, config=config(
+    "zygote.yaml", POOL % "60s" + "  zygote: true\n  zygote_imports: [json, re]\n")).start()
+
+PY_CASES = [
+    ("print", "print(1)"),
+    ("exception", "1/0"),
+    ("SystemExit", "raise SystemExit(3)"),
+    ("syntax error", "x=("),
+    ("stdin", "import sys; print(sys.stdin.read())"),
+    ("argv and __main__", "import sys; print(sys.argv, __name__, sys.path[0] == '')"),
+    ("environment", "import os; print(os.environ.get('FOO'), os.environ.get('PATH'))"),
+    ("a pre-imported module is not bound", "print(json)"),
+    ("identity", "import os; print(os.getuid(), os.getcwd(), open('/proc/1/comm').read())"),
+    ("stderr and exit", "import sys; sys.stderr.write('e\\n'); sys.exit('bye')"),
+    ("timeout", "import time; time.sleep(30)"),
+    ("oom", "b=[]\nwhile True: b.append(bytearray(8<<20))"),
+]
+
+
+def py(d, code, clone="z", env=None, timeout=None):
+    body = {"language": "python", "code": code, "stdin": "fed"}
+    if env:
+        body["env"] = env
+    if timeout:
+        body["timeoutSeconds"] = timeout
+    return run(d, body, clone)
+
+
+def zygote_hit(code, clone="z", env=None, timeout=None):
+    wait_idle(ZY)
+    before = pool_status(ZY)["zygoteHits"]
+    b = py(ZY, code, clone, env, timeout)
+    check(pool_status(ZY)["zygoteHits"] == before + 1, "run by a zygote", (code, pool_status(ZY)))
+    return b
+
+
+@S.case
+def zygote_tasks_give_the_same_results_as_cold_python():
+    py(ZY, "pass")
+    for name, code in PY_CASES:
+        t = 2 if name == "timeout" else None
+        b1 = zygote_hit(code, env={"FOO": "bar"}, timeout=t)
+        b2 = py(COLD, code, env={"FOO": "bar"}, timeout=t)
+        if os.environ.get("POOL_SHOW"):
+            print(name, essentials(b1))
+        check(essentials(b1) == essentials(b2), name + ": the same from a zygote and cold",
+              (essentials(b1), essentials(b2)))
+
+
+@S.case
+def a_zygote_serves_one_task_and_sees_no_other_tasks_secrets():
+    py(ZY, "pass", "zs")
+    b1 = zygote_hit("import os, builtins; builtins.LEFT = 1; print(os.getpid(), "
+                    "os.readlink('/proc/self/ns/pid'))", "zs", env={"SECRET": "s3cr3t"})
+    b2 = zygote_hit("import os, builtins; print(hasattr(builtins, 'LEFT'), "
+                    "os.readlink('/proc/self/ns/pid'), 'SECRET' in os.environ, "
+                    "b's3cr3t' in open('/proc/self/environ', 'rb').read())", "zs")
+    check(b1["exitCode"] == 0 and b2["exitCode"] == 0, "both ran", (b1, b2))
+    ns1 = b1["stdout"].split()[1]
+    f = b2["stdout"].split()
+    check(f[0] == "False" and f[2] == "False" and f[3] == "False",
+          "nothing of task 1 in task 2 (globals, environment)", (b1, b2))
+    check(f[1] != ns1, "another pid namespace", (ns1, f))
+
+
+@S.case
+def startup_variables_of_its_own_mean_no_zygote():
+    py(ZY, "pass", "zv")
+    wait_idle(ZY)
+    p0 = pool_status(ZY)
+    b = py(ZY, "import sys; print(sys.flags.dont_write_bytecode)", "zv",
+           env={"PYTHONDONTWRITEBYTECODE": "1"})
+    p1 = pool_status(ZY)
+    check(b["exitCode"] == 0 and b["stdout"] == "1\n", "PYTHON* honoured", b)
+    check(p1["zygoteHits"] == p0["zygoteHits"], "not run by a zygote", (p0, p1))
+
+
+@S.case
+def bad_zygote_imports_are_refused():
+    path = config("badz.yaml", "pool:\n  zygote_imports: ['os; import x']\n")
+    p = subprocess.run([SANDBOXD, "serve", "--config", path, "--listen", "127.0.0.1:0",
+                        "--state-dir", os.path.join(TMP, "badz")], capture_output=True,
+                       text=True, timeout=30)
+    check(p.returncode == 2 and "pool.zygote_imports" in p.stderr, "refused naming the key",
+          (p.returncode, p.stderr))
+
+
+ON.stop()
+COLD.stop()
+ZY.stop()
+S.finish()

@@ -16,6 +16,8 @@
 #include <assert.h>
 #include <stdio.h>
 
+#include <event2/event.h>
+
 #include "api/json.h"
 #include "api/routes_int.h"
 #include "daemon/config.h"
@@ -43,8 +45,14 @@ static void setup(void)
         abort();
     }
     sbx_settings_from_config(&set, &cfg);
-    struct sbx_runtime_opts o = {.settings = &set, .policy_opts = &policy_opts};
+    /* The runtime arms its timers (the workspace monitor, idle unmounts) on
+     * a base; nothing here runs it. */
+    struct event_base *base = event_base_new();
+    assert(base);
+    struct sbx_runtime_opts o = {.base = base, .settings = &set, .policy_opts = &policy_opts};
     api.rt = sbx_runtime_new(&o, &e);
+    if (!api.rt)
+        fprintf(stderr, "runtime: %s\n", e.msg);
     assert(api.rt);
 }
 

@@ -45,7 +45,7 @@ static const struct {
     const char *name;
 } cap_names[] = {
     {21, "SYS_ADMIN"},   {7, "SETUID"}, {6, "SETGID"}, {0, "CHOWN"},
-    {1, "DAC_OVERRIDE"}, {3, "FOWNER"}, {27, "MKNOD"}, {19, "SYS_PTRACE"},
+    {1, "DAC_OVERRIDE"}, {3, "FOWNER"}, {27, "MKNOD"},
 };
 
 void sbx_caps_flags(uint64_t have, uint64_t want, char *buf, size_t len)
@@ -332,7 +332,7 @@ static void try_caps(struct sbx_steps *st)
         r->state = SBX_STEP_OK;
         snprintf(r->detail, sizeof(r->detail),
                  "SYS_ADMIN SETUID SETGID CHOWN DAC_OVERRIDE "
-                 "FOWNER MKNOD SYS_PTRACE effective");
+                 "FOWNER MKNOD effective");
         return;
     }
     r->state = SBX_STEP_FAILED;

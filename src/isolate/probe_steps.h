@@ -50,9 +50,10 @@ struct sbx_steps {
 /* Capability bits (linux/capability.h numbers) run and serve need. */
 #define SBX_CAPS_RUN                                                                               \
     ((1ull << 21) | (1ull << 7) | (1ull << 6) | (1ull << 0)) /* SYS_ADMIN SETUID SETGID CHOWN */
+/* Not SYS_PTRACE: a sandbox's network namespace is opened while its init
+ * still has the creator's ids (src/isolate/sandbox.c, map_ids). */
 #define SBX_CAPS_SERVE                                                                             \
-    (SBX_CAPS_RUN | (1ull << 1) | (1ull << 3) | (1ull << 27) |                                     \
-     (1ull << 19)) /* + DAC_OVERRIDE FOWNER MKNOD SYS_PTRACE */
+    (SBX_CAPS_RUN | (1ull << 1) | (1ull << 3) | (1ull << 27)) /* + DAC_OVERRIDE FOWNER MKNOD */
 
 const char *sbx_step_name(enum sbx_step s); /* "user namespace", "pivot_root", ... */
 

@@ -38,7 +38,7 @@ TOKEN = "deploy-test-token-0123456789"
 CAPS_RUN = ["--cap-drop", "ALL", "--cap-add", "SYS_ADMIN", "--cap-add", "SETUID",
             "--cap-add", "SETGID", "--cap-add", "CHOWN"]
 CAPS_SERVE = CAPS_RUN + ["--cap-add", "DAC_OVERRIDE", "--cap-add", "FOWNER",
-                         "--cap-add", "MKNOD", "--cap-add", "SYS_PTRACE",
+                         "--cap-add", "MKNOD",
                          "--device", "/dev/loop-control",
                          "--device-cgroup-rule", "b 7:* rwm"]
 UNCONFINED = ["--security-opt", "seccomp=unconfined"]
@@ -309,6 +309,16 @@ def serve_api_smoke_and_sigterm():
     check(st == 200 and body["exitCode"] == 0 and body["stdout"].startswith("/workspace\n"),
           "exec through the published port", body)
     check("control" not in body["stdout"], "control directory not visible to the task", body)
+    # The egress without SYS_PTRACE: the daemon (pid 1) lacks it, and a dozen
+    # proxy tasks in a row each get their egress (its netns opened in time).
+    p = docker("exec", name, "grep", "^CapEff:", "/proc/1/status")
+    eff = int(p.stdout.split()[1], 16)
+    check(not eff & (1 << 19) and eff & (1 << 21), "the daemon runs without SYS_PTRACE", p.stdout)
+    for i in range(12):
+        st, body = http(port, "POST", "/runtime/exec",
+                        {"command": ["sh", "-c", "echo proxy=${HTTP_PROXY:-none}"]})
+        check(st == 200 and body["exitCode"] == 0 and
+              body["stdout"].startswith("proxy=http://"), f"proxy task {i}: its egress", body)
     # The seed's layout: <root>/<tenant>/<cloneKey>/<cloneId>/work. The clone's
     # files live in its workspace image (the quota), mounted there inside the
     # container: the host directory is its mount point.

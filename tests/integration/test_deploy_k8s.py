@@ -33,8 +33,7 @@ CACHE = os.path.dirname(os.path.dirname(_CLIENTS))
 MODULES = os.path.join(CACHE, "deploy", "node_modules")
 TSC = os.path.join(CACHE, "tools", "node_modules", "typescript", "bin", "tsc")
 # What a sandbox needs of its pod (docs/fleet.md; the systemd unit's set).
-CAPS = {"SYS_ADMIN", "SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "FOWNER", "MKNOD",
-        "SYS_PTRACE"}
+CAPS = {"SYS_ADMIN", "SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "FOWNER", "MKNOD"}
 TOKEN = "k8s-config-check-token-0123456789"
 
 

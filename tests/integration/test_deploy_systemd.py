@@ -131,8 +131,9 @@ def daemon_runs_with_the_units_capabilities():
                     net="proxy")
     d.start()
     try:
-        # Proxy a dozen times: without SYS_PTRACE one in a dozen or so failed
-        # (the egress could not open the sandbox's netns).
+        # Proxy a dozen times, without SYS_PTRACE in the bounding set: the
+        # egress gets each sandbox's netns whatever the timing (it is opened
+        # before the sandbox's init changes its ids).
         for net in ("none",) + ("proxy",) * 12:
             st, b, _ = d.req("POST", "/runtime/exec", {
                 "command": ["/bin/sh", "-c", "echo hi > f && cat f && grep NoNewPrivs "

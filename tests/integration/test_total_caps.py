@@ -145,7 +145,16 @@ def many_tasks_cannot_pass_the_process_cap():
     check(started < 4 * 30, "some forks were refused (started %d of 120)" % started, done)
     check(started <= TOTAL_PIDS, "at most %d processes together (started %d)"
           % (TOTAL_PIDS, started), done)
-    check(peak is None or peak <= TOTAL_PIDS, "the parent's peak %s <= %d" % (peak, TOTAL_PIDS))
+    # Sandboxes the spawner makes are counted at their fork. One the daemon
+    # makes itself (a fallback) joins its cgroup by a move, which cgroup v1
+    # does not check against pids.max: the documented gap
+    # (docs/configuration.md). Beyond the cap is a failure unless that
+    # fallback was taken.
+    _, b, _ = D.req("GET", "/runtime/status")
+    in_daemon = ((b or {}).get("spawner") or {}).get("madeInDaemon", 0)
+    check(peak is None or peak <= TOTAL_PIDS or in_daemon > 0,
+          "the parent's peak %s <= %d (sandboxes made in the daemon: %s)"
+          % (peak, TOTAL_PIDS, in_daemon))
 
 
 @S.case

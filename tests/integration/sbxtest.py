@@ -217,7 +217,11 @@ class ServeDaemon:
             time.sleep(0.05)
         raise AssertionError("daemon not ready in %ss: %s" % (timeout, self.output()))
 
-    def req(self, method, path, body=None, token="", headers=None, timeout=20, extended=False,
+    # A subclass's defaults for req(): EXTENDED on every request, the timeout.
+    extended_by_default = False
+    req_timeout = 20
+
+    def req(self, method, path, body=None, token="", headers=None, timeout=None, extended=None,
             auth="Authorization", typed=False, by_type=False, raw=False):
         """One request on loopback, with this daemon's token unless token is
         None (or another one given); a body that is not bytes or str is sent
@@ -233,6 +237,8 @@ class ServeDaemon:
           JSON (and then it must parse), else any answer that parses;
         raw: an answer not parsed is given as bytes, not text."""
         import http.client
+        timeout = self.req_timeout if timeout is None else timeout
+        extended = self.extended_by_default if extended is None else extended
         h = dict(headers or {})
         if extended:
             for k, v in EXTENDED.items():

@@ -15,7 +15,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from sbxtest import EXTENDED, SANDBOXD, ServeDaemon, Suite, check  # noqa: E402
+from sbxtest import SANDBOXD, ServeDaemon, Suite, check  # noqa: E402
 
 S = Suite("pool")
 TOKEN = "pool-" + "0123456789abcdef0123456789ab"
@@ -23,10 +23,8 @@ TMP = tempfile.mkdtemp(prefix="sbx-pool-")
 
 
 class Daemon(ServeDaemon):
-    def req(self, method, path, body=None, token="", headers=None, timeout=30):
-        h = dict(EXTENDED)
-        h.update(headers or {})
-        return super().req(method, path, body, token=token, headers=h, timeout=timeout)
+    extended_by_default = True
+    req_timeout = 30
 
 
 def config(name, text):

@@ -13,7 +13,7 @@ import tempfile
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sbxtest import EXTENDED, ServeDaemon, Suite, check  # noqa: E402
+from sbxtest import ServeDaemon, Suite, check  # noqa: E402
 
 S = Suite("reduced_caps")
 TOKEN = "caps-" + "0123456789abcdef0123456789"
@@ -35,10 +35,8 @@ class Daemon(ServeDaemon):
         super().__init__(os.path.join(TMP, name), TOKEN, config=cfg, net="proxy",
                          prefix=PREFIX)
 
-    def req(self, method, path, body=None, token="", headers=None, timeout=90):
-        h = dict(EXTENDED)
-        h.update(headers or {})
-        return super().req(method, path, body, token=token, headers=h, timeout=timeout)
+    extended_by_default = True
+    req_timeout = 90
 
 
 def cap_eff(pid):

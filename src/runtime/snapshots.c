@@ -23,6 +23,7 @@
 #include "runtime/runtime_int.h"
 #include "workspace/files.h"
 #include "workspace/path.h"
+#include "workspace/quota_mode.h"
 #include "workspace/snapstore.h"
 
 #define DIFF_LIST_MAX 10000        /* paths listed per kind in a diff */
@@ -485,20 +486,9 @@ static json_t *helper_run(struct rt_snapjob *j, sbx_err *err)
  * priority, so the daemon's loop keeps the CPU it needs. */
 static void __attribute__((noreturn)) helper_main(struct rt_snapjob *j, int out, pid_t parent)
 {
-    sigset_t all;
-    sigfillset(&all);
-    sigprocmask(SIG_UNBLOCK, &all, NULL);
-    for (int s = 1; s < NSIG; s++)
-        if (s != SIGKILL && s != SIGSTOP)
-            signal(s, SIG_DFL);
     /* It dies with the daemon: a restarted daemon must not meet a helper
      * of the last run still writing the tenant's store. */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent || dup2(out, 3) < 0)
-        _exit(126);
-    syscall(SYS_close_range, 4, ~0U, 0);
-    if (setpriority(PRIO_PROCESS, 0, 10) < 0) {
-        /* not fatal */
-    }
+    sbx_ws_helper_child(out, parent, 10);
     sbx_err e = {0};
     json_t *res = helper_run(j, &e);
     if (!res)

@@ -255,23 +255,28 @@ int sbx_ws_du(const char *dir, uint64_t *bytes, sbx_err *err)
     return 0;
 }
 
+void sbx_ws_helper_child(int out, pid_t parent, int nice)
+{
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_UNBLOCK, &all, NULL);
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP)
+            signal(s, SIG_DFL);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent || dup2(out, 3) < 0)
+        _exit(126);
+    syscall(SYS_close_range, 4, ~0U, 0);
+    if (setpriority(PRIO_PROCESS, 0, nice) < 0) {
+        /* not fatal */
+    }
+}
+
 pid_t sbx_ws_helper_fork(int out, int *pidfd, const char *what, sbx_err *err)
 {
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
-        sigset_t all;
-        sigfillset(&all);
-        sigprocmask(SIG_UNBLOCK, &all, NULL);
-        for (int s = 1; s < NSIG; s++)
-            if (s != SIGKILL && s != SIGSTOP)
-                signal(s, SIG_DFL);
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent || dup2(out, 3) < 0)
-            _exit(126);
-        syscall(SYS_close_range, 4, ~0U, 0);
-        if (setpriority(PRIO_PROCESS, 0, 5) < 0) {
-            /* not fatal */
-        }
+        sbx_ws_helper_child(out, parent, 5);
         return 0;
     }
     if (pid < 0)

@@ -65,6 +65,10 @@ int sbx_ws_du(const char *dir, uint64_t *bytes, sbx_err *err);
  * 0 in the child, its pid in the parent with *pidfd (readable once it has
  * ended), -1 with err. */
 pid_t sbx_ws_helper_fork(int out, int *pidfd, const char *what, sbx_err *err);
+/* In a freshly forked helper: default signals, unblocked; it dies with
+ * parent (exits 126 if parent is already gone); out becomes fd 3 and every
+ * fd above is closed; nice as its priority. */
+void sbx_ws_helper_child(int out, pid_t parent, int nice);
 
 /* monitor: measuring several workspaces in a helper child (fork, watched by
  * pidfd, results in a memfd), so that the loop never walks a tree. */

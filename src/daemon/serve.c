@@ -252,6 +252,11 @@ static void status_totals(void *ud, json_t *status)
                                   (json_int_t)ps.hits, "zygoteHits", (json_int_t)ps.zygote_hits,
                                   "misses", (json_int_t)ps.misses, "built", (json_int_t)ps.built,
                                   "discarded", (json_int_t)ps.discarded));
+    uint64_t counted, mem = sbx_pool_memory(&counted);
+    json_t *pool = json_object_get(status, "pool");
+    json_object_set_new(pool, "memoryBytes", counted ? json_integer((json_int_t)mem) : json_null());
+    json_object_set_new(pool, "memoryPerSandboxBytes",
+                        counted ? json_integer((json_int_t)(mem / counted)) : json_null());
 }
 
 /* ---- environments' images: unpacked once by a helper child each ---- */

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <limits.h>
+#include <malloc.h>
 #include <sys/wait.h>
 #include <sys/syscall.h>
 #include <sys/prctl.h>
@@ -497,6 +498,8 @@ static void recover(struct serve *s)
 
 /* How long one tick of retention may work, at most (the loop waits as long). */
 #define PRUNE_BUDGET_MS 25
+/* No store write for this long: the daemon is idle (sbx_store_shrink_when_idle). */
+#define IDLE_SHRINK_MS 10000
 
 /* Retention, once a second: finished tasks, their outputs and idle sessions'
  * events older than the configured age (or beyond the newest max_tasks) go,
@@ -514,6 +517,10 @@ static void on_prune(evutil_socket_t fd, short what, void *ud)
                               ? now - (int64_t)(cfg->retention.audit_max_age_s * 1000)
                               : 0;
     (void)sbx_store_health(s->store, NULL); /* makes a spent reserve again when it can */
+    /* Idle for a while after a load: SQLite's page cache and the free heap
+     * go back to the system (the idle daemon's RSS, docs/performance.md). */
+    if (sbx_store_shrink_when_idle(s->store, IDLE_SHRINK_MS))
+        malloc_trim(0);
     sbx_api_audit_refusals(&s->api);
     bool more = true, audit_more = true;
     while ((more || audit_more) && sbx_mono_ms() - t0 < PRUNE_BUDGET_MS) {

@@ -403,6 +403,8 @@ static void restore_totals(struct serve *s)
 
 static int setup_engine(struct serve *s, sbx_err *err)
 {
+    if (sbx_cg_set_base_name(s->cfg.cgroup_parent) < 0)
+        return sbx_err_set(err, EINVAL, "sandbox.cgroup_parent %s", s->cfg.cgroup_parent);
     if (sbx_cg_host_detect(false, &s->cg_host, err) < 0)
         return -1;
     apply_totals(s);

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/time.h"
 #include "exec/env.h"
+#include "exec/task.h"
 #include "isolate/spawner.h"
 #include "runtime/runtime_int.h"
 
@@ -133,6 +134,8 @@ void rt_session_free(struct rt_session *x)
         event_free(x->ev_ready);
     if (x->formatting)
         sbx_runtime_workspace_unwait(rt, x);
+    if (x->spawning) /* the sandbox that comes for it is killed */
+        sbx_spawn_async_cancel(x->spawning);
     /* Its running tasks end as canceled (124), not as a sandbox that broke
      * under them. */
     for (struct rt_task *t = rt->active; t; t = t->all_next)
@@ -284,8 +287,25 @@ void sbx_runtime_session_unwait(struct sbx_runtime *rt, void *ud)
         rt_waiters_drop(&x->waiters, ud);
 }
 
-/* Make x's sandbox (its workspace is ready): set up from the loop, its
- * STARTED message tells it is ready. */
+static int session_made(struct rt_session *x, sbx_err *err);
+
+/* The spawner's answer for x. */
+static void on_session_spawned(void *ud, int rc, struct sbx_sandbox *sb, const sbx_err *err)
+{
+    struct rt_session *x = ud;
+    sbx_err e = {0};
+    x->spawning = NULL;
+    if (rc != 1) {
+        session_failed(x, err);
+        return;
+    }
+    x->sb = *sb;
+    if (session_made(x, &e) < 0)
+        session_failed(x, &e);
+}
+
+/* Make x's sandbox (its workspace is ready): asked of the spawner, set up
+ * from the loop; its STARTED message tells it is ready. */
 static int session_spawn(struct rt_session *x, sbx_err *err)
 {
     struct sbx_runtime *rt = x->rt;
@@ -339,8 +359,20 @@ static int session_spawn(struct rt_session *x, sbx_err *err)
         spec.n_mounts = rt->clone_mounts(rt->clone_mounts_ud, &c, mounts, SBX_MOUNTS_MAX);
         spec.mounts = mounts;
     }
-    if (sbx_spawn(&spec, &x->sb, err) < 0)
+    /* From the spawner without waiting (its pids cap counts the holder at
+     * its clone: isolate/spawner.h); in-process when it cannot. */
+    if (sbx_spawn_async(rt->o.base, &spec, on_session_spawned, x, &x->spawning) == 1)
+        return 0;
+    if (sbx_spawn_local(&spec, &x->sb, err) < 0)
         return -1;
+    return session_made(x, err);
+}
+
+/* x's sandbox is made (x->sb): its egress, its fds, its events. */
+static int session_made(struct rt_session *x, sbx_err *err)
+{
+    struct sbx_runtime *rt = x->rt;
+    const struct sbx_runtime_settings *set = &rt->settings;
     if (set->net == SBX_NET_PROXY) {
         x->egress_opts = rt_egress_opts(rt, rt->o.policy, rt_session_flow, x);
         if (!(x->egress = sbx_egress_start(&x->egress_opts, x->sb.netns_fd, err)))

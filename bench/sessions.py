@@ -98,10 +98,10 @@ def host_limits(n):
     """What the run needs against what the host has left; (rows, refusals)."""
     rows, bad = [], []
 
-    def want(name, used, limit, need):
+    def want(name, used, limit, need, share=4):
         left = limit - used
         rows.append("%-28s used %-9d limit %-9d need ~%d" % (name, used, limit, need))
-        if need > left / 4:
+        if need > left / share:
             bad.append("%s: ~%d needed, %d left of %d" % (name, need, left, limit))
 
     tasks = int(read("/proc/loadavg").split()[3].split("/")[1])
@@ -111,7 +111,8 @@ def host_limits(n):
     want("open files (file-max)", int(fnr[0]), int(fnr[2]), 24 * n + 2048)
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want("daemon RLIMIT_NOFILE (hard)", 0, hard, 16 * n + 1024)
+    # the daemon's own limit (it raises its soft one to it), not the host's
+    want("daemon RLIMIT_NOFILE (hard)", 0, hard, 15 * n + 1024, share=1.1)
     mem = meminfo()
     want("memory (MemAvailable, KiB)", 0, mem["MemAvailable"], 2048 * n)
     for ns in ("net", "mnt", "pid", "user", "ipc", "uts", "cgroup"):

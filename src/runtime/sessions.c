@@ -238,7 +238,14 @@ static void session_failed(struct rt_session *x, const sbx_err *e)
             sbx_log_safe(x->name, name_s, sizeof(name_s)),
             sbx_log_safe(sbx_err_format(e, msg, sizeof(msg)), why, sizeof(why)));
     struct sbx_runtime *rt = x->rt;
-    session_notify(x, e);
+    /* The caller hears what failed and where (a bare "fork" says little);
+     * EAGAIN at a clone or fork is a process cap. */
+    sbx_err told = {0};
+    sbx_err_set(&told, e->errnum, "session %s could not be set up: %s%s", x->name,
+                sbx_err_format(e, msg, sizeof(msg)),
+                e->errnum == EAGAIN ? " (a process cap: sandbox.total_pids or the host's)" : "");
+    memcpy(told.stage, e->stage, sizeof(told.stage));
+    session_notify(x, &told);
     rt_session_free(x);
     rt_start_next(rt); /* what waited for it runs now, without it */
 }

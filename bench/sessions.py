@@ -7,7 +7,9 @@ The daemon is this script's own: a temporary state directory, a parent
 cgroup of its own (`sandbox.cgroup_parent: sbxbench-PID`, beside the shared
 `sandboxd/`, so the process cap other daemons of the machine set on
 `sandboxd/` neither limits it nor is taken by it; `total_pids` is set on its
-own parent, so the v1 pids cap counts every sandbox at its clone), a unix
+own parent, so the v1 pids cap counts every sandbox at its clone; with
+--join, for a daemon without that key, the daemon runs in cgroups
+sbxbench-PID of this script and its `sandboxd/` is beneath them), a unix
 socket for its API, and it runs inside a netlab network namespace
 (tests/integration/netlab.py): no packet of any session can leave the
 machine; the egress check connects to the lab's "public" host.
@@ -18,7 +20,9 @@ refused when it would take more than a quarter of what is left of one. The
 script changes no host-wide setting (nothing to restore).
 
 Steps, each printed with the load average:
-  0. M clones made by a file upload (their workspaces, no sandbox);
+  0. M clones made by a file upload (their workspaces, no sandbox); then
+     --churn sessions started and stopped (a daemon that has run a while:
+     memory freed and reused), before the memory is counted;
   1. 100 sessions started one by one (one client, kept-alive connection);
   2. 100 sessions started concurrently (--clients client threads), on
      other clones;  (1 and 2 alternate in --rounds rounds, on fresh clones)
@@ -38,8 +42,8 @@ Steps, each printed with the load average:
      cgroups are removed.
 
   bench/sessions.py [--sessions 1000] [--clones 200] [--clients 32]
-                    [--rounds 1] [--quota-mode monitor] [--sandboxd PATH]
-                    [--json FILE]
+                    [--rounds 1] [--churn 50] [--quota-mode monitor] [--sandboxd PATH]
+                    [--join] [--json FILE]
 """
 import argparse
 import http.client
@@ -202,6 +206,20 @@ def pss_kib(pid):
     return 0
 
 
+def rss_by_kind(pid):
+    """The RSS (KiB) of pid's [heap], its other anonymous mappings, and its
+    file mappings (/proc/PID/smaps)."""
+    out, kind = {"heap": 0, "anon": 0, "file": 0}, None
+    for line in (read("/proc/%d/smaps" % pid) or "").splitlines():
+        f = line.split()
+        if f and "-" in f[0] and not f[0].endswith(":"):
+            name = f[5] if len(f) > 5 else ""
+            kind = "heap" if name == "[heap]" else "file" if name.startswith("/") else "anon"
+        elif f and f[0] == "Rss:" and kind:
+            out[kind] += int(f[1])
+    return out
+
+
 def comm(pid):
     return (read("/proc/%d/comm" % pid) or "").strip()
 
@@ -250,6 +268,14 @@ def start_session(cl, clone, name):
     st, b = cl.req("POST", "/runtime/start", {"sessionID": name}, clone=clone)
     if st != 200:
         raise RuntimeError("start %s/%s: %d %s" % (clone, name, st, str(b)[:300]))
+    return (time.monotonic() - t0) * 1e3
+
+
+def stop_session(cl, clone, name):
+    t0 = time.monotonic()
+    st, b = cl.req("POST", "/runtime/stop", {"sessionID": name}, clone=clone)
+    if st != 200:
+        raise RuntimeError("stop %s/%s: %d %s" % (clone, name, st, str(b)[:300]))
     return (time.monotonic() - t0) * 1e3
 
 
@@ -355,11 +381,14 @@ def main():
     ap.add_argument("--quota", default="16m")
     ap.add_argument("--quota-mode", default="monitor",
                     help="sandbox.workspace_quota_mode (monitor: no loop device per clone)")
+    ap.add_argument("--churn", type=int, default=50,
+                    help="sessions started and stopped before the count")
     ap.add_argument("--hold", type=float, default=5.0, help="seconds of /healthz while holding")
     ap.add_argument("--sandboxd", default=os.environ["SANDBOXD"])
-    ap.add_argument("--shared-parent", action="store_true",
-                    help="no cgroup_parent key (a daemon that knows none): the shared "
-                         "sandboxd/ parent, no total_pids")
+    ap.add_argument("--join", action="store_true",
+                    help="no cgroup_parent key (for a daemon that knows none): the daemon "
+                         "runs in cgroups of this script (sbxbench-PID, one per v1 "
+                         "hierarchy) and its sandboxd/ parent is beneath them")
     ap.add_argument("--json")
     a = ap.parse_args()
     sbxtest.SANDBOXD = os.path.abspath(a.sandboxd)
@@ -389,17 +418,28 @@ def main():
                 "sandbox:\n  workspace_quota: %s\n  workspace_quota_mode: %s\n"
                 "  max_clones_per_tenant: 60000\n  idle_timeout: 3600s\n"
                 "  total_memory: 0\n  total_cpu: 0\n" % (a.quota, a.quota_mode))
-        if not a.shared_parent:
-            f.write("  cgroup_parent: %s\n  total_pids: %d\n" % (parent, 4 * a.sessions + 256))
-        else:
-            f.write("  total_pids: 0\n")
+        if not a.join:
+            f.write("  cgroup_parent: %s\n" % parent)
+        f.write("  total_pids: %d\n" % (4 * a.sessions + 256))
         f.write("network:\n  dns:\n    upstream: [\"%s\"]\n" % netlab.DNS)
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("CLAW_") and not k.startswith("SANDBOX_")}
+    # the sandboxes' parent in each hierarchy, and the directory this run removes
+    top = {c: os.path.join(b, parent) for c, b in own.items()}
+    sparent = {c: os.path.join(t, "sandboxd") if a.join else t for c, t in top.items()}
+    prefix = []
+    if a.join:
+        for c in ("memory", "pids", "cpu", "cpuacct", "freezer"):
+            if c in top and not os.path.isdir(top[c]):
+                os.mkdir(top[c])
+        dirs = sorted({top[c] for c in ("memory", "pids", "cpu", "cpuacct", "freezer")
+                       if c in top})
+        prefix = ["/bin/sh", "-c", "for d in %s; do echo $$ > $d/cgroup.procs || exit 1; "
+                  "done; exec \"$@\"" % " ".join(dirs), "sh"]
     mem0 = meminfo()
     lab = netlab.Lab().__enter__()
     log = open(os.path.join(tmp, "log"), "w+")
-    d = subprocess.Popen(lab.sandboxd_argv("serve", "--listen", "unix:" + sock, "--state-dir",
+    d = subprocess.Popen(prefix + lab.sandboxd_argv("serve", "--listen", "unix:" + sock, "--state-dir",
                                            os.path.join(tmp, "state"), "--token", TOKEN,
                                            "--config", cfg, "--net", "proxy"),
                          env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -424,10 +464,11 @@ def main():
         spawner = [p for p in kids.get(d.pid, []) if comm(p) == "sandboxd-spawn"]
         spawner = spawner[0] if spawner else None
         rss0, spawner0 = status_kib(d.pid, "VmRSS"), spawner and status_kib(spawner, "VmRSS")
+        kinds0 = rss_by_kind(d.pid)
         fds0 = len(os.listdir("/proc/%d/fd" % d.pid))
         nofile = [l for l in read("/proc/%d/limits" % d.pid).splitlines()
                   if l.startswith("Max open files")][0].split()[3:5]
-        mparent = os.path.join(own.get("memory", ""), parent)
+        mparent = sparent.get("memory", "")
         charged0 = int(read(os.path.join(mparent, "memory.usage_in_bytes"), "0") or 0)
         print("daemon pid %d, RSS %d KiB, spawner %s RSS %s KiB, %d fds, RLIMIT_NOFILE %s"
               % (d.pid, rss0, spawner, spawner0, fds0, "/".join(nofile)), flush=True)
@@ -442,6 +483,17 @@ def main():
         if err:
             print("   " + err[0])
         started = []
+
+        # 0b. churn: sessions started and stopped before the count (a daemon
+        # that has run a while: its heap has reused memory)
+        if a.churn:
+            pairs = [("c%d" % i, "churn") for i in range(min(a.churn, need_clones))]
+            parallel(sock, pairs, 8)
+            wall, _, err = parallel(sock, pairs, 8, fn=stop_session)
+            print("0b. %d sessions started and stopped first, errors %d" % (len(pairs), len(err)),
+                  flush=True)
+        rss0, spawner0 = status_kib(d.pid, "VmRSS"), spawner and status_kib(spawner, "VmRSS")
+        kinds0 = rss_by_kind(d.pid)
 
         # 1, 2: 100 one by one, 100 concurrently, alternating on fresh clones
         for r in range(a.rounds):
@@ -499,6 +551,8 @@ def main():
         sess_procs = [p for p in procs if p != spawner]
         pss = sum(pss_kib(p) for p in sess_procs)
         rss = status_kib(d.pid, "VmRSS")
+        kinds = rss_by_kind(d.pid)
+        growth = {k: kinds[k] - kinds0[k] for k in kinds}
         fds = len(os.listdir("/proc/%d/fd" % d.pid))
         mem1 = meminfo()
         charged = int(read(os.path.join(mparent, "memory.usage_in_bytes"), "0") or 0)
@@ -509,6 +563,7 @@ def main():
         user = (rss - rss0) + pss + ((spawner_rss or 0) - (spawner0 or 0))
         out["memory"] = {"sessionsLive": live, "processes": len(sess_procs),
                          "daemonRssKiB": rss, "daemonRssAtStartKiB": rss0,
+                         "daemonRssGrowthKiB": growth,
                          "spawnerRssKiB": spawner_rss, "sessionsPssKiB": pss,
                          "userPerSessionKiB": user / n,
                          "cgroupChargedKiB": (charged - charged0) // 1024,
@@ -523,13 +578,15 @@ def main():
                          "daemonFds": fds, "daemonFdsAtStart": fds0,
                          "fdsPerSession": (fds - fds0) / n, "load": load()}
         mm = out["memory"]
-        print("4. live sessions %s, %d processes of theirs; daemon RSS %.1f -> %.1f MiB, "
+        print("4. live sessions %s, %d processes of theirs; daemon RSS %.1f -> %.1f MiB "
+              "(growth: heap %d, other anonymous %d, files %d KiB), "
               "spawner %s KiB, sessions' PSS %.1f MiB: user space %.0f KiB a session; "
               "charged to their cgroups %.0f KiB a session (kmem %d KiB in all); "
               "meminfo: Slab %+d, SUnreclaim %+d, KernelStack %+d, PageTables %+d, Percpu %+d "
               "KiB = %.0f KiB kernel a session; MemAvailable %+d KiB = %.0f KiB a session; "
               "daemon fds %d -> %d (%.1f a session)  [load %s]"
-              % (live, len(sess_procs), rss0 / 1024, rss / 1024, spawner_rss, pss / 1024,
+              % (live, len(sess_procs), rss0 / 1024, rss / 1024, growth["heap"],
+                 growth["anon"], growth["file"], spawner_rss, pss / 1024,
                  mm["userPerSessionKiB"], mm["chargedPerSessionKiB"], kmem // 1024,
                  delta.get("Slab", 0), delta.get("SUnreclaim", 0), delta.get("KernelStack", 0),
                  delta.get("PageTables", 0), delta.get("Percpu", 0), mm["kernelPerSessionKiB"],
@@ -588,12 +645,10 @@ def main():
         # 7. nothing left
         time.sleep(0.5)
         left = {}
-        if not a.shared_parent:
-            for c, base in own.items():
-                pdir = os.path.join(base, parent)
-                if os.path.isdir(pdir):
-                    left[c] = {"cgroups": [os.path.basename(k) for k in cg_children(pdir)],
-                               "procs": cg_tree_procs(pdir)}
+        for c, pdir in sparent.items():
+            if os.path.isdir(pdir):
+                left[c] = {"cgroups": [os.path.basename(k) for k in cg_children(pdir)],
+                           "procs": cg_tree_procs(pdir)}
         state = os.path.join(tmp, "state")
         mounts = [l for l in read("/proc/self/mountinfo").splitlines() if state in l]
         loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
@@ -610,18 +665,13 @@ def main():
         if not clean:
             log.seek(0)
             print(log.read()[-2000:])
-        # our parent cgroups (made by the daemon for this run): removed when empty
-        for c, base in own.items():
-            pdir = os.path.join(base, parent)
-            for k in cg_children(pdir):
+        # this run's cgroups (the daemon's parent, or ours with --join), when empty
+        for c in top:
+            for k in cg_children(sparent[c]) + ([sparent[c]] if a.join else []) + [top[c]]:
                 try:
                     os.rmdir(k)
                 except OSError:
                     pass
-            try:
-                os.rmdir(pdir)
-            except OSError:
-                pass
         lab.__exit__(None, None, None)
         if a.json:
             with open(a.json, "w") as f:

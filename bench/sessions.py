@@ -135,25 +135,6 @@ def host_limits(n):
 
 # ---- cgroups --------------------------------------------------------------------------
 
-def own_cgroups():
-    """{mount point of each v1 hierarchy with memory/pids/cpu: our own dir}."""
-    mounts = {}
-    for line in read("/proc/self/mountinfo").splitlines():
-        f = line.split()
-        sep = f.index("-")
-        if f[sep + 1] != "cgroup":
-            continue
-        for c in f[sep + 3].split(","):
-            mounts[c] = f[4]
-    out = {}
-    for line in read("/proc/self/cgroup").splitlines():
-        _, ctrls, path = line.split(":", 2)
-        for c in ctrls.split(","):
-            if c in mounts:
-                out[c] = os.path.join(mounts[c], path.lstrip("/"))
-    return out
-
-
 def cg_children(d):
     try:
         return [e.path for e in os.scandir(d) if e.is_dir()]
@@ -407,7 +388,7 @@ def main():
     out = {"sessions": a.sessions, "clones": need_clones, "clients": a.clients,
            "sandboxd": a.sandboxd, "loadStart": os.getloadavg(), "steps": {}}
     parent = "sbxbench-%d" % os.getpid()
-    own = own_cgroups()
+    own = sbxtest.own_cgroups()
     tmp = tempfile.mkdtemp(prefix="sbx-sessions-")
     os.chmod(tmp, 0o755)
     sock = os.path.join(tmp, "api.sock")

@@ -19,7 +19,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sbxtest import EXTENDED, SANDBOXD, ServeDaemon, Suite, check  # noqa: E402
+from sbxtest import (EXTENDED, SANDBOXD, ServeDaemon, Suite, check, own_cgroups,  # noqa: E402
+                     rmdir_cgroup)
 
 S = Suite("session_spawner")
 TOKEN = "op-" + "0123456789abcdef0123456789abc"
@@ -28,29 +29,7 @@ PARENT = "sbxsess-%d" % os.getpid()
 TOTAL_PIDS = 8  # the spawner is one of them: at most 7 holders
 
 
-def own_cgroups():
-    """{controller: this process's own cgroup directory} for the v1
-    hierarchies of memory and pids."""
-    mounts = {}
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, _, right = line.partition(" - ")
-            fstype, _src, opts = right.split()[:3]
-            if fstype == "cgroup":
-                for c in opts.split(","):
-                    if c in ("memory", "pids"):
-                        mounts[c] = left.split()[4]
-    own = {}
-    with open("/proc/self/cgroup") as f:
-        for line in f:
-            _, ctrls, path = line.strip().split(":", 2)
-            for c in ctrls.split(","):
-                if c in mounts:
-                    own[c] = os.path.join(mounts[c], path.lstrip("/"))
-    return own
-
-
-OWN = own_cgroups()
+OWN = own_cgroups(("memory", "pids"))
 BASE = {c: os.path.join(d, PARENT) for c, d in OWN.items()}
 CFG = os.path.join(TMP, "config.yaml")
 with open(CFG, "w") as f:
@@ -187,13 +166,6 @@ def nothing_left_at_the_stop():
 S.case(nothing_left_at_the_stop)
 D.stop()
 for d in BASE.values():
-    for _ in range(50):
-        try:
-            os.rmdir(d)
-            break
-        except FileNotFoundError:
-            break
-        except OSError:
-            time.sleep(0.1)
+    rmdir_cgroup(d)
 shutil.rmtree(TMP, ignore_errors=True)
 S.finish()

@@ -570,11 +570,11 @@ int sbx_spawn_async(struct event_base *base, const struct sbx_spec *spec, sbx_sp
     return 1;
 }
 
-void sbx_spawn_async_cancel(void *handle)
+void sbx_spawn_async_cancel(void *handle, sbx_spawned_fn fn, void *ud)
 {
     struct waiter *w = handle;
-    w->fn = NULL;
-    w->ud = NULL;
+    w->fn = fn;
+    w->ud = ud;
 }
 
 /* 1: asked of the spawner (t waits); 0: make it here. */

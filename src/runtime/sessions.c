@@ -63,28 +63,28 @@ static void on_release(evutil_socket_t fd, short what, void *arg)
     release_try(arg);
 }
 
-/* Kill x's sandbox and release it from the loop; without a record for it,
- * the bounded synchronous release (only when memory is short). The first
- * step is never taken here: release_step is for an init that has exited,
- * and this one was only just killed (whether it is dead yet is a race with
- * the kernel), and a step's failure is logged only by release_try. */
-static void session_release(struct rt_session *x)
+/* Kill a session's sandbox sb and release it from the loop; without a
+ * record for it, the bounded synchronous release (only when memory is
+ * short). The first step is never taken here: release_step is for an init
+ * that has exited, and this one was only just killed (whether it is dead yet
+ * is a race with the kernel), and a step's failure is logged only by
+ * release_try. */
+static void sandbox_release(struct sbx_runtime *rt, struct sbx_sandbox *sb, const char *cgname)
 {
-    struct sbx_runtime *rt = x->rt;
-    if (x->sb.pidfd < 0 && !x->sb.cg_made) {
-        sbx_sandbox_abandon(&x->sb); /* never spawned: its fds, if any */
+    if (sb->pidfd < 0 && !sb->cg_made) {
+        sbx_sandbox_abandon(sb); /* never spawned: its fds, if any */
         return;
     }
-    sbx_sandbox_kill(&x->sb);
+    sbx_sandbox_kill(sb);
     struct rt_release *r = calloc(1, sizeof(*r));
     if (!r || !(r->ev = evtimer_new(rt->o.base, on_release, r))) {
         free(r);
-        sbx_sandbox_release(&x->sb, NULL);
+        sbx_sandbox_release(sb, NULL);
         return;
     }
     r->rt = rt;
-    r->sb = x->sb;
-    snprintf(r->cgname, sizeof(r->cgname), "%s", x->cgname);
+    r->sb = *sb;
+    snprintf(r->cgname, sizeof(r->cgname), "%s", cgname);
     r->deadline = sbx_mono_ms() + RELEASE_BOUND_MS;
     r->next = rt->releasing;
     rt->releasing = r;
@@ -93,6 +93,19 @@ static void session_release(struct rt_session *x)
         sbx_sandbox_release(&r->sb, NULL);
         release_free(r);
     }
+}
+
+static void session_release(struct rt_session *x)
+{
+    sandbox_release(x->rt, &x->sb, x->cgname);
+}
+
+/* The sandbox of a session that ended while the spawner made it: released
+ * like a session's (killed at once, its cgroup removed once empty). */
+static void on_orphan_spawned(void *ud, int rc, struct sbx_sandbox *sb, const sbx_err *err)
+{
+    if (rc == 1)
+        sandbox_release(ud, sb, "(a session ended while starting)");
 }
 
 void rt_releases_finish(struct sbx_runtime *rt)
@@ -134,8 +147,8 @@ void rt_session_free(struct rt_session *x)
         event_free(x->ev_ready);
     if (x->formatting)
         sbx_runtime_workspace_unwait(rt, x);
-    if (x->spawning) /* the sandbox that comes for it is killed */
-        sbx_spawn_async_cancel(x->spawning);
+    if (x->spawning) /* the sandbox that comes for it is released */
+        sbx_spawn_async_cancel(x->spawning, on_orphan_spawned, rt);
     /* Its running tasks end as canceled (124), not as a sandbox that broke
      * under them. */
     for (struct rt_task *t = rt->active; t; t = t->all_next)

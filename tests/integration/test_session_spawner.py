@@ -26,10 +26,14 @@ S = Suite("session_spawner")
 TOKEN = "op-" + "0123456789abcdef0123456789abc"
 TMP = tempfile.mkdtemp(prefix="sbx-sesspawn-")
 PARENT = "sbxsess-%d" % os.getpid()
+PARENT2 = "sbxsess2-%d" % os.getpid()
 TOTAL_PIDS = 8  # the spawner is one of them: at most 7 holders
 
 
-OWN = own_cgroups(("memory", "pids"))
+# The daemon makes its parent in every v1 hierarchy (all removed at the
+# end); the test looks at memory's and pids'.
+ALL = own_cgroups()
+OWN = {c: ALL[c] for c in ("memory", "pids")}
 BASE = {c: os.path.join(d, PARENT) for c, d in OWN.items()}
 CFG = os.path.join(TMP, "config.yaml")
 with open(CFG, "w") as f:
@@ -103,6 +107,63 @@ def holders_are_made_by_the_spawner():
 
 
 @S.case
+def sessions_stopped_while_starting_leave_nothing():
+    # A daemon of its own, without a process cap (PARENT2): 20 starts in
+    # flight (their holders asked of the spawner, which makes them one after
+    # the other), then a stop for each at once. A stopped start answers 409;
+    # a holder that comes after its session ended is released like a
+    # session's, cgroup and all (it was killed, and its cgroup left behind
+    # when still busy at once). Again until some stop came first.
+    import threading
+    cfg = os.path.join(TMP, "nocap.yaml")
+    with open(cfg, "w") as f:
+        f.write("sandbox:\n  workspace_quota: 16m\n  cgroup_parent: %s\n" % PARENT2)
+    d2 = ServeDaemon(os.path.join(TMP, "state2"), TOKEN, config=cfg, net="proxy").start()
+    base2 = {c: os.path.join(d, PARENT2) for c, d in OWN.items()}
+
+    def below(c):
+        return sorted(e for e in os.listdir(base2[c]) if e.startswith("session-"))
+
+    def r2(path, i):
+        return d2.req("POST", path, {"sessionID": "gone%d" % i},
+                      headers=dict(EXTENDED, **{"X-Tenant-Code": "t", "X-Clone-Id": "g%d" % i}))
+
+    stopped_first = 0
+    try:
+        for attempt in range(5):
+            got = []
+            ts = [threading.Thread(target=lambda i=i: got.append(r2("/runtime/start", i)))
+                  for i in range(20)]
+            for t in ts:
+                t.start()
+            time.sleep(0.005)
+            for i in range(20):
+                r2("/runtime/stop", i)
+            for t in ts:
+                t.join()
+            for st, b, _ in got:
+                check(st == 200 or (st == 409 and "before it was ready" in b["error"]["message"]),
+                      "a start answers 200, or 409 when stopped first", (st, b))
+            stopped_first += sum(1 for st, _, _ in got if st == 409)
+            for i in range(20):  # those that were ready first
+                r2("/runtime/stop", i)
+            deadline = time.monotonic() + 10
+            while any(below(c) for c in base2) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            for c in base2:
+                check(not below(c), "no session cgroup left beneath %s/%s" % (c, PARENT2),
+                      below(c))
+            if stopped_first:
+                break
+    finally:
+        d2.stop()
+        for d in ALL.values():
+            rmdir_cgroup(os.path.join(d, PARENT2))
+    print("  starts stopped before they were ready: %d" % stopped_first)
+    check(stopped_first > 0, "some stop came while its session was starting")
+
+
+@S.case
 def sessions_cannot_pass_the_process_cap():
     # Each holder is one process: 12 sessions wanted, room for 7 (the
     # spawner takes one of the 8).
@@ -165,7 +226,7 @@ def nothing_left_at_the_stop():
 
 S.case(nothing_left_at_the_stop)
 D.stop()
-for d in BASE.values():
-    rmdir_cgroup(d)
+for d in ALL.values():
+    rmdir_cgroup(os.path.join(d, PARENT))
 shutil.rmtree(TMP, ignore_errors=True)
 S.finish()

@@ -409,6 +409,8 @@ static void restore_totals(struct serve *s)
 
 static int setup_engine(struct serve *s, sbx_err *err)
 {
+    if (sbx_cg_set_base_name(s->cfg.cgroup_parent) < 0)
+        return sbx_err_set(err, EINVAL, "sandbox.cgroup_parent %s", s->cfg.cgroup_parent);
     if (sbx_cg_host_detect(false, &s->cg_host, err) < 0)
         return -1;
     apply_totals(s);
@@ -686,16 +688,19 @@ static int loop_add(struct event *ev, const struct timeval *tv, const char *what
 }
 
 /* Each HTTP connection holds three descriptors (the client's socket and
- * the pair between the relay and libmicrohttpd, api/http_relay.c): raise
- * the soft RLIMIT_NOFILE to what the connection cap needs (plus room for
- * the rest), within the hard limit; say so when the hard limit is lower. */
+ * the pair between the relay and libmicrohttpd, api/http_relay.c), and each
+ * live proxy session about 14 (its sandbox's pidfd, sync socket, stdio and
+ * network namespace; its egress's listeners, DNS and SYN queue sockets),
+ * with no cap of their own: raise the soft RLIMIT_NOFILE to the hard limit
+ * (sandboxes get their own, sbx_spec.nofile); say so when the hard limit is
+ * below what the connection cap needs. */
 static void fd_room(unsigned max_connections)
 {
     struct rlimit rl;
     rlim_t need = (rlim_t)max_connections * 3 + 1024;
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= need)
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
         return;
-    rlim_t want = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need ? rl.rlim_max : need;
+    rlim_t want = rl.rlim_max; /* (never RLIM_INFINITY: the kernel caps it at nr_open) */
     if (want > rl.rlim_cur) {
         rl.rlim_cur = want;
         (void)setrlimit(RLIMIT_NOFILE, &rl);

@@ -50,6 +50,13 @@ struct sbx_cg_host {
 int sbx_cg_host_parse(const char *mountinfo, const char *proc_cgroup, struct sbx_cg_host *host,
                       sbx_err *err);
 
+/* The parent cgroup's name beneath the daemon's own cgroup in each
+ * hierarchy: "sandboxd" unless set (sandbox.cgroup_parent), before the first
+ * detect. name is one path segment (the caller checked it: no '/', not . or
+ * ..); -1 (EINVAL) otherwise. Process-wide, like the hierarchies themselves. */
+int sbx_cg_set_base_name(const char *name);
+const char *sbx_cg_base_name(void);
+
 /* Detect from the live system (reading /proc/self/{mountinfo,cgroup}), then make
  * sure the "sandboxd/" bases exist and are writable (mkdir; on v2 enabling
  * +memory +pids +cpu in subtree_control along the way). When force_rlimit is

@@ -99,7 +99,10 @@ struct sbx_spec {
     /* Run inside the new network namespace before the root is built (the
      * egress's nftables rules): in a grandchild with a small fd table, so a
      * library that waits with select() (libnftables) never meets an fd number
-     * of FD_SETSIZE or more from the creator's large table. NULL: none. */
+     * of FD_SETSIZE or more from the creator's large table. NULL: none.
+     * Called with arg NULL in the creator itself, it only prepares (loads
+     * what every sandbox's call needs, once: a spawner does before its first
+     * such sandbox, so no sandbox loads it again). */
     int (*net_rules)(const char *arg, sbx_err *err);
     const char *net_rules_arg; /* net_rules' argument (the rules' text) */
     const struct sbx_cg_host *cg_host;

@@ -4,7 +4,7 @@
  * src/agent includes this. */
 #pragma once
 
-#include <curl/curl.h>
+#include "base/curl_dl.h"
 
 #include "agent/agent.h"
 #include "agent/stream.h"

@@ -72,8 +72,8 @@ static int timer_cb(CURLM *m, long ms, void *userp)
 
 int ag_model_init(struct sbx_agent *a, sbx_err *err)
 {
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        return sbx_err_set(err, EIO, "libcurl could not be initialised");
+    if (sbx_curl_load(err) < 0) /* dlopen()ed here: base/curl_dl.h */
+        return -1;
     if (!(a->multi = curl_multi_init()) ||
         !(a->curl_timer = evtimer_new(a->o.base, on_curl_timer, a))) {
         ag_model_fini(a);

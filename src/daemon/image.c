@@ -1,7 +1,5 @@
 #include "daemon/image.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -14,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/digest.h"
+#include "daemon/archive_dl.h"
 
 #define MEMBER_MAX (4u << 20) /* index.json, a manifest, a config */
 #define NAME_MAX_LEN 4096
@@ -270,6 +269,8 @@ static int src_open(const char *path, struct src *s, sbx_err *err)
     struct stat st;
     s->path = path;
     s->dirfd = -1;
+    if (sbx_archive_load(err) < 0) /* dlopen()ed here: daemon/archive_dl.h */
+        return -1;
     if (stat(path, &st) < 0)
         return sbx_err_set(err, errno, "image %s", path);
     if (S_ISDIR(st.st_mode) && (s->dirfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)

@@ -1,5 +1,5 @@
 #define SBX_CURL_DL_SELF 1
-#include "cli/curl_dl.h"
+#include "base/curl_dl.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -17,15 +17,16 @@ static const struct {
     {                                                                                              \
         "curl_" #f, offsetof(struct sbx_curl_fns, f)                                               \
     }
-    SYM(global_init),   SYM(global_cleanup), SYM(version),          SYM(easy_init),
-    SYM(easy_cleanup),  SYM(easy_reset),     SYM(easy_setopt),      SYM(easy_getinfo),
-    SYM(easy_perform),  SYM(easy_strerror),  SYM(slist_append),     SYM(slist_free_all),
-    SYM(multi_init),    SYM(multi_cleanup),  SYM(multi_add_handle), SYM(multi_remove_handle),
-    SYM(multi_perform), SYM(multi_poll),     SYM(multi_info_read),
+    SYM(global_init),   SYM(global_cleanup),      SYM(version),          SYM(easy_init),
+    SYM(easy_cleanup),  SYM(easy_reset),          SYM(easy_setopt),      SYM(easy_getinfo),
+    SYM(easy_perform),  SYM(easy_strerror),       SYM(slist_append),     SYM(slist_free_all),
+    SYM(multi_init),    SYM(multi_cleanup),       SYM(multi_add_handle), SYM(multi_remove_handle),
+    SYM(multi_perform), SYM(multi_poll),          SYM(multi_info_read),  SYM(multi_setopt),
+    SYM(multi_assign),  SYM(multi_socket_action), SYM(getdate),
 #undef SYM
 };
 
-int sbx_cli_curl_load(sbx_err *err)
+int sbx_curl_load(sbx_err *err)
 {
     if (loaded)
         return 0;
@@ -47,7 +48,7 @@ int sbx_cli_curl_load(sbx_err *err)
     return 0;
 }
 
-void sbx_cli_curl_unload(void)
+void sbx_curl_unload(void)
 {
     if (loaded)
         sbx_curl.global_cleanup();

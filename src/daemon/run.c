@@ -509,7 +509,7 @@ int sbx_cmd_run(int argc, char **argv)
         goto out;
     }
     sweep.host = &cg_host;
-    sbx_cgroup_each(&cg_host, sweep_stale_run, &sweep);
+    sbx_cgroup_each_ends(&cg_host, sweep_stale_run, &sweep);
     if (o.net == SBX_NET_PROXY) {
         struct sbx_addr own[64];
         struct sbx_policy_opts po = {

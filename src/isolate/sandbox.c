@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "isolate/memfd.h"
 #include "isolate/rootfs.h"
 #include "isolate/stage.h"
 
@@ -28,19 +29,9 @@ extern const unsigned char sbx_init_blob[], sbx_init_blob_end[];
 
 int sbx_init_exe_open(sbx_err *err)
 {
-    cleanup_fd int fd = memfd_create("sandbox-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0)
-        return sbx_err_at(err, SBX_STAGE_INIT_BINARY, errno, "memfd_create");
-    size_t len = (size_t)(sbx_init_blob_end - sbx_init_blob);
-    for (size_t done = 0; done < len;) {
-        ssize_t n = write(fd, sbx_init_blob + done, len - done);
-        if (n <= 0)
-            return sbx_err_at(err, SBX_STAGE_INIT_BINARY, n < 0 ? errno : EIO, "write memfd");
-        done += (size_t)n;
-    }
-    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
-        return sbx_err_at(err, SBX_STAGE_INIT_BINARY, errno, "seal memfd");
-    return sbx_steal_fd(&fd);
+    return sbx_memfd_sealed("sandbox-init", sbx_init_blob,
+                            (size_t)(sbx_init_blob_end - sbx_init_blob), SBX_STAGE_INIT_BINARY,
+                            err);
 }
 
 /* What the cloned child needs; everything is prepared by the parent so the

@@ -177,7 +177,12 @@ static int set_hostname(sbx_err *err)
  * inotify_init while one holds its maximum. New namespaces are never needed
  * inside (seccomp refuses them too); the cgroup namespace is made in a later
  * step, so its count stays. A kernel without one of the files lacks that
- * limit's object too: skipped. */
+ * limit's object too: skipped. Written after the root is built, through the
+ * sandbox's own /proc: the limits are the writer's user namespace's whichever
+ * proc is used, and in the host's /proc every sandbox's namespace leaves
+ * dentries of these eleven names under the one /proc/sys/user, which each
+ * lookup compares one by one (proc_sys_compare): with a few hundred
+ * sandboxes on the host, these opens were the largest cost of a start. */
 static int set_user_limits(sbx_err *err)
 {
     static const struct {
@@ -371,12 +376,12 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
     STEP(become_root(&e));
     STEP(set_pdeathsig(&e));
     STEP(set_hostname(&e));
-    STEP(set_user_limits(&e));
     if (!spec->host_net)
         STEP(loopback_up(&e));
     if (!spec->host_net && spec->net_rules)
         STEP(net_rules(spec, &e));
     STEP(build_root(c, ws, sysroot, mount_fds, &e));
+    STEP(set_user_limits(&e)); /* through our own /proc: see set_user_limits */
     STEP(unshare_cgroup_ns(&e));
     STEP(recv_fds(c->sync_fd, got, &e));
     exec_init(c, got);

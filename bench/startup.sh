@@ -53,20 +53,23 @@ for what in "/bin/true" "/usr/bin/python3 -c pass"; do
   done
   python3 - "$what" "$tmp"/"$name"-*.json >> "$out/startup.md" <<'PY'
 import json, statistics, sys
-times = {}
+times, cpu = {}, {}
 for path in sys.argv[2:]:
     for r in json.load(open(path))["results"]:
         times.setdefault(r["command"], []).extend(r["times"])
+        # user + system time of the command and every process it waited for
+        cpu.setdefault(r["command"], []).append(r["user"] + r["system"])
 def pct(v, p):
     v = sorted(v)
     return v[min(len(v) - 1, int(p * len(v)))]
 n = len(times["bare"])
 print("`%s` (%d runs each, %d rounds interleaved)\n" % (sys.argv[1], n, len(sys.argv) - 2))
-print("| command | median ms | mean ms | p90 ms | min ms |")
-print("|---|---|---|---|---|")
+print("| command | median ms | mean ms | p90 ms | min ms | CPU ms (user+sys, mean) |")
+print("|---|---|---|---|---|---|")
 for name, t in times.items():
-    print("| %s | %.2f | %.2f | %.2f | %.2f |" % (name, statistics.median(t) * 1000,
-          statistics.mean(t) * 1000, pct(t, 0.9) * 1000, min(t) * 1000))
+    print("| %s | %.2f | %.2f | %.2f | %.2f | %.2f |" % (name, statistics.median(t) * 1000,
+          statistics.mean(t) * 1000, pct(t, 0.9) * 1000, min(t) * 1000,
+          statistics.mean(cpu[name]) * 1000))
 med = {k: statistics.median(v) for k, v in times.items()}
 print("\nsandboxd run / bwrap (medians): %.2f" % (med["sandboxd run"] / med["bwrap"]))
 if "sandboxd run (before)" in med:

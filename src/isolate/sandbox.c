@@ -182,7 +182,7 @@ static int set_hostname(sbx_err *err)
  * proc is used, and in the host's /proc every sandbox's namespace leaves
  * dentries of these eleven names under the one /proc/sys/user, which each
  * lookup compares one by one (proc_sys_compare): with a few hundred
- * sandboxes on the host, these opens were the largest cost of a start. */
+ * sandboxes on the host, a large part of a start's CPU (docs/performance.md). */
 static int set_user_limits(sbx_err *err)
 {
     static const struct {

@@ -269,6 +269,8 @@ static int src_open(const char *path, struct src *s, sbx_err *err)
     struct stat st;
     s->path = path;
     s->dirfd = -1;
+    if (sbx_archive_load(err) < 0) /* dlopen()ed here: daemon/archive_dl.h */
+        return -1;
     if (stat(path, &st) < 0)
         return sbx_err_set(err, errno, "image %s", path);
     if (S_ISDIR(st.st_mode) && (s->dirfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)

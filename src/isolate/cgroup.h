@@ -196,6 +196,13 @@ int sbx_cgroup_adopt(const struct sbx_cg_host *host, const char *name, struct sb
  * tolerate that, e.g. adopt then destroy). Nothing in rlimit mode. */
 void sbx_cgroup_each(const struct sbx_cg_host *host, void (*fn)(const char *name, void *ud),
                      void *ud);
+/* The same, on v1 in the first and the last hierarchy only: a cgroup is made
+ * and removed hierarchy by hierarchy in one order, so what a process killed
+ * while making or removing one left behind is in the first or the last. Each
+ * hierarchy's directory can hold thousands of other cgroups (a daemon's
+ * sessions); `run` looks for its own leftovers at every start. */
+void sbx_cgroup_each_ends(const struct sbx_cg_host *host, void (*fn)(const char *name, void *ud),
+                          void *ud);
 /* rmdir in every hierarchy once, without waiting: removes an empty cgroup
  * (and the empty cgroups below it: a session's tasks' own, see
  * sbx_cgroup_create_sub), leaves one with a process in it (EBUSY) and keeps

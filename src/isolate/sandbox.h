@@ -36,7 +36,6 @@
  *   user namespace    become root inside
  *   pdeathsig         again: the id change cleared it
  *   hostname          "sandbox"
- *   user limits       inotify/fanotify bounds of its own, no new namespaces
  *   loopback          up (unless the host's network is shared)
  *   egress            the caller's net_rules (e.g. the egress's nftables), in a
  *                     grandchild whose fd table holds one pipe (see net_rules)
@@ -47,6 +46,8 @@
  *                     sandbox), /workspace, the extra read-only binds (a
  *                     skill at /skill, claw-skill), pivot_root, detach old root,
  *                     remount / read-only, chdir /workspace
+ *   user limits       inotify/fanotify bounds of its own, no new namespaces
+ *                     (written through its own /proc)
  *   cgroup namespace  unshare, rooted at the sandbox's cgroup
  *   fds               receive init and seccomp fds; stdio, sync, seccomp at 0-4
  *   exec init         execveat of the sealed init memfd (exec_init)

@@ -411,8 +411,11 @@ def daemonize(opts, mode):
     with Watch() as w:
         res = probe("daemonize", 3, opts=("--timeout", "3") + opts, timeout=60)
     took = time.monotonic() - t0
-    # The probe, 3 lingering grandchildren and the pid-hopper were alive at once.
-    check(w.peak >= 5, "the host saw only %d processes of the sandbox's uid" % w.peak, res)
+    # The probe, 3 lingering grandchildren and the pid-hopper were alive at
+    # once; a scan of /proc on a loaded machine can pass the hopper between its
+    # fork and its parent's exit, so 4 seen is enough to show the host's view
+    # works (and so that "none left" below means something).
+    check(w.peak >= 4, "the host saw only %d processes of the sandbox's uid" % w.peak, res)
     rep = res.report
     check(rep["outcome"] == "timeout" and rep["exitCode"] == 124 and res.code == 124,
           "outcome %r exit %r (sandboxd %r), expected timeout/124" %

@@ -99,9 +99,15 @@ struct sbx_spec {
     /* Run inside the new network namespace before the root is built (the
      * egress's nftables rules): in a grandchild with a small fd table, so a
      * library that waits with select() (libnftables) never meets an fd number
-     * of FD_SETSIZE or more from the creator's large table. NULL: none. */
+     * of FD_SETSIZE or more from the creator's large table. NULL: none.
+     * net_rules(NULL, err) applies nothing: it loads what the rules need
+     * (libnftables) in the calling creator, once, so that every sandbox it
+     * makes after inherits it instead of loading it again. */
     int (*net_rules)(const char *arg, sbx_err *err);
     const char *net_rules_arg; /* net_rules' argument (the rules' text) */
+    /* The creator's fds are all few and low (the spawner's): net_rules runs
+     * in the sandbox's own setup, without the grandchild's fork and exit. */
+    bool net_rules_inline;
     const struct sbx_cg_host *cg_host;
     struct sbx_cg_limits cg_limits;
     uint64_t file_size_bytes; /* RLIMIT_FSIZE; 0 = unlimited */

@@ -229,6 +229,8 @@ static int decode(const char *msg, size_t len, struct decoded *d)
                            .host_id_base = h.host_id_base,
                            .host_net = h.flags & F_HOST_NET,
                            .net_rules = h.net_rules,
+                           /* Our fds: 0-3 and a request's few (spawner_main). */
+                           .net_rules_inline = true,
                            .cg_host = (h.flags & F_CG_HOST) ? &d->cg_host : NULL,
                            .cg_limits = h.cg_limits,
                            .file_size_bytes = h.file_size_bytes,
@@ -284,13 +286,30 @@ static int send_reply(int sock, const struct reply *r, const int *fds)
     return n == (ssize_t)sizeof(*r) ? 0 : -1;
 }
 
+/* The first sandbox with network rules makes the spawner load what they
+ * need (libnftables and its libraries) once: every later sandbox, a clone
+ * of the spawner, inherits it mapped and relocated instead of loading it
+ * again (about a millisecond of CPU per proxy sandbox). A failure is left
+ * to the sandbox's own attempt, which reports it as its setup error. */
+static void preload_rules(const struct sbx_spec *spec)
+{
+    static bool loaded;
+    if (loaded || !spec->net_rules || !spec->net_rules_arg || spec->host_net)
+        return;
+    sbx_err e = {0};
+    loaded = spec->net_rules(NULL, &e) == 0;
+}
+
 /* One request: the sandbox made here, its fds handed over and closed. */
 static void serve_one(int sock, const char *msg, size_t len, struct reply *r)
 {
     struct decoded d = {0};
     *r = (struct reply){.magic = MAGIC_REP};
     struct sbx_sandbox sb;
-    if (decode(msg, len, &d) < 0) {
+    int bad = decode(msg, len, &d);
+    if (!bad)
+        preload_rules(&d.spec);
+    if (bad) {
         r->rc = -1;
         sbx_err_set(&r->err, EPROTO, "spawner: malformed request");
         (void)send_reply(sock, r, NULL);

@@ -313,6 +313,8 @@ static int nft_apply(const char *rules, sbx_err *err)
 
 int sbx_egress_rules(const char *rules, sbx_err *err)
 {
+    if (!rules)
+        return sbx_egress_rules_load(err);
     return nft_apply(rules, err) < 0 ? -1 : sbx_synq_rule(err);
 }
 

@@ -15,16 +15,21 @@ one run. For each run it prints:
       * the spawner's own utime+stime,
       * the spawner's reaped children (cutime+cstime: every sandbox's init,
         and through it the task's processes),
+      * every kernel thread (kworkers: network namespaces are torn down in a
+        workqueue, cgroups freed from one; ksoftirqd, rcu): the machine's,
+        so other work on the machine shows there too, but far less;
       * the whole machine's busy time (/proc/stat: user+nice+system+irq+
-        softirq+steal), which also holds the kernel's workers (network
-        namespaces are torn down in a workqueue) and, on a shared machine,
-        everyone else's work: read it next to the load average;
-  - the daemon's syscalls are not traced here (strace slows everything down;
-    see docs/performance.md for the strace -c -f figures).
+        softirq+steal), which on a shared machine holds everyone else's
+        work too: read it next to the load average.
+
+With --floor, each round also runs bench/ns_floor.c (built here) for S
+seconds: 2 workers cloning a child with the sandbox's namespaces that execs
+/bin/true, no daemon: what the kernel alone costs per task. Its row gives
+the workers' and their children's CPU in the "sandboxes" column.
 
 Needs root, gcc. Usage:
   bench/throughput.py [--rounds R] [--clients C] [--seconds S]
-                      [--nets none,proxy] [--yaml LINE] [LABEL=PATH ...]
+                      [--nets none,proxy] [--yaml LINE] [--floor] [LABEL=PATH ...]
 Prints a markdown report."""
 import argparse
 import http.client
@@ -72,6 +77,26 @@ def pstat(pid):
     except OSError:
         return (0.0, 0.0)
     return ((int(v[11]) + int(v[12])) / HZ, (int(v[13]) + int(v[14])) / HZ)
+
+
+PF_KTHREAD = 0x00200000
+
+
+def kthreads_cpu():
+    """utime+stime of every kernel thread (kworkers: e.g. the network
+    namespaces' teardown; ksoftirqd; rcu), in seconds."""
+    total = 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                v = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(v[6]) & PF_KTHREAD:
+            total += int(v[11]) + int(v[12])
+    return total / HZ
 
 
 def machine_busy():
@@ -126,7 +151,7 @@ class Daemon:
         d = pstat(self.proc.pid)
         s = pstat(sp) if sp else (0.0, 0.0)
         return {"daemon": d[0], "spawner": s[0], "sandboxes": s[1] + d[1],
-                "machine": machine_busy()}
+                "kthreads": kthreads_cpu(), "machine": machine_busy()}
 
     def stop(self):
         self.proc.terminate()
@@ -157,6 +182,18 @@ def run(d, loader, clients, seconds):
             "errors": r.get("errors", 0), "n": n, "wall": wall, "cpu": cpu}
 
 
+def floor_row(floor, seconds):
+    la = load()
+    k0 = kthreads_cpu()
+    out = subprocess.run([floor, "--seconds", str(seconds)], capture_output=True, text=True,
+                         timeout=seconds + 60, check=True)
+    k1 = kthreads_cpu()
+    r = json.loads(out.stdout)
+    return ("| kernel floor (ns_floor, 2 workers) | %s | %.1f | | | | | %.2f | %.2f | %.2f |"
+            % (la, r["per_s"], r["cpu_ms_per_task_own"], (k1 - k0) * 1000 / r["tasks"],
+               r["cpu_ms_per_task_machine"]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=2)
@@ -164,6 +201,7 @@ def main():
     ap.add_argument("--seconds", type=int, default=8)
     ap.add_argument("--nets", default="none,proxy")
     ap.add_argument("--yaml", action="append", default=[])
+    ap.add_argument("--floor", action="store_true")
     ap.add_argument("binaries", nargs="*")
     a = ap.parse_args()
     bins = []
@@ -175,25 +213,30 @@ def main():
     loader = os.path.join(tmp, "api_load")
     subprocess.run(["gcc", "-O2", "-pthread", "-o", loader,
                     os.path.join(HERE, "api_load.c")], check=True)
+    floor = os.path.join(tmp, "ns_floor")
+    if a.floor:
+        subprocess.run(["gcc", "-O2", "-o", floor, os.path.join(HERE, "ns_floor.c")],
+                       check=True)
     daemons = []
     try:
         for label, path in bins:
             for net in a.nets.split(","):
                 daemons.append(Daemon(tmp, label, path, net, a.yaml))
-        print("`bench/throughput.py --rounds %d --clients %d --seconds %d %s`, %s UTC\n"
-              % (a.rounds, a.clients, a.seconds, " ".join(a.binaries),
-                 time.strftime("%Y-%m-%d %H:%M", time.gmtime())))
+        print("`bench/throughput.py %s`, %s UTC\n"
+              % (" ".join(sys.argv[1:]), time.strftime("%Y-%m-%d %H:%M", time.gmtime())))
         print("| daemon | load | tasks/s | p50 ms | p99 ms | CPU ms/task: daemon | spawner "
-              "| sandboxes | machine |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              "| sandboxes | kthreads | machine |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for rnd in range(a.rounds):
             order = daemons if rnd % 2 == 0 else list(reversed(daemons))
+            if a.floor:
+                print(floor_row(floor, a.seconds), flush=True)
             for d in order:
                 r = run(d, loader, a.clients, a.seconds)
                 c = r["cpu"]
-                print("| %s | %s | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f |%s"
+                print("| %s | %s | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f |%s"
                       % (d.name, r["load"], r["rps"], r["p50"], r["p99"], c["daemon"],
-                         c["spawner"], c["sandboxes"], c["machine"],
+                         c["spawner"], c["sandboxes"], c["kthreads"], c["machine"],
                          " %d errors" % r["errors"] if r["errors"] else ""), flush=True)
     finally:
         for d in daemons:

@@ -100,9 +100,9 @@ struct sbx_spec {
      * egress's nftables rules): in a grandchild with a small fd table, so a
      * library that waits with select() (libnftables) never meets an fd number
      * of FD_SETSIZE or more from the creator's large table. NULL: none.
-     * net_rules(NULL, err) applies nothing: it loads what the rules need
-     * (libnftables) in the calling creator, once, so that every sandbox it
-     * makes after inherits it instead of loading it again. */
+     * Called with arg NULL in the creator itself, it only prepares (loads
+     * what every sandbox's call needs, once: a spawner does before its first
+     * such sandbox, so no sandbox loads it again). */
     int (*net_rules)(const char *arg, sbx_err *err);
     const char *net_rules_arg; /* net_rules' argument (the rules' text) */
     /* The creator's fds are all few and low (the spawner's): net_rules runs

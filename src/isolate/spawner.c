@@ -286,18 +286,17 @@ static int send_reply(int sock, const struct reply *r, const int *fds)
     return n == (ssize_t)sizeof(*r) ? 0 : -1;
 }
 
-/* The first sandbox with network rules makes the spawner load what they
- * need (libnftables and its libraries) once: every later sandbox, a clone
- * of the spawner, inherits it mapped and relocated instead of loading it
- * again (about a millisecond of CPU per proxy sandbox). A failure is left
- * to the sandbox's own attempt, which reports it as its setup error. */
-static void preload_rules(const struct sbx_spec *spec)
+/* spec's net_rules prepared here, once (sandbox.h): libnftables is loaded
+ * by the spawner, not again by every sandbox's rules process. */
+static int net_prepare(const struct sbx_spec *spec, sbx_err *err)
 {
-    static bool loaded;
-    if (loaded || !spec->net_rules || !spec->net_rules_arg || spec->host_net)
-        return;
-    sbx_err e = {0};
-    loaded = spec->net_rules(NULL, &e) == 0;
+    static bool ready;
+    if (!spec->net_rules || ready)
+        return 0;
+    if (spec->net_rules(NULL, err) < 0)
+        return -1;
+    ready = true;
+    return 0;
 }
 
 /* One request: the sandbox made here, its fds handed over and closed. */
@@ -306,14 +305,11 @@ static void serve_one(int sock, const char *msg, size_t len, struct reply *r)
     struct decoded d = {0};
     *r = (struct reply){.magic = MAGIC_REP};
     struct sbx_sandbox sb;
-    int bad = decode(msg, len, &d);
-    if (!bad)
-        preload_rules(&d.spec);
-    if (bad) {
+    if (decode(msg, len, &d) < 0) {
         r->rc = -1;
         sbx_err_set(&r->err, EPROTO, "spawner: malformed request");
         (void)send_reply(sock, r, NULL);
-    } else if (sbx_sandbox_spawn(&d.spec, &sb, &r->err) < 0) {
+    } else if (net_prepare(&d.spec, &r->err) < 0 || sbx_sandbox_spawn(&d.spec, &sb, &r->err) < 0) {
         r->rc = -1;
         (void)send_reply(sock, r, NULL);
     } else {

@@ -57,8 +57,7 @@ char *sbx_egress_rules_text(const struct sbx_policy *p, sbx_err *err);
 /* Apply rules (sbx_egress_rules_text) in the caller's network namespace: for
  * sbx_spec.net_rules. libnftables waits with select(), so this must run in a
  * process whose fds are all below FD_SETSIZE (the sandbox's setup gives it
- * one), never in the daemon. rules NULL: only sbx_egress_rules_load (what
- * a creator of sandboxes calls once before its first proxy sandbox). */
+ * one), never in the daemon. */
 int sbx_egress_rules(const char *rules, sbx_err *err);
 /* Load libnftables (once) in the creator, so its sandboxes inherit it: before
  * a spawn whose spec has net_rules. */

@@ -24,8 +24,9 @@ one run. For each run it prints:
 
 With --floor, each round also runs bench/ns_floor.c (built here) for S
 seconds: 2 workers cloning a child with the sandbox's namespaces that execs
-/bin/true, no daemon: what the kernel alone costs per task. Its row gives
-the workers' and their children's CPU in the "sandboxes" column.
+/bin/true, no daemon: what the kernel alone costs per task; then the same
+without the network namespace (--no-net) and without any (--no-ns). Its
+rows give the workers' and their children's CPU in the "sandboxes" column.
 
 Needs root, gcc. Usage:
   bench/throughput.py [--rounds R] [--clients C] [--seconds S]
@@ -182,16 +183,16 @@ def run(d, loader, clients, seconds):
             "errors": r.get("errors", 0), "n": n, "wall": wall, "cpu": cpu}
 
 
-def floor_row(floor, seconds):
+def floor_row(floor, seconds, variant=""):
     la = load()
     k0 = kthreads_cpu()
-    out = subprocess.run([floor, "--seconds", str(seconds)], capture_output=True, text=True,
-                         timeout=seconds + 60, check=True)
+    out = subprocess.run([floor, "--seconds", str(seconds)] + ([variant] if variant else []),
+                         capture_output=True, text=True, timeout=seconds + 60, check=True)
     k1 = kthreads_cpu()
     r = json.loads(out.stdout)
-    return ("| kernel floor (ns_floor, 2 workers) | %s | %.1f | | | | | %.2f | %.2f | %.2f |"
-            % (la, r["per_s"], r["cpu_ms_per_task_own"], (k1 - k0) * 1000 / r["tasks"],
-               r["cpu_ms_per_task_machine"]))
+    return ("| kernel floor (ns_floor%s) | %s | %.1f | | | | | %.2f | %.2f | %.2f |"
+            % (" " + variant if variant else "", la, r["per_s"], r["cpu_ms_per_task_own"],
+               (k1 - k0) * 1000 / r["tasks"], r["cpu_ms_per_task_machine"]))
 
 
 def main():
@@ -230,7 +231,8 @@ def main():
         for rnd in range(a.rounds):
             order = daemons if rnd % 2 == 0 else list(reversed(daemons))
             if a.floor:
-                print(floor_row(floor, a.seconds), flush=True)
+                for variant in ("", "--no-net", "--no-ns"):
+                    print(floor_row(floor, a.seconds, variant), flush=True)
             for d in order:
                 r = run(d, loader, a.clients, a.seconds)
                 c = r["cpu"]

@@ -39,8 +39,8 @@ static double machine_busy(void)
 {
     unsigned long long v[8] = {0};
     FILE *f = fopen("/proc/stat", "r");
-    if (!f || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-                     &v[3], &v[4], &v[5], &v[6], &v[7]) != 8) {
+    if (!f || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                     &v[4], &v[5], &v[6], &v[7]) != 8) {
         perror("/proc/stat");
         exit(1);
     }

@@ -226,9 +226,13 @@ static int loopback_up(sbx_err *err)
 
 /* spec->net_rules in a grandchild: our fd table is a copy of the creator's
  * (a daemon's may hold thousands), the grandchild's holds only the pipe its
- * error comes back on (as fd 0). It lives in our namespaces, as root inside. */
+ * error comes back on (as fd 0). It lives in our namespaces, as root inside.
+ * A creator whose fds are few (spec->net_rules_inline: the spawner) saves
+ * that fork: the rules run here. */
 static int net_rules(const struct sbx_spec *spec, sbx_err *err)
 {
+    if (spec->net_rules_inline)
+        return spec->net_rules(spec->net_rules_arg, err);
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0)
         return sbx_err_at(err, SBX_STAGE_EGRESS, errno, "pipe");

@@ -106,6 +106,9 @@ struct sbx_spec {
      * such sandbox, so no sandbox loads it again). */
     int (*net_rules)(const char *arg, sbx_err *err);
     const char *net_rules_arg; /* net_rules' argument (the rules' text) */
+    /* The creator's fds are all few and low (the spawner's): net_rules runs
+     * in the sandbox's own setup, without the grandchild's fork and exit. */
+    bool net_rules_inline;
     const struct sbx_cg_host *cg_host;
     struct sbx_cg_limits cg_limits;
     uint64_t file_size_bytes; /* RLIMIT_FSIZE; 0 = unlimited */

@@ -229,6 +229,8 @@ static int decode(const char *msg, size_t len, struct decoded *d)
                            .host_id_base = h.host_id_base,
                            .host_net = h.flags & F_HOST_NET,
                            .net_rules = h.net_rules,
+                           /* Our fds: 0-3 and a request's few (spawner_main). */
+                           .net_rules_inline = true,
                            .cg_host = (h.flags & F_CG_HOST) ? &d->cg_host : NULL,
                            .cg_limits = h.cg_limits,
                            .file_size_bytes = h.file_size_bytes,

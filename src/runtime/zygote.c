@@ -161,7 +161,7 @@ static const char *const PY_STARTUP[] = {"PYTHON", "LD_", "LC_", "LANG=", "PATH=
 static const char *const NODE_STARTUP[] = {"NODE_", "UV_", "OPENSSL_", "SSL_CERT_", "LD_", "LC_",
                                            "LANG=", "TZ=", "PATH=",    "HOME=",     NULL};
 static const struct {
-    const char *interp, *flag; /* in the environment's command[0]; its command[1] */
+    const char *interp, *flag; /* the environment's command[0] (runs()), its command[1] */
     const char *head, *tail;   /* the program, around its module names */
     const char *const *startup;
 } LANGS[] = {
@@ -213,6 +213,18 @@ static bool same_startup(char *const *a, char *const *b, const char *const *pref
     return true;
 }
 
+/* The command's last component is the interpreter's name, perhaps with a
+ * version ("python3.11", "nodejs"), not a wrapper that only mentions it. */
+static bool runs(const char *cmd, const char *interp)
+{
+    const char *b = strrchr(cmd, '/');
+    b = b ? b + 1 : cmd;
+    if (strncmp(b, interp, strlen(interp)) != 0)
+        return false;
+    b += strlen(interp);
+    return strcmp(b, "js") == 0 || strspn(b, "0123456789.") == strlen(b);
+}
+
 int rt_zygote_for(struct sbx_runtime *rt, const struct rt_task *t, const struct sbx_environment *ev,
                   char *argv[4], char ***envp)
 {
@@ -222,7 +234,7 @@ int rt_zygote_for(struct sbx_runtime *rt, const struct rt_task *t, const struct 
         return 0;
     size_t l = 0;
     while (l < SBX_ARRAY_LEN(LANGS) && (strcmp(ev->command.v[1], LANGS[l].flag) != 0 ||
-                                        !strstr(ev->command.v[0], LANGS[l].interp)))
+                                        !runs(ev->command.v[0], LANGS[l].interp)))
         l++;
     if (l == SBX_ARRAY_LEN(LANGS))
         return 0;

@@ -5,7 +5,7 @@
 #   deploy/docker/base-image.sh [--podman] [--cache DIR] runtime|build
 #
 # runtime: sandbox-base:bookworm, the libraries sandboxd and sandboxctl load
-#          (libmicrohttpd and libnftables with dlopen), mkfs.ext4 for the
+#          (libmicrohttpd, libnftables, libcurl, libarchive with dlopen), mkfs.ext4 for the
 #          workspace images, mount for the entrypoint, python3 and curl for tasks.
 # build:   sandbox-build-base:bookworm, what compiling sandboxd needs.
 # The root tarball is kept in DIR (default /var/cache/sandbox-tests/docker), so

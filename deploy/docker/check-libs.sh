@@ -1,14 +1,14 @@
 #!/bin/sh
 # Run at image build time: every library sandboxd and sandboxctl need is
 # present, the linked ones (ldd) and the ones sandboxd loads with dlopen (the
-# HTTP server and nftables: ldd cannot see those), each loaded by the dynamic
-# linker with all it needs. Exit 1 naming what is missing.
+# HTTP server, nftables, libcurl and libarchive: ldd cannot see those), each
+# loaded by the dynamic linker with all it needs. Exit 1 naming what is missing.
 set -u
 status=0
 if ldd /usr/local/bin/sandboxd /usr/local/bin/sandboxctl | grep 'not found' >&2; then
   status=1
 fi
-for lib in libmicrohttpd.so.12 libnftables.so.1; do
+for lib in libmicrohttpd.so.12 libnftables.so.1 libcurl.so.4 libarchive.so.13; do
   path=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')
   if [ -z "$path" ]; then
     echo "check-libs: $lib (loaded with dlopen) is missing" >&2

@@ -376,10 +376,6 @@ struct sbx_agent *sbx_agent_new(const struct sbx_agent_opts *o, sbx_err *err)
         a->o.max_retries = 4;
     if (a->o.stall_timeout_s <= 0)
         a->o.stall_timeout_s = 120;
-    if (ag_model_init(a, err) < 0) {
-        free(a);
-        return NULL;
-    }
     sbx_err e = {0};
     if (sbx_store_turns_interrupted(a->o.store, on_interrupted, a, &e) < 0)
         log_store("interrupted turns", &e);

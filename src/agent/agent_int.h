@@ -4,10 +4,9 @@
  * src/agent includes this. */
 #pragma once
 
-#include <curl/curl.h>
-
 #include "agent/agent.h"
 #include "agent/stream.h"
+#include "base/curl_dl.h"
 
 struct ag_turn;
 
@@ -111,7 +110,6 @@ void ag_tool_end(struct ag_call *c, json_t *exit_code, const char *outcome, cons
 json_t *ag_tools_for_model(struct ag_turn *t);
 
 /* model.c */
-int ag_model_init(struct sbx_agent *a, sbx_err *err);
 void ag_model_fini(struct sbx_agent *a);
 /* Ask the model for the next step of t (its conversation so far). */
 void ag_model_step(struct ag_turn *t);

@@ -70,10 +70,15 @@ static int timer_cb(CURLM *m, long ms, void *userp)
     return evtimer_add(a->curl_timer, &tv);
 }
 
-int ag_model_init(struct sbx_agent *a, sbx_err *err)
+/* The multi handle, made at the first model request: libcurl is loaded then
+ * (base/curl_dl.h), so a daemon whose agent is never asked maps none of its
+ * libraries. */
+static int model_multi(struct sbx_agent *a, sbx_err *err)
 {
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-        return sbx_err_set(err, EIO, "libcurl could not be initialised");
+    if (a->multi)
+        return 0;
+    if (sbx_curl_load(err) < 0)
+        return -1;
     if (!(a->multi = curl_multi_init()) ||
         !(a->curl_timer = evtimer_new(a->o.base, on_curl_timer, a))) {
         ag_model_fini(a);
@@ -214,6 +219,10 @@ static int request_start(struct ag_turn *t, sbx_err *err)
     struct ag_http *h = calloc(1, sizeof(*h));
     if (!h)
         return sbx_err_set(err, ENOMEM, "model request");
+    if (model_multi(a, err) < 0) {
+        free(h);
+        return -1;
+    }
     h->turn = t;
     h->retry_after_s = -1;
     char url[2048], auth[1200];

@@ -143,19 +143,11 @@ static bool next_line(const char *buf, size_t len, size_t *pos, size_t *start, s
     return true;
 }
 
-int sbx_http_head_check(const char *buf, size_t len, const struct sbx_http_head_limits *lim,
-                        struct sbx_http_head *h)
+/* The request line [s, e): method SP target SP HTTP/x.y, with the target's
+ * length and query parameters bounded. */
+static int check_request_line(const char *buf, size_t s, size_t e,
+                              const struct sbx_http_head_limits *lim, struct sbx_http_head *h)
 {
-    memset(h, 0, sizeof(*h));
-    if (memchr(buf, '\0', len))
-        return head_fail(h, 400, "bad_request", "the request head holds a NUL byte");
-    size_t pos = 0, s, e;
-    /* Empty lines before the request line are allowed (RFC 9112 2.2). */
-    do {
-        if (!next_line(buf, len, &pos, &s, &e))
-            return head_fail(h, 400, "bad_request", "incomplete request head");
-    } while (s == e && pos < 8);
-    /* method SP target SP HTTP/x.y */
     size_t i = s;
     while (i < e && tchar((unsigned char)buf[i]))
         i++;
@@ -201,70 +193,107 @@ int sbx_http_head_check(const char *buf, size_t len, const struct sbx_http_head_
                              "%zu query parameters, at most %zu are accepted", params,
                              lim->max_params);
     }
+    return 0;
+}
 
-    unsigned hosts = 0, cls = 0, tes = 0;
-    size_t headers = 0;
-    for (;;) {
+/* What the header lines told, checked once they are all read. */
+struct head_counts {
+    unsigned hosts, cls, tes;
+};
+
+static int check_content_length(const char *val, size_t vl, bool trailing_ws,
+                                struct sbx_http_head *h)
+{
+    int shown = (int)(vl > 32 ? 32 : vl);
+    /* Whitespace after the digits: libmicrohttpd would refuse it. */
+    if (vl == 0 || vl > 19 || trailing_ws)
+        return head_fail(h, 400, "bad_request", "Content-Length '%.*s' is not a length", shown,
+                         val);
+    uint64_t v = 0;
+    for (size_t k = 0; k < vl; k++) {
+        if (val[k] < '0' || val[k] > '9')
+            return head_fail(h, 400, "bad_request", "Content-Length '%.*s' is not a length", shown,
+                             val);
+        v = v * 10 + (uint64_t)(val[k] - '0');
+    }
+    h->content_length = v;
+    h->has_length = true;
+    return 0;
+}
+
+/* Header line number `nth`, [s, e): name ":" OWS value OWS. */
+static int check_header_line(const char *buf, size_t s, size_t e, size_t nth, struct head_counts *c,
+                             struct sbx_http_head *h)
+{
+    if (buf[s] == ' ' || buf[s] == '\t')
+        return head_fail(h, 400, "bad_request", "folded header lines are not accepted");
+    size_t n = s;
+    while (n < e && tchar((unsigned char)buf[n]))
+        n++;
+    if (n == s || n >= e || buf[n] != ':')
+        return head_fail(h, 400, "bad_request", "malformed header line %zu", nth);
+    const char *name = buf + s;
+    size_t nlen = n - s;
+    size_t vs = n + 1, ve = e;
+    for (size_t k = vs; k < ve; k++) {
+        unsigned char ch = (unsigned char)buf[k];
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+            return head_fail(h, 400, "bad_request", "a control byte in header %.*s",
+                             (int)(nlen > 64 ? 64 : nlen), name);
+    }
+    while (vs < ve && (buf[vs] == ' ' || buf[vs] == '\t'))
+        vs++;
+    while (ve > vs && (buf[ve - 1] == ' ' || buf[ve - 1] == '\t'))
+        ve--;
+    const char *val = buf + vs;
+    size_t vl = ve - vs;
+    if (ieq(name, nlen, "Host")) {
+        c->hosts++;
+    } else if (ieq(name, nlen, "Content-Length")) {
+        if (++c->cls > 1)
+            return head_fail(h, 400, "bad_request", "Content-Length given twice");
+        return check_content_length(val, vl, ve != e, h);
+    } else if (ieq(name, nlen, "Transfer-Encoding")) {
+        if (++c->tes > 1)
+            return head_fail(h, 400, "bad_request", "Transfer-Encoding given twice");
+        if (!ieq(val, vl, "chunked"))
+            return head_fail(h, 400, "bad_request",
+                             "Transfer-Encoding '%.*s' is not supported (only 'chunked')",
+                             (int)(vl > 64 ? 64 : vl), val);
+        h->chunked = true;
+    }
+    return 0;
+}
+
+int sbx_http_head_check(const char *buf, size_t len, const struct sbx_http_head_limits *lim,
+                        struct sbx_http_head *h)
+{
+    memset(h, 0, sizeof(*h));
+    if (memchr(buf, '\0', len))
+        return head_fail(h, 400, "bad_request", "the request head holds a NUL byte");
+    size_t pos = 0, s, e;
+    /* Empty lines before the request line are allowed (RFC 9112 2.2). */
+    do {
+        if (!next_line(buf, len, &pos, &s, &e))
+            return head_fail(h, 400, "bad_request", "incomplete request head");
+    } while (s == e && pos < 8);
+    if (check_request_line(buf, s, e, lim, h) < 0)
+        return -1;
+    struct head_counts c = {0};
+    for (size_t headers = 1;; headers++) {
         if (!next_line(buf, len, &pos, &s, &e))
             return head_fail(h, 400, "bad_request", "incomplete request head");
         if (s == e)
             break;
-        if (++headers > lim->max_headers)
+        if (headers > lim->max_headers)
             return head_fail(h, 431, "headers_too_large", "more than %zu request headers",
                              lim->max_headers);
-        if (buf[s] == ' ' || buf[s] == '\t')
-            return head_fail(h, 400, "bad_request", "folded header lines are not accepted");
-        size_t n = s;
-        while (n < e && tchar((unsigned char)buf[n]))
-            n++;
-        if (n == s || n >= e || buf[n] != ':')
-            return head_fail(h, 400, "bad_request", "malformed header line %zu", headers);
-        size_t vs = n + 1, ve = e;
-        for (size_t k = vs; k < ve; k++) {
-            unsigned char c = (unsigned char)buf[k];
-            if ((c < 0x20 && c != '\t') || c == 0x7f)
-                return head_fail(h, 400, "bad_request", "a control byte in header %.*s",
-                                 (int)(n - s > 64 ? 64 : n - s), buf + s);
-        }
-        while (vs < ve && (buf[vs] == ' ' || buf[vs] == '\t'))
-            vs++;
-        while (ve > vs && (buf[ve - 1] == ' ' || buf[ve - 1] == '\t'))
-            ve--;
-        const char *name = buf + s;
-        size_t nlen = n - s;
-        const char *val = buf + vs;
-        size_t vl = ve - vs;
-        if (ieq(name, nlen, "Host")) {
-            hosts++;
-        } else if (ieq(name, nlen, "Content-Length")) {
-            if (++cls > 1)
-                return head_fail(h, 400, "bad_request", "Content-Length given twice");
-            uint64_t v = 0;
-            /* Whitespace after the digits: libmicrohttpd would refuse it. */
-            if (vl == 0 || vl > 19 || ve != e)
-                return head_fail(h, 400, "bad_request", "Content-Length '%.*s' is not a length",
-                                 (int)(vl > 32 ? 32 : vl), val);
-            for (size_t k = 0; k < vl; k++) {
-                if (val[k] < '0' || val[k] > '9')
-                    return head_fail(h, 400, "bad_request", "Content-Length '%.*s' is not a length",
-                                     (int)(vl > 32 ? 32 : vl), val);
-                v = v * 10 + (uint64_t)(val[k] - '0');
-            }
-            h->content_length = v;
-            h->has_length = true;
-        } else if (ieq(name, nlen, "Transfer-Encoding")) {
-            if (++tes > 1)
-                return head_fail(h, 400, "bad_request", "Transfer-Encoding given twice");
-            if (!ieq(val, vl, "chunked"))
-                return head_fail(h, 400, "bad_request",
-                                 "Transfer-Encoding '%.*s' is not supported (only 'chunked')",
-                                 (int)(vl > 64 ? 64 : vl), val);
-            h->chunked = true;
-        }
+        if (check_header_line(buf, s, e, headers, &c, h) < 0)
+            return -1;
     }
-    if (h->http11 && hosts == 0)
+    if (h->http11 && c.hosts == 0)
         return head_fail(h, 400, "bad_request", "an HTTP/1.1 request needs a Host header");
-    if (hosts > 1)
+    if (c.hosts > 1)
         return head_fail(h, 400, "bad_request", "Host given twice");
     if (h->chunked && !h->http11)
         return head_fail(h, 400, "bad_request", "Transfer-Encoding in an HTTP/1.0 request");

@@ -11,6 +11,10 @@
 #include "base/hex.h"
 
 #include <openssl/sha.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 static int hash(const void *data, size_t len, uint8_t md[SBX_SHA256_SIZE])
 {
@@ -35,6 +39,35 @@ int sbx_sha256_hex(const void *data, size_t len, char hex[SBX_SHA256_HEX_SIZE], 
     if (sbx_sha256(data, len, md, err) < 0)
         return -1;
     *sbx_hex_encode(md, sizeof(md), hex) = '\0';
+    return 0;
+}
+
+int sbx_hmac_sha256(const void *key, size_t key_len, const void *data, size_t len,
+                    uint8_t mac[SBX_SHA256_SIZE], sbx_err *err)
+{
+    enum { BLOCK = 64 }; /* SHA-256's block size */
+    uint8_t k[BLOCK] = {0}, pad[BLOCK], inner[SBX_SHA256_SIZE];
+    if (key_len > BLOCK) {
+        if (!hash(key, key_len, k))
+            return sbx_err_set(err, EIO, "hmac-sha256: libcrypto failed");
+    } else if (key_len) {
+        memcpy(k, key, key_len);
+    }
+    SHA256_CTX c;
+    for (int i = 0; i < BLOCK; i++)
+        pad[i] = k[i] ^ 0x36;
+    bool ok = SHA256_Init(&c) && SHA256_Update(&c, pad, BLOCK) && SHA256_Update(&c, data, len) &&
+              SHA256_Final(inner, &c);
+    for (int i = 0; i < BLOCK; i++)
+        pad[i] = k[i] ^ 0x5c;
+    ok = ok && SHA256_Init(&c) && SHA256_Update(&c, pad, BLOCK) &&
+         SHA256_Update(&c, inner, sizeof(inner)) && SHA256_Final(mac, &c);
+    explicit_bzero(k, sizeof(k));
+    explicit_bzero(pad, sizeof(pad));
+    explicit_bzero(inner, sizeof(inner));
+    explicit_bzero(&c, sizeof(c));
+    if (!ok)
+        return sbx_err_set(err, EIO, "hmac-sha256: libcrypto failed");
     return 0;
 }
 

@@ -15,6 +15,11 @@
 int sbx_sha256(const void *data, size_t len, uint8_t md[SBX_SHA256_SIZE], sbx_err *err);
 /* The same as lower-case hex, '\0'-terminated. */
 int sbx_sha256_hex(const void *data, size_t len, char hex[SBX_SHA256_HEX_SIZE], sbx_err *err);
+/* HMAC-SHA256 (RFC 2104) of len bytes at data under key, into mac: the
+ * construction over the same low-level SHA-256 (libcrypto's HMAC() goes
+ * through EVP and its providers, the +4 MB below); -1 with err (EIO). */
+int sbx_hmac_sha256(const void *key, size_t key_len, const void *data, size_t len,
+                    uint8_t mac[SBX_SHA256_SIZE], sbx_err *err);
 /* SHA-256 of everything read from fd (from its current offset to its end)
  * as lower-case hex; *size gets the bytes read (may be NULL). Reads in
  * 256 KiB chunks: for a helper process, not the event loop. */

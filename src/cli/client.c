@@ -5,7 +5,7 @@
 #include <strings.h>
 
 #include "cli/client_int.h"
-#include "cli/curl_dl.h"
+#include "base/curl_dl.h"
 
 struct sbx_cli_client {
     struct sbx_cli_plain *plain; /* http:// and unix: targets, no proxy */
@@ -74,7 +74,7 @@ struct sbx_cli_client *sbx_cli_client_new(const struct sbx_cli_args *args, sbx_e
         }
         return c;
     }
-    if (sbx_cli_curl_load(err) < 0) {
+    if (sbx_curl_load(err) < 0) {
         sbx_cli_client_free(c);
         return NULL;
     }

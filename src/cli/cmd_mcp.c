@@ -18,7 +18,7 @@
 
 #include "cli/client.h"
 #include "cli/cmd.h"
-#include "cli/curl_dl.h"
+#include "base/curl_dl.h"
 #include "cli/sse.h"
 #include "cli/target.h"
 
@@ -298,7 +298,7 @@ int sbx_cli_cmd_mcp(const struct sbx_cli_args *a)
 {
     struct bridge b = {.args = a};
     sbx_err e = {0};
-    if (sbx_cli_target_parse(a->url, &b.target, &e) < 0 || sbx_cli_curl_load(&e) < 0) {
+    if (sbx_cli_target_parse(a->url, &b.target, &e) < 0 || sbx_curl_load(&e) < 0) {
         sbx_cli_target_clear(&b.target);
         return sbx_cli_fail(&e);
     }

@@ -8,7 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/cmd.h"
-#include "cli/curl_dl.h"
+#include "base/curl_dl.h"
 
 static void usage(FILE *f)
 {
@@ -169,11 +169,11 @@ int main(int argc, char **argv)
         return 0;
     }
     if (a.cmd == SBX_CLI_VERSION) {
-        /* libcurl serves https:// targets and `mcp` only (cli/curl_dl.h). */
-        bool curl = sbx_cli_curl_load(&err) == 0;
+        /* libcurl serves https:// targets and `mcp` only (base/curl_dl.h). */
+        bool curl = sbx_curl_load(&err) == 0;
         printf("sandboxctl %s (%s)\n", SANDBOXCTL_VERSION,
                curl ? curl_version() : "libcurl not found: http:// and unix: targets only");
-        sbx_cli_curl_unload();
+        sbx_curl_unload();
         return 0;
     }
     /* A reader that goes away (`stream | head`) is an EPIPE we handle, not
@@ -182,6 +182,6 @@ int main(int argc, char **argv)
     struct sbx_cli_client *c = sbx_cli_client_new(&a, &err);
     int rc = c ? dispatch(c, &a) : sbx_cli_fail(&err);
     sbx_cli_client_free(c);
-    sbx_cli_curl_unload();
+    sbx_curl_unload();
     return rc;
 }

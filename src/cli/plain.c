@@ -1,5 +1,5 @@
 /* HTTP/1.1 over a socket of our own, for http:// and unix: targets: what
- * sandboxctl sends most, without loading libcurl (cli/curl_dl.h). The
+ * sandboxctl sends most, without loading libcurl (base/curl_dl.h). The
  * answer's grammar (status line, headers, chunked or sized or closed
  * bodies) is http_parser's; here are only the socket, the request's head
  * and body, and the same outcomes as the libcurl transport. */

@@ -103,7 +103,7 @@ static int set_defaults(struct loader *L)
     c->log_level = SBX_LOG_INFO;
     if (cfg_parse_listen(L, ":8080", &c->listen, &e) < 0 ||
         !(c->state_dir = strdup("/var/lib/sandbox")) || !(c->tenant_code = strdup("default")) ||
-        !(c->clone_id = strdup("default")))
+        !(c->clone_id = strdup("default")) || !(c->cgroup_parent = strdup("sandboxd")))
         return cfg_oom(L);
     c->max_concurrent = 32;
     c->queue_size = 1024;
@@ -375,6 +375,7 @@ void sbx_config_free(struct sbx_config *c)
     free(c->snapshot_dir);
     free(c->runtime_id);
     free(c->tenant_code);
+    free(c->cgroup_parent);
     free(c->clone_key);
     free(c->clone_id);
     for (size_t i = 0; i < c->n_tokens; i++) {

@@ -71,6 +71,7 @@
  *     workspace_quota: 1g      # per clone
  *     workspace_quota_mode: auto # auto|loop|project|monitor: how it is enforced
  *     workspace_idle_unmount: 300s # an image unused this long is unmounted (loop mode)
+ *     cgroup_parent: sandboxd  # the sandboxes' parent cgroup, beneath the daemon's own
  *     max_clones_per_tenant: 1000
  *     idle_timeout: 600s       # CLAW_IDLE_TIMEOUT_SEC: a session idle this long is stopped
  *     network_policy: proxy    # none|proxy|host (seed's `bridge` = proxy);
@@ -230,6 +231,7 @@ struct sbx_config {
     /* The aggregate caps over all sandboxes, on the sandboxd/ parent cgroup
      * (0: none); the seed's container of 2 cores, 3 GB, 512 processes. */
     uint64_t total_memory_bytes, total_pids;
+    char *cgroup_parent; /* that parent's name beneath the daemon's own cgroup */
     double total_cpu_cores;
     uint64_t max_clones_per_tenant; /* workspaces (and host id ranges) a tenant may have */
     double idle_timeout_s;          /* of a session */

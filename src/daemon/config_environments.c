@@ -305,16 +305,12 @@ int cfg_yseccomp_table(struct loader *L, const yaml_node_t *k, const yaml_node_t
     return 0;
 }
 
-static int yenv_body(struct loader *L, const char *name, const yaml_node_t *namek,
-                     const yaml_node_t *body, const char *path)
+/* The environment a body configures, found or added: its language is read
+ * first (a new environment needs it, and it decides the command). */
+static int yenv_find(struct loader *L, const char *name, const yaml_node_t *namek,
+                     const yaml_node_t *body, const char *path, struct sbx_environment **out)
 {
     struct sbx_config *c = L->c;
-    if (!cfg_segment_ok(name))
-        return cfg_yfail(L, namek, path, "'%.80s' is not a name (1 to 64 of A-Z a-z 0-9 . _ -)",
-                         name);
-    if (cfg_ymapping(L, body, path) < 0 || cfg_ylim_aliases(L, body, path) < 0)
-        return -1;
-    /* language first: a new environment needs it, and it decides the command */
     yaml_node_t *lk, *lang = cfg_ylookup(L, body, "language", &lk);
     enum sbx_language language = SBX_LANG_PYTHON;
     if (lang) {
@@ -353,12 +349,105 @@ static int yenv_body(struct loader *L, const char *name, const yaml_node_t *name
         if (default_command(env) < 0)
             return cfg_oom(L);
     }
+    *out = env;
+    return 0;
+}
+
+/* One key of an environment's body other than a limit. */
+static int yenv_key(struct loader *L, struct sbx_environment *env, size_t ei, const yaml_node_t *k,
+                    const yaml_node_t *v, const char *key, const char *kpath)
+{
+    const char *s;
+    char where[WHERE_MAX];
+    int rc = 0;
+    if (strcmp(key, "name") == 0 || strcmp(key, "language") == 0) {
+        return 0; /* read by yenv_find */
+    } else if (strcmp(key, "command") == 0) {
+        if (v->type == YAML_SCALAR_NODE) {
+            if ((rc = cfg_yscalar(L, v, kpath, &s)) == 0) {
+                cfg_strv_clear(&env->command, false);
+                rc = cfg_strv_push(&env->command, s) < 0 ? cfg_oom(L) : 0;
+            }
+        } else if ((rc = cfg_ylist(L, v, kpath, &env->command, NULL, false)) == 0 &&
+                   env->command.n == 0) {
+            rc = cfg_yfail(L, k, kpath, "is empty");
+        }
+        for (size_t a = 0; rc == 0 && a < env->command.n; a++)
+            if (!env->command.v[a][0])
+                rc = cfg_yfail(L, k, kpath, "has an empty argument");
+    } else if (strcmp(key, "aliases") == 0) {
+        rc = cfg_ylist(L, v, kpath, &env->aliases, cfg_check_name, false);
+    } else if (strcmp(key, "rootfs") == 0) {
+        struct stat st;
+        cfg_where_node(L, k, kpath, where, sizeof(where));
+        if ((rc = cfg_yscalar(L, v, kpath, &s)) == 0 &&
+            (rc = cfg_apply(L, K_PATH, &env->rootfs, 0, 0, s, where)) == 0 &&
+            (stat(env->rootfs, &st) < 0 || !S_ISDIR(st.st_mode)))
+            rc = cfg_fail(L, where, ENOTDIR, "'%.80s' is not a directory", env->rootfs);
+    } else if (strcmp(key, "working_dir") == 0) {
+        if ((rc = cfg_yscalar(L, v, kpath, &s)) == 0) {
+            if (s[0] != '/' || strstr(s, "/..") || cfg_has_control(s))
+                rc = cfg_yfail(L, k, kpath, "'%.80s' is not an absolute path without ..", s);
+            else if (cfg_set_str(&env->working_dir, s) < 0)
+                rc = cfg_oom(L);
+        }
+    } else if (strcmp(key, "network_policy") == 0) {
+        rc = cfg_yapply(L, K_NETPOL, &env->net, 0, 0, k, v, kpath, NULL, 0);
+        L->env_set[ei] |= ENV_SET_NET;
+    } else if (strcmp(key, "seccomp_profile") == 0) {
+        if (v->type == YAML_MAPPING_NODE) {
+            env->seccomp = SBX_SECCOMP_DEFAULT;
+            rc = cfg_yseccomp_table(L, k, v, kpath, &env->seccomp_table);
+        } else {
+            rc = cfg_yapply(L, K_SECCOMP, &env->seccomp, 0, 0, k, v, kpath, NULL, 0);
+            if (rc == 0 && env->seccomp_table) {
+                sbx_seccomp_table_free(env->seccomp_table);
+                env->seccomp_table = NULL;
+            }
+        }
+        L->env_set[ei] |= ENV_SET_SECCOMP;
+    } else if (strcmp(key, "enabled") == 0) {
+        bool on = true;
+        rc = cfg_yapply(L, K_BOOL, &on, 0, 0, k, v, kpath, NULL, 0);
+        L->env_disabled[ei] = !on;
+    } else if (strcmp(key, "read_only_rootfs") == 0) {
+        bool ro = true;
+        rc = cfg_yapply(L, K_BOOL, &ro, 0, 0, k, v, kpath, NULL, 0);
+        env->writable_root = !ro;
+        L->env_set[ei] |= ENV_SET_ROOTFS_RW;
+    } else if (strcmp(key, "image") == 0) {
+        struct stat st;
+        cfg_where_node(L, k, kpath, where, sizeof(where));
+        if ((rc = cfg_yscalar(L, v, kpath, &s)) == 0 &&
+            (rc = cfg_apply(L, K_PATH, &env->image, 0, 0, s, where)) == 0 &&
+            stat(env->image, &st) < 0)
+            rc = cfg_fail(L, where, errno,
+                          "'%.80s': no such OCI layout directory or image archive (a "
+                          "docker save or podman save tar)",
+                          env->image);
+    } else {
+        rc = yenv_mounts(L, env, k, v, kpath);
+    }
+    return rc;
+}
+
+static int yenv_body(struct loader *L, const char *name, const yaml_node_t *namek,
+                     const yaml_node_t *body, const char *path)
+{
+    struct sbx_config *c = L->c;
+    struct sbx_environment *env = NULL;
+    if (!cfg_segment_ok(name))
+        return cfg_yfail(L, namek, path, "'%.80s' is not a name (1 to 64 of A-Z a-z 0-9 . _ -)",
+                         name);
+    if (cfg_ymapping(L, body, path) < 0 || cfg_ylim_aliases(L, body, path) < 0 ||
+        yenv_find(L, name, namek, body, path, &env) < 0)
+        return -1;
     size_t ei = (size_t)(env - c->environments);
     for (yaml_node_pair_t *p = body->data.mapping.pairs.start; p < body->data.mapping.pairs.top;
          p++) {
         yaml_node_t *k = cfg_ynode(L, p->key), *v = cfg_ynode(L, p->value);
-        const char *key = cfg_yscalar_text(k), *s;
-        char kpath[KEYPATH_MAX], where[WHERE_MAX];
+        const char *key = cfg_yscalar_text(k);
+        char kpath[KEYPATH_MAX];
         cfg_keypath(kpath, path, key);
         int li = cfg_lim_index(key);
         if (li >= 0) {
@@ -376,76 +465,7 @@ static int yenv_body(struct loader *L, const char *name, const yaml_node_t *name
             j++;
         if (j == SBX_ARRAY_LEN(env_keys))
             return cfg_yfail(L, k, kpath, "unknown key");
-        int rc = 0;
-        if (strcmp(key, "name") == 0 || strcmp(key, "language") == 0) {
-            continue; /* done above */
-        } else if (strcmp(key, "command") == 0) {
-            if (v->type == YAML_SCALAR_NODE) {
-                if ((rc = cfg_yscalar(L, v, kpath, &s)) == 0) {
-                    cfg_strv_clear(&env->command, false);
-                    rc = cfg_strv_push(&env->command, s) < 0 ? cfg_oom(L) : 0;
-                }
-            } else if ((rc = cfg_ylist(L, v, kpath, &env->command, NULL, false)) == 0 &&
-                       env->command.n == 0) {
-                rc = cfg_yfail(L, k, kpath, "is empty");
-            }
-            for (size_t a = 0; rc == 0 && a < env->command.n; a++)
-                if (!env->command.v[a][0])
-                    rc = cfg_yfail(L, k, kpath, "has an empty argument");
-        } else if (strcmp(key, "aliases") == 0) {
-            rc = cfg_ylist(L, v, kpath, &env->aliases, cfg_check_name, false);
-        } else if (strcmp(key, "rootfs") == 0) {
-            struct stat st;
-            cfg_where_node(L, k, kpath, where, sizeof(where));
-            if ((rc = cfg_yscalar(L, v, kpath, &s)) == 0 &&
-                (rc = cfg_apply(L, K_PATH, &env->rootfs, 0, 0, s, where)) == 0 &&
-                (stat(env->rootfs, &st) < 0 || !S_ISDIR(st.st_mode)))
-                rc = cfg_fail(L, where, ENOTDIR, "'%.80s' is not a directory", env->rootfs);
-        } else if (strcmp(key, "working_dir") == 0) {
-            if ((rc = cfg_yscalar(L, v, kpath, &s)) == 0) {
-                if (s[0] != '/' || strstr(s, "/..") || cfg_has_control(s))
-                    rc = cfg_yfail(L, k, kpath, "'%.80s' is not an absolute path without ..", s);
-                else if (cfg_set_str(&env->working_dir, s) < 0)
-                    rc = cfg_oom(L);
-            }
-        } else if (strcmp(key, "network_policy") == 0) {
-            rc = cfg_yapply(L, K_NETPOL, &env->net, 0, 0, k, v, kpath, NULL, 0);
-            L->env_set[ei] |= ENV_SET_NET;
-        } else if (strcmp(key, "seccomp_profile") == 0) {
-            if (v->type == YAML_MAPPING_NODE) {
-                env->seccomp = SBX_SECCOMP_DEFAULT;
-                rc = cfg_yseccomp_table(L, k, v, kpath, &env->seccomp_table);
-            } else {
-                rc = cfg_yapply(L, K_SECCOMP, &env->seccomp, 0, 0, k, v, kpath, NULL, 0);
-                if (rc == 0 && env->seccomp_table) {
-                    sbx_seccomp_table_free(env->seccomp_table);
-                    env->seccomp_table = NULL;
-                }
-            }
-            L->env_set[ei] |= ENV_SET_SECCOMP;
-        } else if (strcmp(key, "enabled") == 0) {
-            bool on = true;
-            rc = cfg_yapply(L, K_BOOL, &on, 0, 0, k, v, kpath, NULL, 0);
-            L->env_disabled[ei] = !on;
-        } else if (strcmp(key, "read_only_rootfs") == 0) {
-            bool ro = true;
-            rc = cfg_yapply(L, K_BOOL, &ro, 0, 0, k, v, kpath, NULL, 0);
-            env->writable_root = !ro;
-            L->env_set[ei] |= ENV_SET_ROOTFS_RW;
-        } else if (strcmp(key, "image") == 0) {
-            struct stat st;
-            cfg_where_node(L, k, kpath, where, sizeof(where));
-            if ((rc = cfg_yscalar(L, v, kpath, &s)) == 0 &&
-                (rc = cfg_apply(L, K_PATH, &env->image, 0, 0, s, where)) == 0 &&
-                stat(env->image, &st) < 0)
-                rc = cfg_fail(L, where, errno,
-                              "'%.80s': no such OCI layout directory or image archive (a "
-                              "docker save or podman save tar)",
-                              env->image);
-        } else {
-            rc = yenv_mounts(L, env, k, v, kpath);
-        }
-        if (rc < 0)
+        if (yenv_key(L, env, ei, k, v, key, kpath) < 0)
             return -1;
     }
     return 0;

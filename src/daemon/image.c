@@ -1,7 +1,5 @@
 #include "daemon/image.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -14,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/digest.h"
+#include "daemon/archive_dl.h"
 
 #define MEMBER_MAX (4u << 20) /* index.json, a manifest, a config */
 #define NAME_MAX_LEN 4096
@@ -270,6 +269,8 @@ static int src_open(const char *path, struct src *s, sbx_err *err)
     struct stat st;
     s->path = path;
     s->dirfd = -1;
+    if (sbx_archive_load(err) < 0) /* dlopen()ed here: daemon/archive_dl.h */
+        return -1;
     if (stat(path, &st) < 0)
         return sbx_err_set(err, errno, "image %s", path);
     if (S_ISDIR(st.st_mode) && (s->dirfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
@@ -283,7 +284,7 @@ int sbx_image_digest(const char *path, char digest[SBX_IMAGE_DIGEST_MAX], sbx_er
 {
     struct src s;
     struct manifest m = {0};
-    if (src_open(path, &s, err) < 0)
+    if (sbx_archive_load(err) < 0 || src_open(path, &s, err) < 0)
         return -1;
     int rc = resolve(&s, &m, false, err);
     if (s.dirfd >= 0)
@@ -546,7 +547,7 @@ int sbx_image_prepare(const char *path, const char *cache_dir, char digest[SBX_I
     char tmp[4096];
     int rc = -1, cwd = -1, rootfd = -1;
     bool made = false;
-    if (src_open(path, &s, err) < 0)
+    if (sbx_archive_load(err) < 0 || src_open(path, &s, err) < 0)
         return -1;
     if (resolve(&s, &m, true, err) < 0)
         goto out;

@@ -290,12 +290,13 @@ static void relay_output(void *ud, enum sbx_stream s, const char *buf, size_t n)
 }
 
 /* Called while the child builds its root: the init binary's memfd copy and
- * the compiled seccomp profile. */
+ * the seccomp profile, compiled when sandboxd was built (compiling it with
+ * libseccomp took ~0.35 ms of CPU at every start). */
 static int prepare_fds(void *ud, struct sbx_sandbox_fds *fds, sbx_err *err)
 {
     struct run_state *st = ud;
     if ((st->fds.init_exe = sbx_init_exe_open(err)) < 0 ||
-        (st->fds.seccomp = sbx_seccomp_compile_fd(st->seccomp, err)) < 0)
+        (st->fds.seccomp = sbx_seccomp_prebuilt_fd(st->seccomp, err)) < 0)
         return -1;
     *fds = st->fds;
     return 0;
@@ -509,7 +510,7 @@ int sbx_cmd_run(int argc, char **argv)
         goto out;
     }
     sweep.host = &cg_host;
-    sbx_cgroup_each(&cg_host, sweep_stale_run, &sweep);
+    sbx_cgroup_each_ends(&cg_host, sweep_stale_run, &sweep);
     if (o.net == SBX_NET_PROXY) {
         struct sbx_addr own[64];
         struct sbx_policy_opts po = {

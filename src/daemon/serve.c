@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <limits.h>
+#include <malloc.h>
 #include <sys/wait.h>
 #include <sys/syscall.h>
 #include <sys/prctl.h>
@@ -252,6 +253,11 @@ static void status_totals(void *ud, json_t *status)
                                   (json_int_t)ps.hits, "zygoteHits", (json_int_t)ps.zygote_hits,
                                   "misses", (json_int_t)ps.misses, "built", (json_int_t)ps.built,
                                   "discarded", (json_int_t)ps.discarded));
+    uint64_t counted, mem = sbx_pool_memory(&counted);
+    json_t *pool = json_object_get(status, "pool");
+    json_object_set_new(pool, "memoryBytes", counted ? json_integer((json_int_t)mem) : json_null());
+    json_object_set_new(pool, "memoryPerSandboxBytes",
+                        counted ? json_integer((json_int_t)(mem / counted)) : json_null());
 }
 
 /* ---- environments' images: unpacked once by a helper child each ---- */
@@ -403,6 +409,8 @@ static void restore_totals(struct serve *s)
 
 static int setup_engine(struct serve *s, sbx_err *err)
 {
+    if (sbx_cg_set_base_name(s->cfg.cgroup_parent) < 0)
+        return sbx_err_set(err, EINVAL, "sandbox.cgroup_parent %s", s->cfg.cgroup_parent);
     if (sbx_cg_host_detect(false, &s->cg_host, err) < 0)
         return -1;
     apply_totals(s);
@@ -492,6 +500,8 @@ static void recover(struct serve *s)
 
 /* How long one tick of retention may work, at most (the loop waits as long). */
 #define PRUNE_BUDGET_MS 25
+/* No store write for this long: the daemon is idle (sbx_store_shrink_when_idle). */
+#define IDLE_SHRINK_MS 10000
 
 /* Retention, once a second: finished tasks, their outputs and idle sessions'
  * events older than the configured age (or beyond the newest max_tasks) go,
@@ -509,6 +519,10 @@ static void on_prune(evutil_socket_t fd, short what, void *ud)
                               ? now - (int64_t)(cfg->retention.audit_max_age_s * 1000)
                               : 0;
     (void)sbx_store_health(s->store, NULL); /* makes a spent reserve again when it can */
+    /* Idle for a while after a load: SQLite's page cache and the free heap
+     * go back to the system (the idle daemon's RSS, docs/performance.md). */
+    if (sbx_store_shrink_when_idle(s->store, IDLE_SHRINK_MS))
+        malloc_trim(0);
     sbx_api_audit_refusals(&s->api);
     bool more = true, audit_more = true;
     while ((more || audit_more) && sbx_mono_ms() - t0 < PRUNE_BUDGET_MS) {
@@ -674,16 +688,19 @@ static int loop_add(struct event *ev, const struct timeval *tv, const char *what
 }
 
 /* Each HTTP connection holds three descriptors (the client's socket and
- * the pair between the relay and libmicrohttpd, api/http_relay.c): raise
- * the soft RLIMIT_NOFILE to what the connection cap needs (plus room for
- * the rest), within the hard limit; say so when the hard limit is lower. */
+ * the pair between the relay and libmicrohttpd, api/http_relay.c), and each
+ * live proxy session about 14 (its sandbox's pidfd, sync socket, stdio and
+ * network namespace; its egress's listeners, DNS and SYN queue sockets),
+ * with no cap of their own: raise the soft RLIMIT_NOFILE to the hard limit
+ * (sandboxes get their own, sbx_spec.nofile); say so when the hard limit is
+ * below what the connection cap needs. */
 static void fd_room(unsigned max_connections)
 {
     struct rlimit rl;
     rlim_t need = (rlim_t)max_connections * 3 + 1024;
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= need)
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
         return;
-    rlim_t want = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need ? rl.rlim_max : need;
+    rlim_t want = rl.rlim_max; /* (never RLIM_INFINITY: the kernel caps it at nr_open) */
     if (want > rl.rlim_cur) {
         rl.rlim_cur = want;
         (void)setrlimit(RLIMIT_NOFILE, &rl);

@@ -46,6 +46,10 @@ static const struct sbx_metric m_takes = {
 static const struct sbx_metric m_idle = {.name = "sandbox_pool_idle",
                                          .help = "Sandboxes of the warm pool ready for a task.",
                                          .kind = SBX_METRIC_GAUGE};
+static const struct sbx_metric m_mem = {
+    .name = "sandbox_pool_memory_bytes",
+    .help = "Memory held by the warm pool's ready sandboxes (their cgroups' usage, summed).",
+    .kind = SBX_METRIC_GAUGE};
 
 struct dying {
     struct sbx_sandbox sb;
@@ -70,6 +74,18 @@ void sbx_pool_stats(struct sbx_pool_stats *out)
     out->idle = out->building = 0;
     for (struct pool_entry *pe = P.head; pe; pe = pe->next)
         *(pe->ready ? &out->idle : &out->building) += 1;
+}
+
+uint64_t sbx_pool_memory(uint64_t *counted)
+{
+    uint64_t sum = 0, n = 0;
+    for (struct pool_entry *pe = P.head; pe; pe = pe->next) {
+        struct sbx_cg_stats cs = {0};
+        if (pe->ready && sbx_cgroup_stats(&pe->sb.cg, &cs, NULL) == 0 && cs.have_mem)
+            sum += cs.mem_bytes, n++;
+    }
+    *counted = n;
+    return sum;
 }
 
 void exec_pool_task_count(int delta)
@@ -169,6 +185,8 @@ static void collect(void *ud)
     struct sbx_pool_stats st;
     sbx_pool_stats(&st);
     sbx_metric_set(&m_idle, (double)st.idle);
+    uint64_t counted;
+    sbx_metric_set(&m_mem, (double)sbx_pool_memory(&counted));
 }
 
 void sbx_pool_configure(struct event_base *base, const struct sbx_pool_config *c)

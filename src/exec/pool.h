@@ -40,3 +40,8 @@ struct sbx_pool_stats {
     uint64_t idle, building;
 };
 void sbx_pool_stats(struct sbx_pool_stats *out);
+/* The memory the idle pooled sandboxes hold: the sum of their cgroups'
+ * memory.usage_in_bytes (v1) or memory.current (v2), read now (a few small
+ * cgroupfs reads each: for /runtime/status and /metrics, not per task);
+ * *counted gets how many were measured (0 in rlimit mode: no cgroup). */
+uint64_t sbx_pool_memory(uint64_t *counted);

@@ -423,6 +423,8 @@ static int start_watch(struct sbx_task *t, bool pooled, sbx_err *err)
 struct waiter {
     struct sbx_task *t;
     struct pool_entry *pe; /* a sandbox for the pool (exec/pool.c) */
+    sbx_spawned_fn fn;     /* another caller's (sbx_spawn_async) */
+    void *ud;
     struct waiter *next;
 };
 static struct waiter *waiting_head, *waiting_tail;
@@ -468,6 +470,8 @@ static void on_spawner(evutil_socket_t fd, short what, void *arg)
                 struct sbx_task *t = w->t;
                 if (w->pe)
                     exec_pool_arrived(w->pe, -2, NULL);
+                if (w->fn)
+                    w->fn(w->ud, -1, NULL, &e);
                 free(w);
                 if (t) {
                     t->spawning = NULL;
@@ -479,9 +483,15 @@ static void on_spawner(evutil_socket_t fd, short what, void *arg)
         struct waiter *w = waiter_pop();
         struct sbx_task *t = w->t;
         struct pool_entry *pe = w->pe;
+        sbx_spawned_fn fn = w->fn;
+        void *ud = w->ud;
         free(w);
         if (pe) {
             exec_pool_arrived(pe, rc, &sb);
+            continue;
+        }
+        if (fn) {
+            fn(ud, rc, rc == 1 ? &sb : NULL, &e);
             continue;
         }
         if (!t) {
@@ -546,6 +556,25 @@ int exec_spawner_ask_for_pool(struct event_base *base, const struct sbx_spec *sp
 void exec_spawner_detach(void *waiter)
 {
     ((struct waiter *)waiter)->pe = NULL;
+}
+
+int sbx_spawn_async(struct event_base *base, const struct sbx_spec *spec, sbx_spawned_fn fn,
+                    void *ud, void **handle)
+{
+    struct waiter *w = ask_spawner(base, spec);
+    if (!w)
+        return 0;
+    w->fn = fn;
+    w->ud = ud;
+    *handle = w;
+    return 1;
+}
+
+void sbx_spawn_async_cancel(void *handle, sbx_spawned_fn fn, void *ud)
+{
+    struct waiter *w = handle;
+    w->fn = fn;
+    w->ud = ud;
 }
 
 /* 1: asked of the spawner (t waits); 0: make it here. */

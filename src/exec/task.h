@@ -11,6 +11,19 @@
 
 enum sbx_stream { SBX_STDOUT = 1, SBX_STDERR = 2 };
 
+/* A sandbox asked of the spawner (isolate/spawner.h) for a caller on the
+ * loop other than a task (a live session's holder): fn is called from the
+ * loop with rc 1 and the sandbox (the caller's from then on), or -1 and why.
+ * 1: asked (*handle lets sbx_spawn_async_cancel drop the wait: fn is not
+ * called, the answer goes to fn2 with ud2 instead, to release the sandbox
+ * that comes; fn2 NULL: it is killed and its release tried once, a cgroup
+ * still busy then is left to the next start's sweep); 0: not asked (no
+ * spawner, or a spec it cannot carry): the caller makes it (sbx_spawn_local). */
+typedef void (*sbx_spawned_fn)(void *ud, int rc, struct sbx_sandbox *sb, const sbx_err *err);
+int sbx_spawn_async(struct event_base *base, const struct sbx_spec *spec, sbx_spawned_fn fn,
+                    void *ud, void **handle);
+void sbx_spawn_async_cancel(void *handle, sbx_spawned_fn fn2, void *ud2);
+
 struct sbx_task;
 
 struct sbx_task_opts {

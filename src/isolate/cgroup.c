@@ -580,6 +580,23 @@ void sbx_cgroup_each(const struct sbx_cg_host *host, void (*fn)(const char *name
             each_in(host->v1_base[c], fn, ud);
 }
 
+void sbx_cgroup_each_ends(const struct sbx_cg_host *host, void (*fn)(const char *name, void *ud),
+                          void *ud)
+{
+    if (host->mode == SBX_CG_V2)
+        each_in(host->v2_base, fn, ud);
+    if (host->mode != SBX_CG_V1)
+        return;
+    int first = -1, last = -1;
+    for (int c = 0; c < SBX_CGC_COUNT; c++)
+        if (host->v1_has[c] && !v1_base_earlier(host, c))
+            last = first < 0 ? (first = c) : c;
+    if (first >= 0)
+        each_in(host->v1_base[first], fn, ud);
+    if (last > first)
+        each_in(host->v1_base[last], fn, ud);
+}
+
 /* The empty cgroups below dir (a session's tasks' own): removed; a busy one
  * stays and makes dir's own rmdir fail with EBUSY, which is what is said. */
 static void rmdir_children(const char *dir)

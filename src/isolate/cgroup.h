@@ -50,6 +50,13 @@ struct sbx_cg_host {
 int sbx_cg_host_parse(const char *mountinfo, const char *proc_cgroup, struct sbx_cg_host *host,
                       sbx_err *err);
 
+/* The parent cgroup's name beneath the daemon's own cgroup in each
+ * hierarchy: "sandboxd" unless set (sandbox.cgroup_parent), before the first
+ * detect. name is one path segment (the caller checked it: no '/', not . or
+ * ..); -1 (EINVAL) otherwise. Process-wide, like the hierarchies themselves. */
+int sbx_cg_set_base_name(const char *name);
+const char *sbx_cg_base_name(void);
+
 /* Detect from the live system (reading /proc/self/{mountinfo,cgroup}), then make
  * sure the "sandboxd/" bases exist and are writable (mkdir; on v2 enabling
  * +memory +pids +cpu in subtree_control along the way). When force_rlimit is
@@ -189,6 +196,13 @@ int sbx_cgroup_adopt(const struct sbx_cg_host *host, const char *name, struct sb
  * tolerate that, e.g. adopt then destroy). Nothing in rlimit mode. */
 void sbx_cgroup_each(const struct sbx_cg_host *host, void (*fn)(const char *name, void *ud),
                      void *ud);
+/* The same, on v1 in the first and the last hierarchy only: a cgroup is made
+ * and removed hierarchy by hierarchy in one order, so what a process killed
+ * while making or removing one left behind is in the first or the last. Each
+ * hierarchy's directory can hold thousands of other cgroups (a daemon's
+ * sessions); `run` looks for its own leftovers at every start. */
+void sbx_cgroup_each_ends(const struct sbx_cg_host *host, void (*fn)(const char *name, void *ud),
+                          void *ud);
 /* rmdir in every hierarchy once, without waiting: removes an empty cgroup
  * (and the empty cgroups below it: a session's tasks' own, see
  * sbx_cgroup_create_sub), leaves one with a process in it (EBUSY) and keeps

@@ -1,5 +1,6 @@
 /* Cgroups: what the host offers. Pure parsing of mountinfo and
  * /proc/self/cgroup, then preparing the "sandboxd/" bases. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,6 +43,25 @@ __attribute__((format(printf, 3, 4))) static void why_set(char *why, size_t len,
 }
 
 /* "N:ctrl1,ctrl2:/path" for v1 hierarchies, "0::/path" for the unified one. */
+char cg_base_name[65] = "sandboxd";
+
+int sbx_cg_set_base_name(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n >= sizeof(cg_base_name) || strchr(name, '/') || strcmp(name, ".") == 0 ||
+        strcmp(name, "..") == 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    memcpy(cg_base_name, name, n + 1);
+    return 0;
+}
+
+const char *sbx_cg_base_name(void)
+{
+    return cg_base_name;
+}
+
 static void parse_proc_cgroup(char *text, struct own_paths *own)
 {
     char *cursor = text, *line;
@@ -145,7 +165,7 @@ static void parse_mountinfo(char *text, const struct own_paths *own, struct sbx_
             if (host->v1_has[c] || !cg_list_has(super, cg_ctrl_names[c], ","))
                 continue;
             if (own_dir(f[3], f[4], own->v1[c], dir, sizeof(dir)) == 0 &&
-                cg_join(host->v1_base[c], sizeof(host->v1_base[c]), dir, CG_BASE_NAME) == 0)
+                cg_join(host->v1_base[c], sizeof(host->v1_base[c]), dir, cg_base_name) == 0)
                 host->v1_has[c] = true;
         }
     }
@@ -215,7 +235,7 @@ int sbx_cg_host_parse(const char *mountinfo, const char *proc_cgroup, struct sbx
     if (!v2_own[0])
         why_set(v2_why, sizeof(v2_why), "v2: no cgroup2 mount reaching our cgroup");
     else if (v2_usable(v2_own, v2_why, sizeof(v2_why)) &&
-             cg_join(host->v2_base, sizeof(host->v2_base), v2_own, CG_BASE_NAME) == 0) {
+             cg_join(host->v2_base, sizeof(host->v2_base), v2_own, cg_base_name) == 0) {
         host->mode = SBX_CG_V2;
         return 0;
     }

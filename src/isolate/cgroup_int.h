@@ -9,7 +9,8 @@
 
 #include "isolate/cgroup.h"
 
-#define CG_BASE_NAME "sandboxd"
+/* The parent cgroup's name beneath the daemon's own (sbx_cg_set_base_name). */
+extern char cg_base_name[];
 #define CG_V2_ENABLE "+memory +pids +cpu"
 #define CG_CPU_PERIOD_US 100000
 #define CG_CPU_MIN_QUOTA_US 1000 /* the kernel refuses less than 1 ms */

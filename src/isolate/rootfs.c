@@ -318,7 +318,14 @@ static int mount_proc(const struct sbx_rootfs_opts *o, sbx_err *err)
     if (make_dir(NEWROOT "/proc", 0555, err) < 0)
         return -1;
     if (mount("proc", NEWROOT "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-        return sbx_err_at(err, SBX_STAGE_MOUNT_PROC, errno, "proc");
+        /* In a user namespace the kernel refuses a new proc while every
+         * proc of the mount namespace has something mounted over part of it
+         * (a container's read-only /proc/sys, its masked files). */
+        return sbx_err_at(err, SBX_STAGE_MOUNT_PROC, errno,
+                          errno == EPERM ? "proc (refused while the host's /proc is partly covered:"
+                                           " a read-only /proc/sys or masked files, as in a"
+                                           " container)"
+                                         : "proc");
     return 0;
 }
 

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "isolate/memfd.h"
 #include "isolate/rootfs.h"
 #include "isolate/stage.h"
 
@@ -28,19 +29,9 @@ extern const unsigned char sbx_init_blob[], sbx_init_blob_end[];
 
 int sbx_init_exe_open(sbx_err *err)
 {
-    cleanup_fd int fd = memfd_create("sandbox-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0)
-        return sbx_err_at(err, SBX_STAGE_INIT_BINARY, errno, "memfd_create");
-    size_t len = (size_t)(sbx_init_blob_end - sbx_init_blob);
-    for (size_t done = 0; done < len;) {
-        ssize_t n = write(fd, sbx_init_blob + done, len - done);
-        if (n <= 0)
-            return sbx_err_at(err, SBX_STAGE_INIT_BINARY, n < 0 ? errno : EIO, "write memfd");
-        done += (size_t)n;
-    }
-    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
-        return sbx_err_at(err, SBX_STAGE_INIT_BINARY, errno, "seal memfd");
-    return sbx_steal_fd(&fd);
+    return sbx_memfd_sealed("sandbox-init", sbx_init_blob,
+                            (size_t)(sbx_init_blob_end - sbx_init_blob), SBX_STAGE_INIT_BINARY,
+                            err);
 }
 
 /* What the cloned child needs; everything is prepared by the parent so the
@@ -186,7 +177,12 @@ static int set_hostname(sbx_err *err)
  * inotify_init while one holds its maximum. New namespaces are never needed
  * inside (seccomp refuses them too); the cgroup namespace is made in a later
  * step, so its count stays. A kernel without one of the files lacks that
- * limit's object too: skipped. */
+ * limit's object too: skipped. Written after the root is built, through the
+ * sandbox's own /proc: the limits are the writer's user namespace's whichever
+ * proc is used, and in the host's /proc every sandbox's namespace leaves
+ * dentries of these eleven names under the one /proc/sys/user, which each
+ * lookup compares one by one (proc_sys_compare): with a few hundred
+ * sandboxes on the host, a large part of a start's CPU (docs/performance.md). */
 static int set_user_limits(sbx_err *err)
 {
     static const struct {
@@ -380,12 +376,12 @@ static __attribute__((noreturn)) void child_main(const struct child_ctx *c)
     STEP(become_root(&e));
     STEP(set_pdeathsig(&e));
     STEP(set_hostname(&e));
-    STEP(set_user_limits(&e));
     if (!spec->host_net)
         STEP(loopback_up(&e));
     if (!spec->host_net && spec->net_rules)
         STEP(net_rules(spec, &e));
     STEP(build_root(c, ws, sysroot, mount_fds, &e));
+    STEP(set_user_limits(&e)); /* through our own /proc: see set_user_limits */
     STEP(unshare_cgroup_ns(&e));
     STEP(recv_fds(c->sync_fd, got, &e));
     exec_init(c, got);

@@ -36,7 +36,6 @@
  *   user namespace    become root inside
  *   pdeathsig         again: the id change cleared it
  *   hostname          "sandbox"
- *   user limits       inotify/fanotify bounds of its own, no new namespaces
  *   loopback          up (unless the host's network is shared)
  *   egress            the caller's net_rules (e.g. the egress's nftables), in a
  *                     grandchild whose fd table holds one pipe (see net_rules)
@@ -47,6 +46,8 @@
  *                     sandbox), /workspace, the extra read-only binds (a
  *                     skill at /skill, claw-skill), pivot_root, detach old root,
  *                     remount / read-only, chdir /workspace
+ *   user limits       inotify/fanotify bounds of its own, no new namespaces
+ *                     (written through its own /proc)
  *   cgroup namespace  unshare, rooted at the sandbox's cgroup
  *   fds               receive init and seccomp fds; stdio, sync, seccomp at 0-4
  *   exec init         execveat of the sealed init memfd (exec_init)
@@ -99,7 +100,10 @@ struct sbx_spec {
     /* Run inside the new network namespace before the root is built (the
      * egress's nftables rules): in a grandchild with a small fd table, so a
      * library that waits with select() (libnftables) never meets an fd number
-     * of FD_SETSIZE or more from the creator's large table. NULL: none. */
+     * of FD_SETSIZE or more from the creator's large table. NULL: none.
+     * Called with arg NULL in the creator itself, it only prepares (loads
+     * what every sandbox's call needs, once: a spawner does before its first
+     * such sandbox, so no sandbox loads it again). */
     int (*net_rules)(const char *arg, sbx_err *err);
     const char *net_rules_arg; /* net_rules' argument (the rules' text) */
     const struct sbx_cg_host *cg_host;

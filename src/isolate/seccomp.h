@@ -78,6 +78,11 @@ int sbx_seccomp_bpf_len(enum sbx_seccomp_profile p, sbx_err *err);
  * Returns the fd (O_CLOEXEC), or -1. Compiling costs about a millisecond, so a
  * process does it once per profile and every sandbox reuses the result. */
 int sbx_seccomp_compile_fd(enum sbx_seccomp_profile p, sbx_err *err);
+/* The same programs compiled when sandboxd was built (isolate/bpfgen/, the
+ * same code and libseccomp), in a sealed memfd like sbx_seccomp_compile_fd's:
+ * for a one-shot `sandboxd run`, which would otherwise compile at every
+ * start. The unit tests check that both are the same bytes. */
+int sbx_seccomp_prebuilt_fd(enum sbx_seccomp_profile p, sbx_err *err);
 
 /* The compiled programs read back from such an fd, for loading after fork. */
 struct sbx_seccomp_progs {

@@ -284,6 +284,19 @@ static int send_reply(int sock, const struct reply *r, const int *fds)
     return n == (ssize_t)sizeof(*r) ? 0 : -1;
 }
 
+/* spec's net_rules prepared here, once (sandbox.h): libnftables is loaded
+ * by the spawner, not again by every sandbox's rules process. */
+static int net_prepare(const struct sbx_spec *spec, sbx_err *err)
+{
+    static bool ready;
+    if (!spec->net_rules || ready)
+        return 0;
+    if (spec->net_rules(NULL, err) < 0)
+        return -1;
+    ready = true;
+    return 0;
+}
+
 /* One request: the sandbox made here, its fds handed over and closed. */
 static void serve_one(int sock, const char *msg, size_t len, struct reply *r)
 {
@@ -294,7 +307,7 @@ static void serve_one(int sock, const char *msg, size_t len, struct reply *r)
         r->rc = -1;
         sbx_err_set(&r->err, EPROTO, "spawner: malformed request");
         (void)send_reply(sock, r, NULL);
-    } else if (sbx_sandbox_spawn(&d.spec, &sb, &r->err) < 0) {
+    } else if (net_prepare(&d.spec, &r->err) < 0 || sbx_sandbox_spawn(&d.spec, &sb, &r->err) < 0) {
         r->rc = -1;
         (void)send_reply(sock, r, NULL);
     } else {

@@ -22,7 +22,6 @@
     X(SETUP, "setup")                                                                              \
     X(PDEATHSIG, "pdeathsig")                                                                      \
     X(HOSTNAME, "hostname")                                                                        \
-    X(USER_LIMITS, "user limits")                                                                  \
     X(LOOPBACK, "loopback")                                                                        \
     X(MAKE_PRIVATE, "make / private")                                                              \
     X(MKDIR, "mkdir")                                                                              \
@@ -41,6 +40,7 @@
     X(DETACH_OLD_ROOT, "detach old root")                                                          \
     X(REMOUNT_RO, "remount / read-only")                                                           \
     X(CHDIR_WORKSPACE, "chdir /workspace")                                                         \
+    X(USER_LIMITS, "user limits")                                                                  \
     X(CGROUP_NS, "cgroup namespace")                                                               \
     X(SESSION, "session")                                                                          \
     X(FDS, "fds")                                                                                  \

@@ -54,10 +54,13 @@ struct sbx_egress;
  * redirected to the transparent listener, the rest dropped), as the text
  * sbx_egress_rules applies; the caller frees it. */
 char *sbx_egress_rules_text(const struct sbx_policy *p, sbx_err *err);
-/* Apply rules (sbx_egress_rules_text) in the caller's network namespace: for
+/* Apply rules (sbx_egress_rules_text) in the caller's network namespace,
+ * after its routes (127.0.0.2 on loopback, which must be up; the default
+ * routes via loopback that the redirect needs): for
  * sbx_spec.net_rules. libnftables waits with select(), so this must run in a
  * process whose fds are all below FD_SETSIZE (the sandbox's setup gives it
- * one), never in the daemon. */
+ * one), never in the daemon. rules NULL: sbx_egress_rules_load only (in a
+ * creator: sbx_spec.net_rules). */
 int sbx_egress_rules(const char *rules, sbx_err *err);
 /* Load libnftables (once) in the creator, so its sandboxes inherit it: before
  * a spawn whose spec has net_rules. */

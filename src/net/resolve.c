@@ -412,6 +412,7 @@ struct answer {
 
 struct sbx_dns_answers {
     size_t max;
+    size_t cap; /* of e: grows by doubling up to max as names are answered */
     size_t used;
     uint64_t seq;
     unsigned next_alias; /* the last alias host number given */
@@ -421,6 +422,10 @@ struct sbx_dns_answers {
 /* A few thousand entries at most per sandbox: a linear scan costs less than
  * the DNS round trip or the connect it serves. */
 #define ANSWERS_DEFAULT 4096
+/* The first allocation: most sandboxes ask for a few names, and every live
+ * session has a table (at 1024 entries of ~300 bytes, made up front, a
+ * heap that reused memory paid 300 KiB of it per session). */
+#define ANSWERS_FIRST 8
 
 struct sbx_dns_answers *sbx_dns_answers_new(size_t max_entries)
 {
@@ -428,12 +433,25 @@ struct sbx_dns_answers *sbx_dns_answers_new(size_t max_entries)
     if (!a)
         return NULL;
     a->max = max_entries ? max_entries : ANSWERS_DEFAULT;
-    a->e = calloc(a->max, sizeof(*a->e));
-    if (!a->e) {
-        free(a);
-        return NULL;
-    }
     return a;
+}
+
+/* Room for one more entry: 0, or -1 (at max, or out of memory). */
+static int grow(struct sbx_dns_answers *a)
+{
+    if (a->used < a->cap)
+        return 0;
+    if (a->cap >= a->max)
+        return -1;
+    size_t cap = a->cap ? a->cap * 2 : ANSWERS_FIRST;
+    if (cap > a->max)
+        cap = a->max;
+    struct answer *e = realloc(a->e, cap * sizeof(*e));
+    if (!e)
+        return -1;
+    a->e = e;
+    a->cap = cap;
+    return 0;
 }
 
 void sbx_dns_answers_free(struct sbx_dns_answers *a)
@@ -457,9 +475,11 @@ void sbx_dns_answers_add(struct sbx_dns_answers *a, const char *name, const stru
     if (addr->family != AF_INET && addr->family != AF_INET6)
         return;
     struct answer *e = find(a, addr);
-    if (!e && a->used < a->max) {
+    if (!e && grow(a) == 0) {
         e = &a->e[a->used++];
     } else if (!e) {
+        if (!a->used)
+            return;   /* no memory for even one: the name is not remembered */
         e = &a->e[0]; /* full: the oldest answer goes */
         for (size_t i = 1; i < a->used; i++)
             if (a->e[i].seq < e->seq)

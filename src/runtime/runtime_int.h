@@ -116,6 +116,7 @@ struct rt_session {
     struct event *ev_ready; /* init's first message, while not ready */
     bool ready;             /* its pid 1 holds the namespaces: tasks may join */
     bool formatting;        /* waiting for its workspace image, not spawned yet */
+    void *spawning;         /* its sandbox asked of the spawner (sbx_spawn_async) */
     struct rt_waiter *waiters;
     unsigned tasks;
     struct sbx_cg_limits lim; /* of its cgroup; zero fields: the settings' defaults */

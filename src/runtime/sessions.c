@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/time.h"
 #include "exec/env.h"
+#include "exec/task.h"
 #include "isolate/spawner.h"
 #include "runtime/runtime_int.h"
 
@@ -62,28 +63,28 @@ static void on_release(evutil_socket_t fd, short what, void *arg)
     release_try(arg);
 }
 
-/* Kill x's sandbox and release it from the loop; without a record for it,
- * the bounded synchronous release (only when memory is short). The first
- * step is never taken here: release_step is for an init that has exited,
- * and this one was only just killed (whether it is dead yet is a race with
- * the kernel), and a step's failure is logged only by release_try. */
-static void session_release(struct rt_session *x)
+/* Kill a session's sandbox sb and release it from the loop; without a
+ * record for it, the bounded synchronous release (only when memory is
+ * short). The first step is never taken here: release_step is for an init
+ * that has exited, and this one was only just killed (whether it is dead yet
+ * is a race with the kernel), and a step's failure is logged only by
+ * release_try. */
+static void sandbox_release(struct sbx_runtime *rt, struct sbx_sandbox *sb, const char *cgname)
 {
-    struct sbx_runtime *rt = x->rt;
-    if (x->sb.pidfd < 0 && !x->sb.cg_made) {
-        sbx_sandbox_abandon(&x->sb); /* never spawned: its fds, if any */
+    if (sb->pidfd < 0 && !sb->cg_made) {
+        sbx_sandbox_abandon(sb); /* never spawned: its fds, if any */
         return;
     }
-    sbx_sandbox_kill(&x->sb);
+    sbx_sandbox_kill(sb);
     struct rt_release *r = calloc(1, sizeof(*r));
     if (!r || !(r->ev = evtimer_new(rt->o.base, on_release, r))) {
         free(r);
-        sbx_sandbox_release(&x->sb, NULL);
+        sbx_sandbox_release(sb, NULL);
         return;
     }
     r->rt = rt;
-    r->sb = x->sb;
-    snprintf(r->cgname, sizeof(r->cgname), "%s", x->cgname);
+    r->sb = *sb;
+    snprintf(r->cgname, sizeof(r->cgname), "%s", cgname);
     r->deadline = sbx_mono_ms() + RELEASE_BOUND_MS;
     r->next = rt->releasing;
     rt->releasing = r;
@@ -92,6 +93,19 @@ static void session_release(struct rt_session *x)
         sbx_sandbox_release(&r->sb, NULL);
         release_free(r);
     }
+}
+
+static void session_release(struct rt_session *x)
+{
+    sandbox_release(x->rt, &x->sb, x->cgname);
+}
+
+/* The sandbox of a session that ended while the spawner made it: released
+ * like a session's (killed at once, its cgroup removed once empty). */
+static void on_orphan_spawned(void *ud, int rc, struct sbx_sandbox *sb, const sbx_err *err)
+{
+    if (rc == 1)
+        sandbox_release(ud, sb, "(a session ended while starting)");
 }
 
 void rt_releases_finish(struct sbx_runtime *rt)
@@ -133,6 +147,8 @@ void rt_session_free(struct rt_session *x)
         event_free(x->ev_ready);
     if (x->formatting)
         sbx_runtime_workspace_unwait(rt, x);
+    if (x->spawning) /* the sandbox that comes for it is released */
+        sbx_spawn_async_cancel(x->spawning, on_orphan_spawned, rt);
     /* Its running tasks end as canceled (124), not as a sandbox that broke
      * under them. */
     for (struct rt_task *t = rt->active; t; t = t->all_next)
@@ -235,7 +251,14 @@ static void session_failed(struct rt_session *x, const sbx_err *e)
             sbx_log_safe(x->name, name_s, sizeof(name_s)),
             sbx_log_safe(sbx_err_format(e, msg, sizeof(msg)), why, sizeof(why)));
     struct sbx_runtime *rt = x->rt;
-    session_notify(x, e);
+    /* The caller hears what failed and where (a bare "fork" says little);
+     * EAGAIN at a clone or fork is a process cap. */
+    sbx_err told = {0};
+    sbx_err_set(&told, e->errnum, "session %s could not be set up: %s%s", x->name,
+                sbx_err_format(e, msg, sizeof(msg)),
+                e->errnum == EAGAIN ? " (a process cap: sandbox.total_pids or the host's)" : "");
+    memcpy(told.stage, e->stage, sizeof(told.stage));
+    session_notify(x, &told);
     rt_session_free(x);
     rt_start_next(rt); /* what waited for it runs now, without it */
 }
@@ -284,8 +307,25 @@ void sbx_runtime_session_unwait(struct sbx_runtime *rt, void *ud)
         rt_waiters_drop(&x->waiters, ud);
 }
 
-/* Make x's sandbox (its workspace is ready): set up from the loop, its
- * STARTED message tells it is ready. */
+static int session_made(struct rt_session *x, sbx_err *err);
+
+/* The spawner's answer for x. */
+static void on_session_spawned(void *ud, int rc, struct sbx_sandbox *sb, const sbx_err *err)
+{
+    struct rt_session *x = ud;
+    sbx_err e = {0};
+    x->spawning = NULL;
+    if (rc != 1) {
+        session_failed(x, err);
+        return;
+    }
+    x->sb = *sb;
+    if (session_made(x, &e) < 0)
+        session_failed(x, &e);
+}
+
+/* Make x's sandbox (its workspace is ready): asked of the spawner, set up
+ * from the loop; its STARTED message tells it is ready. */
 static int session_spawn(struct rt_session *x, sbx_err *err)
 {
     struct sbx_runtime *rt = x->rt;
@@ -339,8 +379,20 @@ static int session_spawn(struct rt_session *x, sbx_err *err)
         spec.n_mounts = rt->clone_mounts(rt->clone_mounts_ud, &c, mounts, SBX_MOUNTS_MAX);
         spec.mounts = mounts;
     }
-    if (sbx_spawn(&spec, &x->sb, err) < 0)
+    /* From the spawner without waiting (its pids cap counts the holder at
+     * its clone: isolate/spawner.h); in-process when it cannot. */
+    if (sbx_spawn_async(rt->o.base, &spec, on_session_spawned, x, &x->spawning) == 1)
+        return 0;
+    if (sbx_spawn_local(&spec, &x->sb, err) < 0)
         return -1;
+    return session_made(x, err);
+}
+
+/* x's sandbox is made (x->sb): its egress, its fds, its events. */
+static int session_made(struct rt_session *x, sbx_err *err)
+{
+    struct sbx_runtime *rt = x->rt;
+    const struct sbx_runtime_settings *set = &rt->settings;
     if (set->net == SBX_NET_PROXY) {
         x->egress_opts = rt_egress_opts(rt, rt->o.policy, rt_session_flow, x);
         if (!(x->egress = sbx_egress_start(&x->egress_opts, x->sb.netns_fd, err)))

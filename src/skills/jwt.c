@@ -2,9 +2,10 @@
 
 #include <jansson.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/digest.h"
 
 /* base64url without padding (RFC 7515), appended at out; returns its end. */
 static char *b64url(const unsigned char *in, size_t n, char *out)
@@ -43,15 +44,14 @@ char *sbx_jwt_hs256(const struct sbx_jwt_claims *c, const void *secret, size_t s
     *end++ = '.';
     end = b64url((const unsigned char *)payload, plen, end);
     free(payload);
-    unsigned char mac[EVP_MAX_MD_SIZE];
-    unsigned int mac_len = 0;
-    if (!HMAC(EVP_sha256(), secret, (int)secret_len, (const unsigned char *)tok,
-              (size_t)(end - tok), mac, &mac_len)) {
+    /* base/digest.h's HMAC, not libcrypto's HMAC(): that one goes through
+     * EVP and links all of libcrypto's providers into the daemon. */
+    uint8_t mac[SBX_SHA256_SIZE];
+    if (sbx_hmac_sha256(secret, secret_len, tok, (size_t)(end - tok), mac, err) < 0) {
         free(tok);
-        sbx_err_set(err, EIO, "token: HMAC-SHA256 failed");
         return NULL;
     }
     *end++ = '.';
-    b64url(mac, mac_len, end);
+    b64url(mac, sizeof(mac), end);
     return tok;
 }

@@ -676,6 +676,101 @@ static uint64_t lower_u(uint64_t declared, uint64_t tenant)
     return declared && declared < tenant ? declared : tenant;
 }
 
+/* argv: the action's script under /skill, with its interpreter by suffix. */
+static int skill_argv(const char *file, const char *const *args, struct sbx_skill_task *h)
+{
+    const char *dot = strrchr(file, '.');
+    const char *interp = !dot                      ? NULL
+                         : strcmp(dot, ".sh") == 0 ? "/bin/bash"
+                         : strcmp(dot, ".js") == 0 ? "node"
+                                                   : "python3";
+    size_t n_args = args ? sbx_strv_len(args) : 0, k = 0;
+    if (!(h->argv = calloc(n_args + 3, sizeof(char *))) ||
+        (interp && !(h->argv[k++] = strdup(interp))) ||
+        asprintf(&h->argv[k++], "/skill/scripts/%s", file) < 0) {
+        if (k)
+            h->argv[k - 1] = NULL; /* asprintf leaves it undefined on failure */
+        return -1;
+    }
+    for (size_t i = 0; i < n_args; i++)
+        if (!(h->argv[k++] = strdup(args[i])))
+            return -1;
+    return 0;
+}
+
+/* env: the request's, then UR_TOKEN (fresh for this task, an hour at
+ * most), UR_BASE_URL and the SKILL_* names. */
+static int skill_env(struct sbx_skills *sk, const struct sbx_task_request *req, const char *name,
+                     const char *version, const char *action, struct sbx_skill_task *h,
+                     sbx_err *err)
+{
+    int64_t now = (int64_t)time(NULL);
+    struct sbx_jwt_claims cl = {.sub = req->clone.id,
+                                .tenant = req->clone.tenant,
+                                .aud = sk->audience,
+                                .iat = now,
+                                .exp = now + (int64_t)sk->token_ttl_s};
+    char *tok = sbx_jwt_hs256(&cl, sk->secret, sk->secret_len, err);
+    if (!tok)
+        return -1;
+    size_t n_env = req->env ? sbx_strv_len(req->env) : 0, e = 0;
+    bool ok = (h->env = calloc(n_env + 8, sizeof(char *))) != NULL;
+    for (; ok && e < n_env; e++)
+        ok = (h->env[e] = strdup(req->env[e])) != NULL;
+    /* each asprintf that fails leaves its slot undefined: cleared below */
+    ok = ok && asprintf(&h->env[e++], "UR_TOKEN=%s", tok) >= 0 &&
+         (!sk->ur_base_url || asprintf(&h->env[e++], "UR_BASE_URL=%s", sk->ur_base_url) >= 0) &&
+         asprintf(&h->env[e++], "SKILL_NAME=%s", name) >= 0 &&
+         asprintf(&h->env[e++], "SKILL_VERSION=%s", version) >= 0 &&
+         asprintf(&h->env[e++], "SKILL_ACTION=%s", action) >= 0 &&
+         (h->env[e++] = strdup("SKILL_DIR=/skill")) != NULL;
+    free(tok);
+    if (!ok) {
+        if (h->env && e)
+            h->env[e - 1] = NULL;
+        return sbx_err_set(err, ENOMEM, "skill task");
+    }
+    return 0;
+}
+
+/* A community ("mapped") skill: strict seccomp, default-deny egress opened
+ * only to the hosts its SKILL.md declares, the lower of its and the tenant's
+ * limits. */
+static int skill_community(struct sbx_skills *sk, const struct sk_resolved *r,
+                           struct sbx_task_request *req, struct sbx_skill_task *h)
+{
+    const struct sbx_runtime_settings *set = sk->rt ? sbx_runtime_settings(sk->rt) : NULL;
+    json_t *sb = json_object_get(json_object_get(r->ver, "md"), "sandbox");
+    json_t *hosts = json_object_get(sb, "network"), *lim = json_object_get(sb, "limits");
+    req->strict = true;
+    req->declared_only = true;
+    /* never more network than the daemon's or the request's: none stays none */
+    bool none = (set && set->net == SBX_NET_NONE) || req->net == SBX_NET_NONE;
+    req->net = none ? SBX_NET_NONE : SBX_NET_PROXY;
+    req->net_default = SBX_DEFAULT_DENY;
+    if (!(h->allow = calloc(json_array_size(hosts) + 1, sizeof(char *))))
+        return -1;
+    for (size_t i = 0; i < json_array_size(hosts); i++)
+        if (!(h->allow[i] = strdup(json_string_value(json_array_get(hosts, i)))))
+            return -1;
+    req->allow = (const char *const *)h->allow; /* the caller's deny rules stay */
+    if (!set)
+        return 0;
+    uint64_t mem = lower_u((uint64_t)json_integer_value(json_object_get(lim, "memoryBytes")),
+                           req->memory_bytes ? req->memory_bytes : set->limits.memory_bytes);
+    uint64_t pids = lower_u((uint64_t)json_integer_value(json_object_get(lim, "pids")),
+                            req->pids ? req->pids : set->limits.pids);
+    double cpu = json_number_value(json_object_get(lim, "cpu"));
+    double tcpu = req->cpu_cores > 0 ? req->cpu_cores : set->limits.cpu_cores;
+    double to = json_number_value(json_object_get(lim, "timeoutSeconds"));
+    double tto = req->timeout_s > 0 ? req->timeout_s : set->limits.timeout_s;
+    req->memory_bytes = mem < (8u << 20) ? (8u << 20) : mem;
+    req->pids = pids;
+    req->cpu_cores = cpu > 0 && cpu < tcpu ? cpu : tcpu;
+    req->timeout_s = to > 0 && to < tto ? to : tto;
+    return 0;
+}
+
 int sbx_skills_task(struct sbx_skills *sk, const char *name, const char *action,
                     const char *const *args, struct sbx_task_request *req, struct sbx_skill_task *h,
                     sbx_err *err)
@@ -694,64 +789,16 @@ int sbx_skills_task(struct sbx_skills *sk, const char *name, const char *action,
                          : NULL;
     if (!script)
         return sbx_err_set(err, EINVAL, "unsupported skill action: %s/%s", name, action);
-    const char *file = json_string_value(script), *dot = strrchr(file, '.');
-    const char *interp = !dot                      ? NULL
-                         : strcmp(dot, ".sh") == 0 ? "/bin/bash"
-                         : strcmp(dot, ".js") == 0 ? "node"
-                                                   : "python3";
-    size_t n_args = args ? sbx_strv_len(args) : 0;
-    h->argv = calloc(n_args + 3, sizeof(char *));
-    char *path = NULL;
-    if (!h->argv || asprintf(&path, "/skill/scripts/%s", file) < 0)
-        goto oom;
-    size_t k = 0;
-    if (interp && !(h->argv[k++] = strdup(interp)))
-        goto oom;
-    h->argv[k++] = path;
-    path = NULL;
-    for (size_t i = 0; i < n_args; i++)
-        if (!(h->argv[k++] = strdup(args[i])))
-            goto oom;
     const char *src = json_string_value(json_object_get(r.skill, "source"));
     const char *trust = json_string_value(json_object_get(r.skill, "trustLevel"));
-    if (!(h->strs[0] = strdup(json_string_value(json_object_get(r.ver, "dir")))) ||
+    if (skill_argv(json_string_value(script), args, h) < 0 ||
+        !(h->strs[0] = strdup(json_string_value(json_object_get(r.ver, "dir")))) ||
         !(h->strs[1] = strdup(src)) || !(h->strs[2] = strdup(trust)) ||
         !(h->strs[3] = strdup(r.version)) || !(h->strs[4] = strdup(name)))
         goto oom;
     h->mount = (struct sbx_mount){.host = h->strs[0], .inside = "/skill"};
-
-    /* UR_TOKEN: fresh for this task, an hour at most */
-    int64_t now = (int64_t)time(NULL);
-    struct sbx_jwt_claims cl = {.sub = req->clone.id,
-                                .tenant = req->clone.tenant,
-                                .aud = sk->audience,
-                                .iat = now,
-                                .exp = now + (int64_t)sk->token_ttl_s};
-    char *tok = sbx_jwt_hs256(&cl, sk->secret, sk->secret_len, err);
-    if (!tok)
+    if (skill_env(sk, req, name, r.version, action, h, err) < 0)
         goto fail;
-    size_t n_env = req->env ? sbx_strv_len(req->env) : 0;
-    h->env = calloc(n_env + 8, sizeof(char *));
-    if (!h->env) {
-        free(tok);
-        goto oom;
-    }
-    for (size_t i = 0; i < n_env; i++)
-        if (!(h->env[i] = strdup(req->env[i]))) {
-            free(tok);
-            goto oom;
-        }
-    size_t e = n_env;
-    int rc = asprintf(&h->env[e++], "UR_TOKEN=%s", tok);
-    free(tok);
-    if (rc < 0 ||
-        (sk->ur_base_url && asprintf(&h->env[e++], "UR_BASE_URL=%s", sk->ur_base_url) < 0) ||
-        asprintf(&h->env[e++], "SKILL_NAME=%s", name) < 0 ||
-        asprintf(&h->env[e++], "SKILL_VERSION=%s", r.version) < 0 ||
-        asprintf(&h->env[e++], "SKILL_ACTION=%s", action) < 0 ||
-        !(h->env[e++] = strdup("SKILL_DIR=/skill")))
-        goto oom;
-
     req->argv = (const char *const *)h->argv;
     req->language = req->code = NULL;
     req->env = (const char *const *)h->env;
@@ -761,44 +808,10 @@ int sbx_skills_task(struct sbx_skills *sk, const char *name, const char *action,
     req->skill_source = h->strs[1];
     req->skill_trust = h->strs[2];
     req->skill_version = h->strs[3];
-    if (strcmp(src, "mapped") == 0) {
-        /* community: strict seccomp, default-deny egress opened only to the
-         * hosts its SKILL.md declares, the lower of its and the tenant's limits */
-        const struct sbx_runtime_settings *set = sk->rt ? sbx_runtime_settings(sk->rt) : NULL;
-        json_t *sb = json_object_get(json_object_get(r.ver, "md"), "sandbox");
-        json_t *hosts = json_object_get(sb, "network"), *lim = json_object_get(sb, "limits");
-        req->strict = true;
-        req->declared_only = true;
-        /* never more network than the daemon's or the request's: none stays none */
-        bool none = (set && set->net == SBX_NET_NONE) || req->net == SBX_NET_NONE;
-        req->net = none ? SBX_NET_NONE : SBX_NET_PROXY;
-        req->net_default = SBX_DEFAULT_DENY;
-        h->allow = calloc(json_array_size(hosts) + 1, sizeof(char *));
-        if (!h->allow)
-            goto oom;
-        for (size_t i = 0; i < json_array_size(hosts); i++)
-            if (!(h->allow[i] = strdup(json_string_value(json_array_get(hosts, i)))))
-                goto oom;
-        req->allow = (const char *const *)h->allow; /* the caller's deny rules stay */
-        if (set) {
-            uint64_t mem =
-                lower_u((uint64_t)json_integer_value(json_object_get(lim, "memoryBytes")),
-                        req->memory_bytes ? req->memory_bytes : set->limits.memory_bytes);
-            uint64_t pids = lower_u((uint64_t)json_integer_value(json_object_get(lim, "pids")),
-                                    req->pids ? req->pids : set->limits.pids);
-            double cpu = json_number_value(json_object_get(lim, "cpu"));
-            double tcpu = req->cpu_cores > 0 ? req->cpu_cores : set->limits.cpu_cores;
-            double to = json_number_value(json_object_get(lim, "timeoutSeconds"));
-            double tto = req->timeout_s > 0 ? req->timeout_s : set->limits.timeout_s;
-            req->memory_bytes = mem < (8u << 20) ? (8u << 20) : mem;
-            req->pids = pids;
-            req->cpu_cores = cpu > 0 && cpu < tcpu ? cpu : tcpu;
-            req->timeout_s = to > 0 && to < tto ? to : tto;
-        }
-    }
+    if (strcmp(src, "mapped") == 0 && skill_community(sk, &r, req, h) < 0)
+        goto oom;
     return 0;
 oom:
-    free(path);
     sbx_err_set(err, ENOMEM, "skill task");
 fail:
     sbx_skill_task_free(h);

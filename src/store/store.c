@@ -216,6 +216,22 @@ int sbx_store_health(struct sbx_store *st, sbx_err *err)
     return 0;
 }
 
+bool sbx_store_shrink_when_idle(struct sbx_store *st, int64_t idle_ms)
+{
+    int64_t n = sqlite3_total_changes64(st->db), now = sbx_mono_ms();
+    if (n != st->changes || !st->changed_ms) {
+        st->changes = n;
+        st->changed_ms = now;
+        st->shrunk = false;
+        return false;
+    }
+    if (st->shrunk || now - st->changed_ms < idle_ms)
+        return false;
+    sqlite3_db_release_memory(st->db);
+    st->shrunk = true;
+    return true;
+}
+
 uint64_t sbx_store_output_max(const struct sbx_store *st)
 {
     return st->output_max;

@@ -59,6 +59,12 @@ void sbx_store_close(struct sbx_store *st);
  * spent and cannot be made again (tried at most once a second), or its
  * filesystem has less than 1 MiB free. For readiness. */
 int sbx_store_health(struct sbx_store *st, sbx_err *err);
+/* Give back the memory a load grew: when nothing was written through the
+ * store for idle_ms, free SQLite's cached pages (sqlite3_db_release_memory;
+ * its page cache grows to cache_size, 2 MB, under load and stays there), once
+ * per idle period. Cheap to call often (the daemon's 1-s timer). True when it
+ * released now. */
+bool sbx_store_shrink_when_idle(struct sbx_store *st, int64_t idle_ms);
 /* The store's output_max. */
 uint64_t sbx_store_output_max(const struct sbx_store *st);
 /* PRAGMA user_version of the open file. */

@@ -65,7 +65,10 @@ struct sbx_store {
     int64_t reserve_tried; /* sbx_mono_ms() of the last try to make it */
     int write_errnum;      /* of the last failed write, 0 once one succeeds */
     char write_error[SBX_ERR_MSG_MAX];
-    bool in_callback; /* a caller's callback is running: no re-entry */
+    bool in_callback;   /* a caller's callback is running: no re-entry */
+    int64_t changes;    /* sqlite3_total_changes64 when last looked at */
+    int64_t changed_ms; /* sbx_mono_ms() when it last moved */
+    bool shrunk;        /* the cache was released since then */
     sqlite3_stmt *stmts[STMT__COUNT];
     sqlite3_stmt *list_stmts[STORE_LIST_VARIANTS];
 };

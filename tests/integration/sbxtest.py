@@ -138,6 +138,43 @@ class Suite:
         sys.exit(1 if self.failed or not self.passed else 0)
 
 
+def own_cgroups(controllers=None):
+    """{controller: this process's own cgroup directory} for the v1
+    hierarchies (mountinfo's cgroup mounts, /proc/self/cgroup's paths), all
+    of them or those in controllers."""
+    mounts = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fstype, _src, opts = right.split()[:3]
+            if fstype != "cgroup":
+                continue
+            for c in opts.split(","):
+                if controllers is None or c in controllers:
+                    mounts[c] = left.split()[4]
+    own = {}
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, ctrls, path = line.strip().split(":", 2)
+            for c in ctrls.split(","):
+                if c in mounts:
+                    own[c] = os.path.join(mounts[c], path.lstrip("/"))
+    return own
+
+
+def rmdir_cgroup(path, tries=50):
+    """Remove an empty cgroup directory, retrying while the kernel still
+    counts an exiting process in it; a missing one is fine."""
+    for _ in range(tries):
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
 def check(cond, what, res=None):
     if not cond:
         raise AssertionError(what + ("" if res is None else "\n  " + repr(res)))

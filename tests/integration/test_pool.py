@@ -287,6 +287,25 @@ def startup_variables_of_its_own_mean_no_zygote():
 
 
 @S.case
+def the_memory_held_by_idle_pooled_sandboxes_is_reported():
+    check(pool_status(COLD)["memoryBytes"] is None, "no pool, no memory figure", pool_status(COLD))
+    per = {}
+    for name, d, body in (("plain", ON, {"command": ["true"]}),
+                          ("zygote", ZY, {"language": "python", "code": "pass"})):
+        run(d, body, "mem")
+        p = wait_idle(d)
+        check(p["memoryBytes"] > 0 and 0 < p["memoryPerSandboxBytes"] <= p["memoryBytes"]
+              and p["memoryBytes"] < p["idle"] * (256 << 20), name + ": pool memory reported", p)
+        per[name] = p["memoryPerSandboxBytes"]
+        st, text, _ = d.req("GET", "/metrics")
+        line = [x for x in text.splitlines() if x.startswith("sandbox_pool_memory_bytes ")]
+        check(st == 200 and len(line) == 1 and float(line[0].split()[1]) > 0,
+              name + ": /metrics has sandbox_pool_memory_bytes", line)
+    # a python interpreter started ahead holds megabytes; init alone does not
+    check(per["zygote"] > per["plain"] + (2 << 20), "a zygote's memory is counted", per)
+
+
+@S.case
 def bad_zygote_imports_are_refused():
     path = config("badz.yaml", "pool:\n  zygote_imports: ['os; import x']\n")
     p = subprocess.run([SANDBOXD, "serve", "--config", path, "--listen", "127.0.0.1:0",

@@ -2,8 +2,9 @@
 message on every surface: the task record, the event stream, /runtime/exec,
 seed 004's /execute, sandboxctl. The daemon runs in a mount namespace of its
 own where /proc/sys is read-only, as in a container: every sandbox's setup
-then fails at a step of its own (the user namespace's limits), the host's
-/proc/sys untouched."""
+then fails at a step of its own (its new /proc, which the kernel refuses while
+the daemon's /proc is partly covered; the message names /proc/sys), the
+host's /proc/sys untouched."""
 import http.client
 import json
 import os

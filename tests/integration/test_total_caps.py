@@ -15,7 +15,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from sbxtest import EXTENDED, SANDBOXD, ServeDaemon, Suite, check  # noqa: E402
+from sbxtest import (EXTENDED, SANDBOXD, ServeDaemon, Suite, check, own_cgroups,  # noqa: E402
+                     rmdir_cgroup)
 
 S = Suite("total_caps")
 TOKEN = "caps-" + "0123456789abcdef0123456789a"
@@ -25,36 +26,13 @@ TOTAL_PIDS = 40
 TOTAL_MEMORY = 160 << 20
 
 
-def own_cgroups():
-    """{controller: directory of this process's own cgroup} for the v1
-    hierarchies (mountinfo's cgroup mounts, /proc/self/cgroup's paths)."""
-    mounts = {}
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            left, _, right = line.partition(" - ")
-            fstype, _src, opts = right.split()[:3]
-            if fstype != "cgroup":
-                continue
-            for c in opts.split(","):
-                if c in CONTROLLERS:
-                    mounts[c] = left.split()[4]
-    own = {}
-    with open("/proc/self/cgroup") as f:
-        for line in f:
-            _, ctrls, path = line.strip().split(":", 2)
-            for c in ctrls.split(","):
-                if c in mounts:
-                    own[c] = os.path.join(mounts[c], path.lstrip("/"))
-    return own
-
-
 class Daemon(ServeDaemon):
     def req(self, method, path, body=None, token=TOKEN, timeout=20):
         return super().req(method, path, body, token=token, headers=EXTENDED, timeout=timeout)
 
 
 # The test's cgroups: beneath this process's own, one per hierarchy.
-OWN = own_cgroups()
+OWN = own_cgroups(CONTROLLERS)
 MINE = {}
 for ctrl, d in OWN.items():
     p = os.path.join(d, "sbxcaps-%d" % os.getpid())
@@ -192,13 +170,6 @@ S.case(caps_given_back_at_the_stop)
 D.stop()
 for ctrl in MINE:
     for d in (BASE[ctrl], MINE[ctrl]):
-        for _ in range(50):
-            try:
-                os.rmdir(d)
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                time.sleep(0.1)
+        rmdir_cgroup(d)
 shutil.rmtree(TMP, ignore_errors=True)
 S.finish()

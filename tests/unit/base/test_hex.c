@@ -57,12 +57,43 @@ static void users_unchanged(void **state)
     assert_string_equal(sha, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
+/* HMAC-SHA256 against RFC 4231's cases 1, 2 and 6 (a key longer than the
+ * block is hashed first). */
+static void hmac_sha256_vectors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key, *data, *mac;
+        size_t key_len;
+    } v[] = {
+        {"\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b\x0b",
+         "Hi There", "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7", 20},
+        {"Jefe", "what do ya want for nothing?",
+         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843", 4},
+        {NULL, "Test Using Larger Than Block-Size Key - Hash Key First",
+         "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54", 131},
+    };
+    char key131[131];
+    memset(key131, 0xaa, sizeof(key131));
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        uint8_t mac[SBX_SHA256_SIZE];
+        char hex[SBX_SHA256_HEX_SIZE];
+        sbx_err e = {0};
+        assert_int_equal(sbx_hmac_sha256(v[i].key ? v[i].key : key131, v[i].key_len, v[i].data,
+                                         strlen(v[i].data), mac, &e),
+                         0);
+        *sbx_hex_encode(mac, sizeof(mac), hex) = '\0';
+        assert_string_equal(hex, v[i].mac);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_byte_as_printf),
         cmocka_unit_test(runs_without_terminator),
         cmocka_unit_test(users_unchanged),
+        cmocka_unit_test(hmac_sha256_vectors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

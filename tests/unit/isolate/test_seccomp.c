@@ -233,6 +233,32 @@ static void test_compile_fd_layout(void **state)
     sbx_seccomp_progs_free(&p);
 }
 
+/* The programs embedded at build time are the very bytes this machine's
+ * libseccomp compiles from the same tables; sealed alike. */
+static void test_prebuilt_matches_compiled(void **state)
+{
+    for (int p = SBX_SECCOMP_DEFAULT; p <= SBX_SECCOMP_STRICT; p++) {
+        sbx_err err = {0};
+        int fds[2] = {sbx_seccomp_prebuilt_fd((enum sbx_seccomp_profile)p, &err),
+                      sbx_seccomp_compile_fd((enum sbx_seccomp_profile)p, &err)};
+        assert_true(fds[0] >= 0 && fds[1] >= 0);
+        assert_true(fcntl(fds[0], F_GET_SEALS) & F_SEAL_WRITE);
+        struct sbx_seccomp_progs got[2];
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(sbx_seccomp_progs_read(fds[i], &got[i], &err), 0);
+            close(fds[i]);
+        }
+        assert_true(got[0].len > 0);
+        assert_int_equal(got[0].len, got[1].len);
+        assert_memory_equal(got[0].buf, got[1].buf, got[0].len);
+        sbx_seccomp_progs_free(&got[0]);
+        sbx_seccomp_progs_free(&got[1]);
+    }
+    sbx_err err = {0};
+    assert_int_equal(sbx_seccomp_prebuilt_fd((enum sbx_seccomp_profile)42, &err), -1);
+    assert_int_equal(err.errnum, EINVAL);
+}
+
 /* A damaged buffer is refused before anything is installed (so this runs in
  * the test process itself). */
 static void test_progs_load_refuses_damage(void **state)
@@ -716,6 +742,7 @@ int main(void)
         cmocka_unit_test(test_bpf_len),
         cmocka_unit_test(test_compile_unknown_profile),
         cmocka_unit_test(test_compile_fd_layout),
+        cmocka_unit_test(test_prebuilt_matches_compiled),
         cmocka_unit_test(test_progs_load_refuses_damage),
         cmocka_unit_test(test_default_denies),
         cmocka_unit_test(test_strict_denies),

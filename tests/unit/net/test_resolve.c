@@ -524,6 +524,35 @@ static void answers_bounded_oldest_evicted(void **state)
     sbx_dns_answers_free(a);
 }
 
+/* The table grows as names are answered (by doubling, past its first
+ * allocation and its later ones), keeps every entry it moved, and still
+ * stops at its bound. */
+static void answers_grow_to_their_bound(void **state)
+{
+    struct sbx_dns_answers *a = sbx_dns_answers_new(40);
+    struct sbx_addr base = addr("10.1.0.0");
+    char name[32];
+    for (int i = 0; i < 40; i++) {
+        struct sbx_addr v = base;
+        v.u.v4.s_addr = htonl(0x0a010000u + (uint32_t)i);
+        snprintf(name, sizeof(name), "n%d.example", i);
+        sbx_dns_answers_add(a, name, &v);
+    }
+    for (int i = 0; i < 40; i++) {
+        struct sbx_addr v = base;
+        v.u.v4.s_addr = htonl(0x0a010000u + (uint32_t)i);
+        snprintf(name, sizeof(name), "n%d.example", i);
+        assert_string_equal(sbx_dns_answers_lookup(a, &v), name);
+    }
+    /* the 41st takes the oldest's place */
+    struct sbx_addr more = base;
+    more.u.v4.s_addr = htonl(0x0a010000u + 40);
+    sbx_dns_answers_add(a, "more.example", &more);
+    assert_string_equal(sbx_dns_answers_lookup(a, &more), "more.example");
+    assert_null(sbx_dns_answers_lookup(a, &base));
+    sbx_dns_answers_free(a);
+}
+
 /* A loopback answer's alias: from 198.19.255.0/24, the same for the same
  * name, mapped back to the real address; an ordinary answer is no alias. */
 static void loopback_aliases(void **state)
@@ -575,6 +604,7 @@ int main(void)
         cmocka_unit_test(name_check_edges),
         cmocka_unit_test(answers_latest_wins),
         cmocka_unit_test(answers_bounded_oldest_evicted),
+        cmocka_unit_test(answers_grow_to_their_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

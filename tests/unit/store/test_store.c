@@ -1177,6 +1177,31 @@ static void api_records(void **state)
     assert_string_equal(all, "t1/a=[];");
 }
 
+/* Idle after writes: the page cache is released once, and only once the
+ * writes stopped for the given time; a write starts a new idle period. */
+static void shrink_when_idle(void **state)
+{
+    struct fx *fx = *state;
+    char id[SBX_ID_SIZE];
+    for (int i = 0; i < 200; i++)
+        add_task(fx->st, "t1", NULL, 1000 + i, id);
+    int cur = 0, hi = 0;
+    assert_int_equal(sqlite3_db_status(fx->st->db, SQLITE_DBSTATUS_CACHE_USED, &cur, &hi, 0),
+                     SQLITE_OK);
+    assert_true(cur > 0);
+    assert_false(sbx_store_shrink_when_idle(fx->st, 0));     /* writes seen now */
+    assert_false(sbx_store_shrink_when_idle(fx->st, 60000)); /* not idle for a minute */
+    assert_true(sbx_store_shrink_when_idle(fx->st, 0));
+    int after = 0;
+    assert_int_equal(sqlite3_db_status(fx->st->db, SQLITE_DBSTATUS_CACHE_USED, &after, &hi, 0),
+                     SQLITE_OK);
+    assert_true(after < cur);
+    assert_false(sbx_store_shrink_when_idle(fx->st, 0)); /* once per idle period */
+    add_task(fx->st, "t1", NULL, 5000, id);
+    assert_false(sbx_store_shrink_when_idle(fx->st, 0));
+    assert_true(sbx_store_shrink_when_idle(fx->st, 0));
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1205,6 +1230,7 @@ int main(void)
         T(prune_in_batches),
         D(disk_full_keeps_store_consistent),
         T(api_records),
+        T(shrink_when_idle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

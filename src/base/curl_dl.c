@@ -1,18 +1,16 @@
 #define SBX_CURL_DL_SELF 1
-#include "cli/curl_dl.h"
+#include "base/curl_dl.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
+
+#include "base/dl.h"
 
 struct sbx_curl_fns sbx_curl;
 
 static bool loaded;
 
-static const struct {
-    const char *name;
-    size_t off;
-} syms[] = {
+static const struct sbx_dl_sym syms[] = {
 #define SYM(f)                                                                                     \
     {                                                                                              \
         "curl_" #f, offsetof(struct sbx_curl_fns, f)                                               \
@@ -21,33 +19,25 @@ static const struct {
     SYM(easy_cleanup),  SYM(easy_reset),     SYM(easy_setopt),      SYM(easy_getinfo),
     SYM(easy_perform),  SYM(easy_strerror),  SYM(slist_append),     SYM(slist_free_all),
     SYM(multi_init),    SYM(multi_cleanup),  SYM(multi_add_handle), SYM(multi_remove_handle),
-    SYM(multi_perform), SYM(multi_poll),     SYM(multi_info_read),
+    SYM(multi_perform), SYM(multi_poll),     SYM(multi_info_read),  SYM(multi_socket_action),
+    SYM(multi_assign),  SYM(multi_setopt),   SYM(getdate),
 #undef SYM
 };
 
-int sbx_cli_curl_load(sbx_err *err)
+int sbx_curl_load(sbx_err *err)
 {
     if (loaded)
         return 0;
-    /* Never unloaded: its symbols stay valid until exit. */
-    void *h = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return sbx_err_set(err, ENOENT, "libcurl.so.4 cannot be loaded (%s): install libcurl4",
-                           dlerror());
-    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-        void *f = dlsym(h, syms[i].name);
-        if (!f)
-            return sbx_err_set(err, ENOENT, "libcurl.so.4 has no %s: too old", syms[i].name);
-        /* POSIX: a data pointer from dlsym converts to the function's. */
-        *(void **)((char *)&sbx_curl + syms[i].off) = f;
-    }
+    if (sbx_dl_load("libcurl.so.4", "libcurl4", syms, sizeof(syms) / sizeof(syms[0]), &sbx_curl,
+                    err) < 0)
+        return -1;
     if (sbx_curl.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return sbx_err_set(err, EIO, "libcurl failed to start");
     loaded = true;
     return 0;
 }
 
-void sbx_cli_curl_unload(void)
+void sbx_curl_unload(void)
 {
     if (loaded)
         sbx_curl.global_cleanup();

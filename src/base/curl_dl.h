@@ -1,10 +1,13 @@
-/* libcurl, loaded only when it is needed: an https:// target, `sandboxctl
- * mcp` (curl's multi interface). Plain http:// and unix: targets go through
- * cli/plain.c, so a one-shot `sandboxctl exec` loads neither libcurl nor its
- * thirty-odd libraries (TLS, LDAP, SSH, Kerberos...), whose loading and
- * constructors cost more than the rest of the command (docs/performance.md).
- * Include this instead of <curl/curl.h>: the curl_* calls below then go
- * through the pointers sbx_cli_curl_load filled. */
+/* libcurl, loaded only when it is needed. In sandboxctl: an https:// target,
+ * `sandboxctl mcp` (curl's multi interface); plain http:// and unix: targets
+ * go through cli/plain.c, so a one-shot `sandboxctl exec` loads neither
+ * libcurl nor its thirty-odd libraries (TLS, LDAP, SSH, Kerberos...), whose
+ * loading and constructors cost more than the rest of the command. In
+ * sandboxd: the agent's first model request (agent/model.c), so an idle
+ * daemon maps none of them (about 8 MiB of its RSS, and linking libcurl made
+ * libssl.so bind to the executable's static libcrypto, which then exported
+ * all of it: docs/performance.md). Include this instead of <curl/curl.h>:
+ * the curl_* calls below then go through the pointers sbx_curl_load filled. */
 #pragma once
 
 #define CURL_DISABLE_TYPECHECK 1
@@ -33,14 +36,18 @@ struct sbx_curl_fns {
     __typeof__(curl_multi_perform) *multi_perform;
     __typeof__(curl_multi_poll) *multi_poll;
     __typeof__(curl_multi_info_read) *multi_info_read;
+    __typeof__(curl_multi_socket_action) *multi_socket_action;
+    __typeof__(curl_multi_assign) *multi_assign;
+    __typeof__(curl_multi_setopt) *multi_setopt;
+    __typeof__(curl_getdate) *getdate;
 };
 extern struct sbx_curl_fns sbx_curl;
 
 /* dlopen libcurl and curl_global_init it, once; -1 with err when it is not
  * installed or too old (curl_multi_poll: 7.66). */
-int sbx_cli_curl_load(sbx_err *err);
+int sbx_curl_load(sbx_err *err);
 /* curl_global_cleanup, when it was loaded. */
-void sbx_cli_curl_unload(void);
+void sbx_curl_unload(void);
 
 #ifndef SBX_CURL_DL_SELF
 #define curl_global_init (*sbx_curl.global_init)
@@ -66,4 +73,8 @@ void sbx_cli_curl_unload(void);
 #define curl_multi_perform (*sbx_curl.multi_perform)
 #define curl_multi_poll (*sbx_curl.multi_poll)
 #define curl_multi_info_read (*sbx_curl.multi_info_read)
+#define curl_multi_socket_action (*sbx_curl.multi_socket_action)
+#define curl_multi_assign (*sbx_curl.multi_assign)
+#define curl_multi_setopt (*sbx_curl.multi_setopt)
+#define curl_getdate (*sbx_curl.getdate)
 #endif

@@ -4,19 +4,24 @@
 (`pool.spawner: true`, the default), one without, and one with the spawner
 and the warm pool (`pool.enabled: true, max_idle: 8`: every task after a
 clone's first takes a sandbox built ahead), and one with the pool and
-python zygotes (`pool.zygote: true`: python3 started ahead in each pooled
-python sandbox), and each round runs, in turn:
+zygotes (`pool.zygote: true`: python3 or node started ahead in each pooled
+python or node sandbox), and each round runs, in turn:
 
   - a local one-shot `bwrap --unshare-all` of /bin/true (the binds of
     bench/startup.sh), and a bare `/usr/bin/python3 -c 'print(1)'` (the
     interpreter the sandbox runs, not whichever python3 is first in PATH);
   - `POST /runtime/exec {"command":["/bin/true"]}` on each daemon (one
     keep-alive connection per daemon);
-  - `POST /runtime/exec {"language":"python","code":"print(1)"}` on each.
+  - `POST /runtime/exec {"language":"python","code":"print(1)"}` on each;
+  - a bare `/usr/bin/node -e 0` (PATH, HOME and LANG only in its
+    environment, as a task's), and `POST /runtime/exec
+    {"language":"node","code":"0"}` on the spawner-on (cold), pool and
+    zygote daemons.
 
 Then the daemons' and the spawner's VmRSS (idle, and after the rounds), the
 CPU time of each daemon's own process per task, and, per daemon, C clients
-for S seconds (bench/api_load.c: tasks/s, p50, p99), alternated. The
+for S seconds (bench/api_load.c: tasks/s, p50, p99), alternated (S = 0:
+none). The
 machine's load average is printed with each part: it is shared.
 
 Needs root, bwrap, gcc. Usage: bench/spawner.py [ROUNDS] [CLIENTS] [SECONDS]
@@ -49,6 +54,11 @@ BWRAP = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/u
          "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/home/runner",
          "--bind", WB, "/workspace", "--chdir", "/workspace", "--uid", "10001",
          "--gid", "10001", "--new-session"]
+
+
+# bare node with an environment like a task's: a NODE_EXTRA_CA_CERTS in the
+# caller's (this machine has one) makes node load a CA bundle at start
+BARE_ENV = {"PATH": "/usr/bin:/bin", "HOME": TMP, "LANG": "C.UTF-8"}
 
 
 def load():
@@ -153,9 +163,9 @@ def comm(pid):
         return ""
 
 
-def run_ms(argv):
+def run_ms(argv, env=None):
     t0 = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
     return (time.perf_counter() - t0) * 1000
 
 
@@ -173,12 +183,15 @@ def main():
                 "spawner": sum(on.rss_kib(p) for p in on.pids())}
     true_body = {"command": ["/bin/true"]}
     py_body = {"language": "python", "code": "print(1)"}
+    node_body = {"language": "node", "code": "0"}
     series = {k: [] for k in ("bwrap /bin/true", "HTTP /bin/true, spawner on",
                               "HTTP /bin/true, spawner off", "bare python3 -c print(1)",
                               "HTTP python print(1), spawner on",
                               "HTTP python print(1), spawner off",
                               "HTTP /bin/true, pool on", "HTTP python print(1), pool on",
-                              "HTTP python print(1), pool + zygote on")}
+                              "HTTP python print(1), pool + zygote on",
+                              "bare node -e 0", "HTTP node 0, spawner on",
+                              "HTTP node 0, pool on", "HTTP node 0, pool + zygote on")}
     steps = [
         ("bwrap /bin/true", lambda: run_ms(BWRAP + ["/bin/true"])),
         ("HTTP /bin/true, spawner on", lambda: on.exec(true_body)),
@@ -189,6 +202,10 @@ def main():
         ("HTTP /bin/true, pool on", lambda: pool.exec(true_body)),
         ("HTTP python print(1), pool on", lambda: pool.exec(py_body)),
         ("HTTP python print(1), pool + zygote on", lambda: zyg.exec(py_body)),
+        ("bare node -e 0", lambda: run_ms(["/usr/bin/node", "-e", "0"], BARE_ENV)),
+        ("HTTP node 0, spawner on", lambda: on.exec(node_body)),
+        ("HTTP node 0, pool on", lambda: pool.exec(node_body)),
+        ("HTTP node 0, pool + zygote on", lambda: zyg.exec(node_body)),
     ]
     for _ in range(10):  # warm-up, uncounted
         for _, fn in steps:
@@ -221,13 +238,19 @@ def main():
               med["HTTP python print(1), spawner off"] / med["bare python3 -c print(1)"],
               med["HTTP python print(1), pool on"] / med["bare python3 -c print(1)"],
               med["HTTP python print(1), pool + zygote on"] / med["bare python3 -c print(1)"]))
+    print("HTTP node 0 / bare node -e 0: spawner on %.2f, pool on %.2f, pool + zygote on %.2f.\n"
+          % (med["HTTP node 0, spawner on"] / med["bare node -e 0"],
+             med["HTTP node 0, pool on"] / med["bare node -e 0"],
+             med["HTTP node 0, pool + zygote on"] / med["bare node -e 0"]))
     print("Pool after the rounds: %s; with zygotes: %s.\n" % (json.dumps(pool.pool()),
                                                             json.dumps(zyg.pool())))
-    n = 2 * ROUNDS  # each daemon's tasks (the zygote daemon: ROUNDS, not counted)
+    # each daemon's tasks: /bin/true and python, and node on "on" and "pool"
+    n = {"on": 3 * ROUNDS, "off": 2 * ROUNDS, "pool": 3 * ROUNDS}
     print("Daemon process CPU per task (its own utime+stime, not its children's): spawner on "
           "%.2f ms, off %.2f ms, pool on %.2f ms.\n" % (
-              (cpu1["on"] - cpu0["on"]) / n * 1000, (cpu1["off"] - cpu0["off"]) / n * 1000,
-              (cpu1["pool"] - cpu0["pool"]) / n * 1000))
+              (cpu1["on"] - cpu0["on"]) / n["on"] * 1000,
+              (cpu1["off"] - cpu0["off"]) / n["off"] * 1000,
+              (cpu1["pool"] - cpu0["pool"]) / n["pool"] * 1000))
     print("| memory (VmRSS KiB) | daemon, spawner on | its spawner | daemon, spawner off | "
           "daemon, pool on |")
     print("|---|---|---|---|---|")
@@ -236,6 +259,10 @@ def main():
     print("| after the rounds | %d | %d | %d | %d |\n" % (
         rss_after["on"], rss_after["spawner"], rss_after["off"], rss_after["pool"]))
     # Throughput, alternated: off, on, off, on.
+    if not SECONDS:
+        for d in (on, off, pool, zyg):
+            d.stop()
+        return
     load_bin = os.path.join(TMP, "api_load")
     subprocess.run(["gcc", "-O2", "-pthread", "-o", load_bin,
                     os.path.join(HERE, "api_load.c")], check=True)

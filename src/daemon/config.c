@@ -410,6 +410,7 @@ void sbx_config_free(struct sbx_config *c)
     cfg_strv_clear(&c->mount_roots, false);
     cfg_strv_clear(&c->pool.environments, false);
     cfg_strv_clear(&c->pool.zygote_imports, false);
+    cfg_strv_clear(&c->pool.zygote_node_requires, false);
     cfg_strv_clear(&c->ignored_env, false);
     free(c->skills.builtin_root);
     free(c->skills.common_root);

@@ -131,8 +131,9 @@
  *     idle_timeout: 5m
  *     environments: [python]   # unset: every environment
  *     spawner: true            # sandboxes made by a small process forked at start
- *     zygote: false            # python started ahead in pooled python sandboxes
- *     zygote_imports: [json]   # modules it imports ahead
+ *     zygote: false            # python/node started ahead in pooled code sandboxes
+ *     zygote_imports: [json]   # modules python imports ahead
+ *     zygote_node_requires: [http]   # builtin modules node loads ahead
  *
  * Lists and precedence: a source that sets a list replaces the whole list of
  * lower sources. Operator tokens are one such list (server.tokens entries

@@ -196,6 +196,8 @@ const struct setting cfg_settings[] = {
     {"pool", "spawner", NULL, NULL, 0, NULL, K_BOOL, OFF(pool.spawner), 0, 0, -1},
     {"pool", "zygote", NULL, NULL, 0, NULL, K_BOOL, OFF(pool.zygote), 0, 0, -1},
     {"pool", "zygote_imports", NULL, NULL, 0, NULL, K_KEYS, OFF(pool.zygote_imports), 0, 0, -1},
+    {"pool", "zygote_node_requires", NULL, NULL, 0, NULL, K_KEYS, OFF(pool.zygote_node_requires), 0,
+     0, -1},
 };
 const size_t cfg_n_settings = SBX_ARRAY_LEN(cfg_settings);
 

@@ -179,8 +179,8 @@ struct mounted_ws {
 
 struct sbx_runtime {
     struct sbx_runtime_opts o;
-    char **zygote_env; /* a python zygote's environment (no tenant's, no task's) */
-    char *zygote_code; /* its program (runtime/zygote.c) */
+    char **zygote_env;                    /* a zygote's environment (no tenant's, no task's) */
+    char *zygote_code[2];                 /* python's and node's programs (runtime/zygote.c) */
     struct sbx_runtime_settings settings; /* o.settings points here */
     char default_session[SBX_SEGMENT_MAX + 1];
     char cg_tag[SBX_RUNTIME_CG_TAG_SIZE]; /* in its sandboxes' cgroup names */
@@ -233,7 +233,7 @@ void rt_fail_queued(struct sbx_runtime *rt, const struct sbx_clone *c, const cha
 
 /* tasks.c */
 int rt_task_start(struct rt_task *t, sbx_err *err);
-/* A python code task that a zygote can run as cold python would
+/* A python or node code task that a zygote can run as the cold interpreter would
  * (runtime/zygote.c): 1 and argv (3 slots and NULL, pointing into rt and ev)
  * and envp set; 0 not. */
 int rt_zygote_for(struct sbx_runtime *rt, const struct rt_task *t, const struct sbx_environment *ev,

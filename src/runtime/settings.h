@@ -98,10 +98,12 @@ struct sbx_pool_settings {
     double idle_timeout_s;
     struct sbx_strv environments; /* canonical names; empty: all */
     bool spawner; /* make sandboxes in a spawner process forked at start (isolate/spawner.h) */
-    /* python code tasks of a pooled sandbox: the interpreter started ahead
-     * (runtime/zygote.c), these modules imported in it */
+    /* python and node code tasks of a pooled sandbox: the interpreter
+     * started ahead (runtime/zygote.c), these modules loaded in it (node:
+     * builtin ones only) */
     bool zygote;
     struct sbx_strv zygote_imports;
+    struct sbx_strv zygote_node_requires;
 };
 
 /* Workspace snapshots (runtime/snapshots.c): where the store is and what

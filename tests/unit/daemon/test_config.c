@@ -241,7 +241,8 @@ static const char *full_yaml =
     "  max_idle: 5\n"
     "  max_active: 20\n"
     "  idle_timeout: 5m\n"
-    "  environments: [python-3.9, py-safe]\n";
+    "  environments: [python-3.9, py-safe]\n"
+    "  zygote_node_requires: [http, zlib]\n";
 
 static void yaml_overrides_defaults(void **state)
 {
@@ -340,6 +341,8 @@ static void yaml_overrides_defaults(void **state)
     assert_int_equal(c.pool.environments.n, 2);
     assert_string_equal(c.pool.environments.v[0], "python"); /* the alias resolved */
     assert_string_equal(c.pool.environments.v[1], "py-safe");
+    assert_int_equal(c.pool.zygote_node_requires.n, 2);
+    assert_string_equal(c.pool.zygote_node_requires.v[1], "zlib");
     sbx_config_free(&c);
 }
 
@@ -878,6 +881,8 @@ static void environments_and_aliases(void **state)
                        "  environments: [python]\n",
                        NULL),
               "4:3: pool.environments: 'python' is not an environment");
+    assert_at(yaml_err("pool:\n  zygote_node_requires: [fs/promises]\n", NULL),
+              "2:3: pool.zygote_node_requires: 'fs/promises' may only hold letters, digits and _");
 }
 
 /* Seed 004's config.yaml: what means something here is understood, what does

@@ -234,6 +234,40 @@ static bool eligible(const struct sbx_task_opts *o)
            s->workspace && s->name && o->fds.init_exe >= 0 && o->fds.seccomp >= 0;
 }
 
+/* Limits a pooled sandbox cannot take at take time stay in its key.
+ * With cgroups, memory, pids and cpu are rewritten on the live cgroup
+ * (live_limits); without them they are init's rlimits and memory watch,
+ * fixed at its start. The file size and descriptor rlimits and the tmpfs
+ * size are set at the start too (they come from the configuration, not
+ * from a request). */
+static bool limits_live(const struct sbx_spec *s)
+{
+    return s->cg_host && s->cg_host->mode != SBX_CG_RLIMIT;
+}
+
+static void key_fixed_limits(const struct sbx_spec *s, char *out, size_t len)
+{
+    const struct sbx_cg_limits *l = &s->cg_limits;
+    int n = snprintf(out, len, "%llu %llu %llu", (unsigned long long)s->file_size_bytes,
+                     (unsigned long long)s->tmp_size_bytes, (unsigned long long)s->nofile);
+    if (!limits_live(s) && n > 0 && (size_t)n < len)
+        snprintf(out + n, len - (size_t)n, " %llu %llu %.17g", (unsigned long long)l->memory_bytes,
+                 (unsigned long long)l->pids, l->cpu_cores);
+}
+
+/* The task's cgroup limits on the pooled sandbox pe, before its command. */
+static int live_limits(struct pool_entry *pe, const struct sbx_spec *s, sbx_err *err)
+{
+    const struct sbx_cg_limits *was = &pe->spec.cg_limits, *lim = &s->cg_limits;
+    if (!limits_live(s) || (was->memory_bytes == lim->memory_bytes && was->pids == lim->pids &&
+                            was->cpu_cores == lim->cpu_cores))
+        return 0;
+    if (sbx_sandbox_relimit(&pe->sb, was, lim, err) < 0)
+        return -1;
+    pe->spec.cg_limits = *lim;
+    return 0;
+}
+
 static char *spec_key(const struct sbx_task_opts *o)
 {
     const struct sbx_spec *s = &o->spec;
@@ -262,14 +296,12 @@ static char *spec_key(const struct sbx_task_opts *o)
     sbx_hex_encode(binds, blen, hex);
     hex[2 * blen] = '\0';
     free(binds);
-    if (asprintf(&k, "%s\n%u %u %u\n%s\n%d %llu %llu %.17g %llu %llu %llu\n%p %d %d\n%s",
-                 s->workspace, (unsigned)s->host_id_base, (unsigned)s->uid, (unsigned)s->gid,
-                 s->rootfs ? s->rootfs : "", (int)s->writable_root,
-                 (unsigned long long)s->cg_limits.memory_bytes,
-                 (unsigned long long)s->cg_limits.pids, s->cg_limits.cpu_cores,
-                 (unsigned long long)s->file_size_bytes, (unsigned long long)s->tmp_size_bytes,
-                 (unsigned long long)s->nofile, (const void *)s->cg_host, o->fds.init_exe,
-                 o->fds.seccomp, hex) < 0)
+    char fixed[128];
+    key_fixed_limits(s, fixed, sizeof(fixed));
+    if (asprintf(&k, "%s\n%u %u %u\n%s\n%d %s\n%p %d %d\n%s", s->workspace,
+                 (unsigned)s->host_id_base, (unsigned)s->uid, (unsigned)s->gid,
+                 s->rootfs ? s->rootfs : "", (int)s->writable_root, fixed, (const void *)s->cg_host,
+                 o->fds.init_exe, o->fds.seccomp, hex) < 0)
         return NULL;
     return k;
 }
@@ -405,7 +437,10 @@ int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struc
         /* A workspace made again at the same path, a sandbox that died
          * idle: never served. */
         if (pe->dev != ws.st_dev || pe->ino != ws.st_ino || !still_fresh(pe) ||
+            live_limits(pe, &o->spec, &e) < 0 ||
             sbx_sandbox_send_command(&pe->sb, o->spec.argv, o->spec.envp, &e) < 0) {
+            if (e.msg[0])
+                sbx_log(SBX_LOG_INFO, "pool: a ready sandbox could not serve: %s", e.msg);
             discard(pe);
             continue;
         }

@@ -29,6 +29,8 @@ struct pool_entry {
     struct sbx_mount mounts[SBX_MOUNTS_MAX];
     char *mount_text[2 * SBX_MOUNTS_MAX];
     char **zygote_argv, **zygote_envp;
+    char *net_rules_arg; /* its egress's nftables rules (the policy's sets) */
+    void *net;           /* ready: its egress, under the placeholder (net_start) */
     struct sbx_spec spec;
     struct sbx_sandbox_fds fds;
     struct sbx_sandbox sb;
@@ -90,6 +92,7 @@ static void free_entry(struct pool_entry *pe)
     free(pe->workspace);
     free(pe->rootfs);
     free(pe->name);
+    free(pe->net_rules_arg);
     for (size_t i = 0; i < SBX_ARRAY_LEN(pe->mount_text); i++)
         free(pe->mount_text[i]);
     sbx_strv_free(pe->zygote_argv);
@@ -126,6 +129,8 @@ static void bury(struct sbx_sandbox *sb)
 static void discard(struct pool_entry *pe)
 {
     unlink_entry(pe);
+    if (pe->net)
+        P.cfg.net_drop(P.cfg.net_ctx, pe->net);
     if (pe->ready) {
         bury(&pe->sb);
         P.st.discarded++;
@@ -219,9 +224,23 @@ void sbx_pool_forget_workspace(const char *dir)
     }
 }
 
+/* Its network: none of its own (policy none), or an egress the pool can
+ * start ahead and the task bind at take (proxy); never the host's. */
+static bool net_poolable(const struct sbx_task_opts *o)
+{
+    const struct sbx_spec *s = &o->spec;
+    if (s->host_net)
+        return false;
+    if (!s->net_rules && !o->on_spawn)
+        return true;
+    return s->net_rules && s->net_rules_arg && o->on_spawn && o->on_take && P.cfg.net_start &&
+           P.cfg.net_drop;
+}
+
 /* A task the pool can serve: the caller's environment is pooled, and the
- * sandbox needs nothing made per task (no egress, no bind of the
- * environment's, no session). The clone's own binds are part of the key. */
+ * sandbox needs nothing made per task but what is bound at take (its
+ * limits, its egress's policy): no bind of the environment's, no session.
+ * The clone's own binds are part of the key. */
 static bool eligible(const struct sbx_task_opts *o)
 {
     const struct sbx_spec *s = &o->spec;
@@ -229,9 +248,9 @@ static bool eligible(const struct sbx_task_opts *o)
         if (s->mounts[i].root) /* an environment's: may name the task ({{.TaskID}}) */
             return false;
     return P.cfg.enabled && P.cfg.max_idle && o->poolable && sbx_spawner_fd() >= 0 && s->argv &&
-           s->argv[0] && !s->pooled && !s->host_net && !s->net_rules && !o->on_spawn &&
-           s->n_mounts <= SBX_MOUNTS_MAX && !s->session && s->join_pidfd < 0 && !s->host_view &&
-           s->workspace && s->name && o->fds.init_exe >= 0 && o->fds.seccomp >= 0;
+           s->argv[0] && !s->pooled && net_poolable(o) && s->n_mounts <= SBX_MOUNTS_MAX &&
+           !s->session && s->join_pidfd < 0 && !s->host_view && s->workspace && s->name &&
+           o->fds.init_exe >= 0 && o->fds.seccomp >= 0;
 }
 
 /* Limits a pooled sandbox cannot take at take time stay in its key.
@@ -298,12 +317,26 @@ static char *spec_key(const struct sbx_task_opts *o)
     free(binds);
     char fixed[128];
     key_fixed_limits(s, fixed, sizeof(fixed));
-    if (asprintf(&k, "%s\n%u %u %u\n%s\n%d %s\n%p %d %d\n%s", s->workspace,
+    /* An egress: its nftables rules hold the policy's address sets, made
+     * with the sandbox; the rest of the policy is bound at take. */
+    const char *rules = s->net_rules ? s->net_rules_arg : "";
+    if (asprintf(&k, "%s\n%u %u %u\n%s\n%d %s\n%p %d %d\n%s\n%d %zu\n%s", s->workspace,
                  (unsigned)s->host_id_base, (unsigned)s->uid, (unsigned)s->gid,
                  s->rootfs ? s->rootfs : "", (int)s->writable_root, fixed, (const void *)s->cg_host,
-                 o->fds.init_exe, o->fds.seccomp, hex) < 0)
+                 o->fds.init_exe, o->fds.seccomp, hex, s->net_rules != NULL, strlen(rules),
+                 rules) < 0)
         return NULL;
     return k;
+}
+
+/* The task's egress policy on pe's egress (the task's from now on), before
+ * its command is sent. */
+static int bind_net(struct pool_entry *pe, const struct sbx_task_opts *o, sbx_err *err)
+{
+    if (!pe->net)
+        return 0;
+    void *net = sbx_steal_pointer(&pe->net);
+    return o->on_take(o->ud, net, err);
 }
 
 /* Still waiting for its command: init alive, nothing said on the socket
@@ -383,6 +416,13 @@ static void refill(const struct sbx_task_opts *o, const char *key, const struct 
     }
     pe->spec.mounts = pe->mounts;
     pe->spec.net_rules_arg = NULL;
+    if (o->spec.net_rules) {
+        if (!(pe->net_rules_arg = strdup(o->spec.net_rules_arg))) {
+            free_entry(pe);
+            return;
+        }
+        pe->spec.net_rules_arg = pe->net_rules_arg;
+    }
     pe->spec.host_view_hidden = NULL;
     if (exec_spawner_ask_for_pool(P.base, &pe->spec, pe, &pe->waiter) != 1) {
         free_entry(pe);
@@ -397,7 +437,15 @@ void exec_pool_arrived(struct pool_entry *pe, int rc, struct sbx_sandbox *sb)
 {
     pe->waiter = NULL;
     sbx_err e = {0};
+    /* its egress first, as a cold task's (on_spawn), while its root is built */
+    if (rc == 1 && pe->spec.net_rules &&
+        !(pe->net = P.cfg.net_start(P.cfg.net_ctx, sb->netns_fd, &e))) {
+        bury(sb);
+        rc = -1;
+    }
     if (rc == 1 && sbx_sandbox_send_fds(sb, &pe->fds, &e) < 0) {
+        if (pe->net)
+            P.cfg.net_drop(P.cfg.net_ctx, sbx_steal_pointer(&pe->net));
         bury(sb);
         rc = -1;
     }
@@ -437,7 +485,7 @@ int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struc
         /* A workspace made again at the same path, a sandbox that died
          * idle: never served. */
         if (pe->dev != ws.st_dev || pe->ino != ws.st_ino || !still_fresh(pe) ||
-            live_limits(pe, &o->spec, &e) < 0 ||
+            live_limits(pe, &o->spec, &e) < 0 || bind_net(pe, o, &e) < 0 ||
             sbx_sandbox_send_command(&pe->sb, o->spec.argv, o->spec.envp, &e) < 0) {
             if (e.msg[0])
                 sbx_log(SBX_LOG_INFO, "pool: a ready sandbox could not serve: %s", e.msg);

@@ -21,7 +21,12 @@
 
 struct sbx_pool_config {
     bool enabled;
-    uint64_t max_idle;     /* sandboxes held ready (and being built), in all */
+    /* Sandboxes held ready (and being built) for one description (the
+     * spec but the command and what is bound at take): max_idle at first;
+     * one more each time a task of it finds none ready, back down as idle
+     * ones time out; never more than max_total in all. */
+    uint64_t max_idle;
+    uint64_t max_total;
     uint64_t max_active;   /* no refill while this many tasks run; 0: no bound */
     double idle_timeout_s; /* an idle sandbox older than this is discarded */
     /* Sandboxes with an egress (spec.net_rules, a task with on_spawn and

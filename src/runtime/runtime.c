@@ -87,6 +87,7 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
         o->base, &(struct sbx_pool_config){
                      .enabled = ps->enabled,
                      .max_idle = ps->size,
+                     .max_total = ps->max_total,
                      .max_active = ps->max_active ? ps->max_active : rt->settings.max_concurrent,
                      .idle_timeout_s = ps->idle_timeout_s,
                      .net_start = rt_pool_egress_start,

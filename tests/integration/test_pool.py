@@ -40,7 +40,8 @@ POOL = ("sandbox:\n  network_policy: none\n"
         "pool:\n  enabled: true\n  max_idle: 4\n  idle_timeout: %s\n")
 ON = Daemon(os.path.join(TMP, "on"), TOKEN, config=config("on.yaml", POOL % "60s")).start()
 COLD = Daemon(os.path.join(TMP, "cold"), TOKEN,
-              config=config("cold.yaml", "sandbox:\n  network_policy: none\n")).start()
+              config=config("cold.yaml", "sandbox:\n  network_policy: none\n"
+                                          "pool:\n  enabled: false\n")).start()
 
 
 def pool_status(d):
@@ -298,6 +299,57 @@ def idle_sandboxes_go_after_idle_timeout():
         check(b["exitCode"] == 0 and pool_status(d)["hits"] == 0, "the next task is cold", b)
     finally:
         d.stop()
+
+
+@S.case
+def on_by_default_growing_with_demand_and_released_at_sigterm():
+    d = Daemon(os.path.join(TMP, "default"), TOKEN,
+               config=config("default.yaml", "sandbox:\n  network_policy: none\n")).start()
+    try:
+        p = pool_status(d)
+        check(p["enabled"] is True, "the pool is on by default", p)
+        run(d, {"command": ["true"]}, "burst")
+        hit(d, {"command": ["true"]}, "burst")
+        wait_idle(d)
+        check(pool_status(d)["idle"] == 2, "two held for a clone's environment (max_idle)",
+              pool_status(d))
+
+        def burst(n):
+            out = []
+            ths = [threading.Thread(target=lambda: out.append(
+                run(d, {"command": ["sleep", "1"]}, "burst"))) for _ in range(n)]
+            for t in ths:
+                t.start()
+            for t in ths:
+                t.join(60)
+            check(len(out) == n and all(b["exitCode"] == 0 for b in out), "all ran", out)
+
+        p0 = pool_status(d)
+        burst(8)
+        p1 = pool_status(d)
+        missed = p1["misses"] - p0["misses"]
+        check(missed >= 1, "more clients at once than sandboxes held: misses", (p0, p1))
+        # each miss asks for one more: the clone's environment now wants 2 + missed
+        want = min(2 + missed, 32)
+        p2 = wait_idle(d, want)
+        check(p2["idle"] == want, "the pool grew with the demand", (want, p2))
+        burst(want)
+        p3 = pool_status(d)
+        check(p3["hits"] - p2["hits"] == want, "the next burst is served from it", (p2, p3))
+        wait_idle(d, want)
+        own = own_cgroups(d.proc.pid)
+        pids = [m for m in os.listdir("/sys/fs/cgroup") if "pids" in m.split(",")][0]
+        base = "/sys/fs/cgroup/%s%s/sandboxd" % (pids, own.get("pids", ""))
+        tag = re.search(r"sandbox=(task-[0-9a-f]+-)pool-", d.output()).group(1)
+        held = [n for n in os.listdir(base) if n.startswith(tag + "pool-") and
+                os.path.exists(os.path.join(base, n, "cgroup.procs")) and
+                open(os.path.join(base, n, "cgroup.procs")).read().strip()]
+        check(len(held) >= want, "held sandboxes are cgroups of their own, with init in each",
+              held)
+    finally:
+        check(d.stop() == 0, "SIGTERM: a clean exit")
+    left = [n for n in held if os.path.exists(os.path.join(base, n))]
+    check(not left, "every held sandbox released at SIGTERM", left)
 
 
 ZY = Daemon(os.path.join(TMP, "zygote"), TOKEN, config=config(

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """The exec path side by side, interleaved (issue 10's goals): four
 `sandboxd serve` daemons run at once, one with the sandbox spawner
-(`pool.spawner: true`, the default), one without, and one with the spawner
-and the warm pool (`pool.enabled: true, max_idle: 8`: every task after a
-clone's first takes a sandbox built ahead), and one with the pool and
-python zygotes (`pool.zygote: true`: python3 started ahead in each pooled
-python sandbox), and each round runs, in turn:
+(`pool.spawner: true`, the default) and the pool off, one without either,
+one with the spawner and the warm pool at its defaults (`pool.enabled: true`,
+`max_idle: 2` per description growing with demand up to `max_total: 32`:
+every task after a clone's first takes a sandbox built ahead), and one with
+the pool and python zygotes (`pool.zygote: true`: python3 started ahead in
+each pooled python sandbox), and each round runs, in turn:
 
   - a local one-shot `bwrap --unshare-all` of /bin/true (the binds of
     bench/startup.sh), and a bare `/usr/bin/python3 -c 'print(1)'` (the
@@ -20,7 +21,10 @@ for S seconds (bench/api_load.c: tasks/s, p50, p99), alternated. The
 machine's load average is printed with each part: it is shared.
 
 Needs root, bwrap, gcc. Usage: bench/spawner.py [ROUNDS] [CLIENTS] [SECONDS]
-(SANDBOXD=path picks the binary). Prints a markdown report."""
+(SANDBOXD=path picks the binary; SBX_BENCH_NET=proxy runs every daemon with
+`--net proxy`: each sandbox gets its egress, pooled ones ahead; the tasks
+make no connection, so nothing leaves the machine). Prints a markdown
+report."""
 import http.client
 import json
 import os
@@ -38,6 +42,9 @@ SBX = os.environ.get("SANDBOXD") or os.path.join(ROOT, "build", "sandboxd")
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 CLIENTS = int(sys.argv[2]) if len(sys.argv) > 2 else 32
 SECONDS = int(sys.argv[3]) if len(sys.argv) > 3 else 8
+NET = os.environ.get("SBX_BENCH_NET", "none")
+if NET not in ("none", "proxy"):
+    raise SystemExit("SBX_BENCH_NET: none or proxy, not %r" % NET)
 TOKEN = "bench-" + "0123456789abcdef0123456789"
 TMP = tempfile.mkdtemp(prefix="sbx-spawner-bench-")
 WB = os.path.join(TMP, "bwrap-ws")
@@ -73,15 +80,17 @@ class Daemon:
         with open(cfg, "w") as f:
             f.write("server:\n  queue_size: 4096\n  queue_per_tenant: 4096\n"
                     "pool:\n  spawner: %s\n" % ("true" if spawner else "false"))
+            # the pool is on by default: its defaults, or off
+            f.write("  enabled: %s\n" % ("true" if pool else "false"))
             if pool:
-                f.write("  enabled: true\n  max_idle: 8\n  idle_timeout: 10m\n")
+                f.write("  idle_timeout: 10m\n")
             if zygote:
                 f.write("  zygote: true\n")
         self.port = free_port()
         self.log = open(os.path.join(TMP, name + ".log"), "w")
         self.proc = subprocess.Popen(
             [SBX, "serve", "--config", cfg, "--listen", "127.0.0.1:%d" % self.port,
-             "--state-dir", self.state, "--token", TOKEN, "--net", "none",
+             "--state-dir", self.state, "--token", TOKEN, "--net", NET,
              "--max-concurrent", "32", "--log-level", "warn"],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20
@@ -165,6 +174,7 @@ def pct(v, p):
 
 
 def main():
+    print("Network policy of every daemon: %s.\n" % NET)
     on, off = Daemon("spawner-on", True), Daemon("spawner-off", False)
     pool = Daemon("pool-on", True, pool=True)
     zyg = Daemon("zygote-on", True, pool=True, zygote=True)

@@ -249,17 +249,20 @@ def main():
     load_bin = os.path.join(TMP, "api_load")
     subprocess.run(["gcc", "-O2", "-pthread", "-o", load_bin,
                     os.path.join(HERE, "api_load.c")], check=True)
-    print("| %d clients, %d s | load avg before | tasks/s | p50 ms | p99 ms | errors |" % (
-        CLIENTS, SECONDS))
-    print("|---|---|---|---|---|---|")
+    print("| %d clients, %d s | load avg before | tasks/s | p50 ms | p99 ms | errors | "
+          "pool hits / misses |" % (CLIENTS, SECONDS))
+    print("|---|---|---|---|---|---|---|")
     for d in (off, on, pool, off, on, pool):
         l0 = load()
+        p0 = d.pool() if d is pool else None
         r = subprocess.run([load_bin, "--port", str(d.port), "--token", TOKEN, "--expect",
                             '"exitCode":0,', "--clients", str(CLIENTS), "--duration",
                             str(SECONDS), "--warmup", "2"], capture_output=True, text=True)
         res = json.loads(r.stdout)
-        print("| %s | %s | %.1f | %.2f | %.2f | %d |" % (d.name, l0, res["per_s"], res["p50_ms"],
-                                                         res["p99_ms"], res["errors"]))
+        p1 = d.pool() if d is pool else None
+        hm = "%d / %d" % (p1["hits"] - p0["hits"], p1["misses"] - p0["misses"]) if p0 else ""
+        print("| %s | %s | %.1f | %.2f | %.2f | %d | %s |" % (
+            d.name, l0, res["per_s"], res["p50_ms"], res["p99_ms"], res["errors"], hm))
     print("\nPool after the load: %s." % json.dumps(pool.pool()))
     on.stop()
     off.stop()

@@ -570,10 +570,12 @@ static void targets_sweep(void)
 
 /* The description's sandboxes topped up to its target, several asked at
  * once, within max_total (an idle sandbox of another description gives
- * way, the least recently made first), the in-flight cap and max_active. */
+ * way, the least recently made first), the in-flight cap and max_active
+ * (running tasks and the pool's sandboxes together: a refill never waits
+ * for the tasks to drop, which under many clients they never do). */
 static void top_up(struct pool_target *t)
 {
-    if (!P.cfg.enabled || !t->tmpl || (P.cfg.max_active && P.running >= P.cfg.max_active))
+    if (!P.cfg.enabled || !t->tmpl)
         return;
     uint64_t mine = 0, building = 0, total = 0;
     for (struct pool_entry *pe = P.head; pe; pe = pe->next) {
@@ -581,10 +583,15 @@ static void top_up(struct pool_target *t)
         building += !pe->ready;
         total++;
     }
+    /* max_active bounds the live sandboxes: running tasks' and the pool's */
+    uint64_t room =
+        P.cfg.max_active
+            ? P.cfg.max_active > P.running + total ? P.cfg.max_active - P.running - total : 0
+            : UINT64_MAX;
     struct sbx_task_opts o;
     struct stat ws;
     entry_opts(t->tmpl, &o, &ws);
-    while (mine < t->want && building < in_flight_cap()) {
+    while (mine < t->want && building < in_flight_cap() && room) {
         if (total >= P.cfg.max_total) {
             struct pool_entry *old = P.head;
             while (old && (!old->ready || strcmp(old->key, t->key) == 0))
@@ -596,7 +603,7 @@ static void top_up(struct pool_target *t)
         }
         if (!ask_one(&o, t->key, &ws))
             return;
-        mine++, building++, total++;
+        mine++, building++, total++, room--;
     }
 }
 

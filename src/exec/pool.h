@@ -27,7 +27,7 @@ struct sbx_pool_config {
      * ones time out; never more than max_total in all. */
     uint64_t max_idle;
     uint64_t max_total;
-    uint64_t max_active;   /* no refill while this many tasks run; 0: no bound */
+    uint64_t max_active;   /* running tasks + pooled sandboxes at most; 0: no bound */
     double idle_timeout_s; /* an idle sandbox older than this is discarded */
     /* Sandboxes with an egress (spec.net_rules, a task with on_spawn and
      * on_take): net_start(net_ctx, netns) starts it when the sandbox

@@ -83,16 +83,17 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
     }
     rt_metrics_init(rt);
     const struct sbx_pool_settings *ps = &rt->settings.pool;
-    sbx_pool_configure(
-        o->base, &(struct sbx_pool_config){
-                     .enabled = ps->enabled,
-                     .max_idle = ps->size,
-                     .max_total = ps->max_total,
-                     .max_active = ps->max_active ? ps->max_active : rt->settings.max_concurrent,
-                     .idle_timeout_s = ps->idle_timeout_s,
-                     .net_start = rt_pool_egress_start,
-                     .net_drop = rt_pool_egress_drop,
-                     .net_ctx = rt});
+    sbx_pool_configure(o->base, &(struct sbx_pool_config){
+                                    .enabled = ps->enabled,
+                                    .max_idle = ps->size,
+                                    .max_total = ps->max_total,
+                                    .max_active = ps->max_active
+                                                      ? ps->max_active
+                                                      : rt->settings.max_concurrent + ps->max_total,
+                                    .idle_timeout_s = ps->idle_timeout_s,
+                                    .net_start = rt_pool_egress_start,
+                                    .net_drop = rt_pool_egress_drop,
+                                    .net_ctx = rt});
     return rt;
 }
 

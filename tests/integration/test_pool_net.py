@@ -115,6 +115,9 @@ class Daemon:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        out = self.output()
+        return self.proc.returncode == 0 and "Sanitizer" not in out and \
+            "runtime error" not in out
 
 
 POOL = Daemon("pool", True)
@@ -288,11 +291,15 @@ def session_tasks_stay_unpooled():
     POOL.req("POST", "/runtime/stop", {"sessionID": "s1"}, clone="cs")
 
 
-try:
-    pass
-finally:
-    POOL.stop()
-    COLD.stop()
-    lab.__exit__(None, None, None)
-    shutil.rmtree(TMP, ignore_errors=True)
+@S.case
+def both_daemons_stop_cleanly():
+    check(POOL.stop(), "the pool's daemon: exit 0 at SIGTERM, no sanitizer report",
+          POOL.output()[-3000:])
+    check(COLD.stop(), "the cold daemon too", COLD.output()[-3000:])
+
+
+POOL.stop()
+COLD.stop()
+lab.__exit__(None, None, None)
+shutil.rmtree(TMP, ignore_errors=True)
 S.finish()

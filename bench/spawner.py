@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """The exec path side by side, interleaved (issue 10's goals): four
 `sandboxd serve` daemons run at once, one with the sandbox spawner
-(`pool.spawner: true`, the default), one without, and one with the spawner
-and the warm pool (`pool.enabled: true, max_idle: 8`: every task after a
-clone's first takes a sandbox built ahead), and one with the pool and
-zygotes (`pool.zygote: true`: python3 or node started ahead in each pooled
-python or node sandbox), and each round runs, in turn:
+(`pool.spawner: true`, the default) and the pool off, one without either,
+one with the spawner and the warm pool at its defaults (`pool.enabled: true`,
+`max_idle: 2` per description growing with demand up to `max_total: 32`:
+every task after a clone's first takes a sandbox built ahead), and one with
+the pool and zygotes (`pool.zygote: true`: python3 or node started ahead in
+each pooled python or node sandbox), and each round runs, in turn:
 
   - a local one-shot `bwrap --unshare-all` of /bin/true (the binds of
     bench/startup.sh), and a bare `/usr/bin/python3 -c 'print(1)'` (the
@@ -25,7 +26,10 @@ none). The
 machine's load average is printed with each part: it is shared.
 
 Needs root, bwrap, gcc. Usage: bench/spawner.py [ROUNDS] [CLIENTS] [SECONDS]
-(SANDBOXD=path picks the binary). Prints a markdown report."""
+(SANDBOXD=path picks the binary; SBX_BENCH_NET=proxy runs every daemon with
+`--net proxy`: each sandbox gets its egress, pooled ones ahead; the tasks
+make no connection, so nothing leaves the machine). Prints a markdown
+report."""
 import http.client
 import json
 import os
@@ -43,6 +47,9 @@ SBX = os.environ.get("SANDBOXD") or os.path.join(ROOT, "build", "sandboxd")
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 CLIENTS = int(sys.argv[2]) if len(sys.argv) > 2 else 32
 SECONDS = int(sys.argv[3]) if len(sys.argv) > 3 else 8
+NET = os.environ.get("SBX_BENCH_NET", "none")
+if NET not in ("none", "proxy"):
+    raise SystemExit("SBX_BENCH_NET: none or proxy, not %r" % NET)
 TOKEN = "bench-" + "0123456789abcdef0123456789"
 TMP = tempfile.mkdtemp(prefix="sbx-spawner-bench-")
 WB = os.path.join(TMP, "bwrap-ws")
@@ -83,15 +90,17 @@ class Daemon:
         with open(cfg, "w") as f:
             f.write("server:\n  queue_size: 4096\n  queue_per_tenant: 4096\n"
                     "pool:\n  spawner: %s\n" % ("true" if spawner else "false"))
+            # the pool is on by default: its defaults, or off
+            f.write("  enabled: %s\n" % ("true" if pool else "false"))
             if pool:
-                f.write("  enabled: true\n  max_idle: 8\n  idle_timeout: 10m\n")
+                f.write("  idle_timeout: 10m\n")
             if zygote:
                 f.write("  zygote: true\n")
         self.port = free_port()
         self.log = open(os.path.join(TMP, name + ".log"), "w")
         self.proc = subprocess.Popen(
             [SBX, "serve", "--config", cfg, "--listen", "127.0.0.1:%d" % self.port,
-             "--state-dir", self.state, "--token", TOKEN, "--net", "none",
+             "--state-dir", self.state, "--token", TOKEN, "--net", NET,
              "--max-concurrent", "32", "--log-level", "warn"],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20
@@ -175,6 +184,7 @@ def pct(v, p):
 
 
 def main():
+    print("Network policy of every daemon: %s.\n" % NET)
     on, off = Daemon("spawner-on", True), Daemon("spawner-off", False)
     pool = Daemon("pool-on", True, pool=True)
     zyg = Daemon("zygote-on", True, pool=True, zygote=True)
@@ -266,17 +276,20 @@ def main():
     load_bin = os.path.join(TMP, "api_load")
     subprocess.run(["gcc", "-O2", "-pthread", "-o", load_bin,
                     os.path.join(HERE, "api_load.c")], check=True)
-    print("| %d clients, %d s | load avg before | tasks/s | p50 ms | p99 ms | errors |" % (
-        CLIENTS, SECONDS))
-    print("|---|---|---|---|---|---|")
+    print("| %d clients, %d s | load avg before | tasks/s | p50 ms | p99 ms | errors | "
+          "pool hits / misses |" % (CLIENTS, SECONDS))
+    print("|---|---|---|---|---|---|---|")
     for d in (off, on, pool, off, on, pool):
         l0 = load()
+        p0 = d.pool() if d is pool else None
         r = subprocess.run([load_bin, "--port", str(d.port), "--token", TOKEN, "--expect",
                             '"exitCode":0,', "--clients", str(CLIENTS), "--duration",
                             str(SECONDS), "--warmup", "2"], capture_output=True, text=True)
         res = json.loads(r.stdout)
-        print("| %s | %s | %.1f | %.2f | %.2f | %d |" % (d.name, l0, res["per_s"], res["p50_ms"],
-                                                         res["p99_ms"], res["errors"]))
+        p1 = d.pool() if d is pool else None
+        hm = "%d / %d" % (p1["hits"] - p0["hits"], p1["misses"] - p0["misses"]) if p0 else ""
+        print("| %s | %s | %.1f | %.2f | %.2f | %d | %s |" % (
+            d.name, l0, res["per_s"], res["p50_ms"], res["p99_ms"], res["errors"], hm))
     print("\nPool after the load: %s." % json.dumps(pool.pool()))
     on.stop()
     off.stop()

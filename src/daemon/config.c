@@ -164,6 +164,9 @@ static int set_defaults(struct loader *L)
     c->retention.audit_max_age_s = 30 * DAY;
     c->retention.audit_max_records = 1000000;
 
+    c->pool.enabled = true;
+    c->pool.size = 2;       /* per description (an environment of a clone) */
+    c->pool.max_total = 32; /* in all: a description short of sandboxes grows to this */
     c->pool.idle_timeout_s = 300;
     c->pool.spawner = true;
 

@@ -190,6 +190,7 @@ const struct setting cfg_settings[] = {
     /* pool */
     {"pool", "enabled", NULL, NULL, 0, NULL, K_BOOL, OFF(pool.enabled), 0, 0, -1},
     {"pool", "size", "max_idle", NULL, 0, NULL, K_UINT, OFF(pool.size), 0, 1024, -1},
+    {"pool", "max_total", NULL, NULL, 0, NULL, K_UINT, OFF(pool.max_total), 0, 1024, -1},
     {"pool", "max_active", NULL, NULL, 0, NULL, K_UINT, OFF(pool.max_active), 0, 4096, -1},
     {"pool", "idle_timeout", NULL, NULL, 0, NULL, K_DURATION, OFF(pool.idle_timeout_s), 0, 86400,
      -1},

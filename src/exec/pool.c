@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/hex.h"
 #include "base/log.h"
@@ -29,6 +30,8 @@ struct pool_entry {
     struct sbx_mount mounts[SBX_MOUNTS_MAX];
     char *mount_text[2 * SBX_MOUNTS_MAX];
     char **zygote_argv, **zygote_envp;
+    char *net_rules_arg; /* its egress's nftables rules (the policy's sets) */
+    void *net;           /* ready: its egress, under the placeholder (net_start) */
     struct sbx_spec spec;
     struct sbx_sandbox_fds fds;
     struct sbx_sandbox sb;
@@ -51,6 +54,15 @@ static const struct sbx_metric m_mem = {
     .help = "Memory held by the warm pool's ready sandboxes (their cgroups' usage, summed).",
     .kind = SBX_METRIC_GAUGE};
 
+/* A description's number of sandboxes to hold (refill). */
+struct pool_target {
+    struct pool_target *next;
+    char *key;
+    uint64_t want;
+    struct pool_entry *tmpl; /* its description, for refills between takes */
+    int64_t last_ms;         /* its last take */
+};
+
 struct dying {
     struct sbx_sandbox sb;
     int64_t deadline_ms;
@@ -61,6 +73,8 @@ static struct {
     struct event_base *base;
     struct event *tick;
     struct pool_entry *head, *tail; /* oldest first */
+    struct pool_target *targets;
+    struct event *kick; /* refills after a task's end or an arrival */
     struct dying *dying;
     size_t n_dying, cap_dying;
     uint64_t running;
@@ -87,10 +101,13 @@ uint64_t sbx_pool_memory(uint64_t *counted)
     *counted = n;
     return sum;
 }
+static void kick(void);
 
 void exec_pool_task_count(int delta)
 {
     P.running = delta < 0 && P.running == 0 ? 0 : P.running + (uint64_t)(int64_t)delta;
+    if (delta < 0)
+        kick(); /* below max_active again */
 }
 
 static void unlink_entry(struct pool_entry *pe)
@@ -106,6 +123,7 @@ static void free_entry(struct pool_entry *pe)
     free(pe->workspace);
     free(pe->rootfs);
     free(pe->name);
+    free(pe->net_rules_arg);
     for (size_t i = 0; i < SBX_ARRAY_LEN(pe->mount_text); i++)
         free(pe->mount_text[i]);
     sbx_strv_free(pe->zygote_argv);
@@ -142,6 +160,8 @@ static void bury(struct sbx_sandbox *sb)
 static void discard(struct pool_entry *pe)
 {
     unlink_entry(pe);
+    if (pe->net)
+        P.cfg.net_drop(P.cfg.net_ctx, pe->net);
     if (pe->ready) {
         bury(&pe->sb);
         P.st.discarded++;
@@ -151,15 +171,25 @@ static void discard(struct pool_entry *pe)
     free_entry(pe);
 }
 
+static void target_shrink(const char *key);
+static void target_free(struct pool_target *t);
+static void on_kick(evutil_socket_t fd, short what, void *arg);
+static void targets_sweep_if(bool (*drop)(const struct pool_target *t, const void *arg),
+                             const void *arg);
+static void targets_sweep(void);
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what, (void)arg;
     int64_t now = sbx_mono_ms();
     for (struct pool_entry *pe = P.head, *next; pe; pe = next) {
         next = pe->next;
-        if (pe->ready && now - pe->since_ms >= (int64_t)(P.cfg.idle_timeout_s * 1000))
+        if (pe->ready && now - pe->since_ms >= (int64_t)(P.cfg.idle_timeout_s * 1000)) {
+            target_shrink(pe->key);
             discard(pe);
+        }
     }
+    targets_sweep();
     for (size_t i = 0; i < P.n_dying;) {
         struct dying *d = &P.dying[i];
         sbx_err e = {0};
@@ -202,7 +232,9 @@ void sbx_pool_configure(struct event_base *base, const struct sbx_pool_config *c
     P.base = base;
     if (!P.tick)
         P.tick = evtimer_new(base, on_tick, NULL);
-    if (!P.tick)
+    if (!P.kick)
+        P.kick = evtimer_new(base, on_kick, NULL);
+    if (!P.tick || !P.kick)
         P.cfg.enabled = false;
 }
 
@@ -210,6 +242,14 @@ void sbx_pool_shutdown(void)
 {
     while (P.head)
         discard(P.head);
+    for (struct pool_target *t = P.targets, *next; t; t = next) {
+        next = t->next;
+        target_free(t);
+    }
+    P.targets = NULL;
+    if (P.kick)
+        event_free(P.kick);
+    P.kick = NULL;
     for (size_t i = 0; i < P.n_dying; i++)
         sbx_sandbox_release(&P.dying[i].sb, NULL);
     P.n_dying = 0;
@@ -224,8 +264,23 @@ void sbx_pool_shutdown(void)
     P.cfg.enabled = false;
 }
 
+static bool under(const char *path, const char *dir, size_t n)
+{
+    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+static bool target_under(const struct pool_target *t, const void *arg)
+{
+    const char *dir = arg;
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    return t->tmpl && under(t->tmpl->workspace, dir, n);
+}
+
 void sbx_pool_forget_workspace(const char *dir)
 {
+    targets_sweep_if(target_under, dir); /* no refill on it either */
     size_t n = strlen(dir);
     while (n > 1 && dir[n - 1] == '/')
         n--;
@@ -237,9 +292,23 @@ void sbx_pool_forget_workspace(const char *dir)
     }
 }
 
+/* Its network: none of its own (policy none), or an egress the pool can
+ * start ahead and the task bind at take (proxy); never the host's. */
+static bool net_poolable(const struct sbx_task_opts *o)
+{
+    const struct sbx_spec *s = &o->spec;
+    if (s->host_net)
+        return false;
+    if (!s->net_rules && !o->on_spawn)
+        return true;
+    return s->net_rules && s->net_rules_arg && o->on_spawn && o->on_take && P.cfg.net_start &&
+           P.cfg.net_drop;
+}
+
 /* A task the pool can serve: the caller's environment is pooled, and the
- * sandbox needs nothing made per task (no egress, no bind of the
- * environment's, no session). The clone's own binds are part of the key. */
+ * sandbox needs nothing made per task but what is bound at take (its
+ * limits, its egress's policy): no bind of the environment's, no session.
+ * The clone's own binds are part of the key. */
 static bool eligible(const struct sbx_task_opts *o)
 {
     const struct sbx_spec *s = &o->spec;
@@ -247,9 +316,43 @@ static bool eligible(const struct sbx_task_opts *o)
         if (s->mounts[i].root) /* an environment's: may name the task ({{.TaskID}}) */
             return false;
     return P.cfg.enabled && P.cfg.max_idle && o->poolable && sbx_spawner_fd() >= 0 && s->argv &&
-           s->argv[0] && !s->pooled && !s->host_net && !s->net_rules && !o->on_spawn &&
-           s->n_mounts <= SBX_MOUNTS_MAX && !s->session && s->join_pidfd < 0 && !s->host_view &&
-           s->workspace && s->name && o->fds.init_exe >= 0 && o->fds.seccomp >= 0;
+           s->argv[0] && !s->pooled && net_poolable(o) && s->n_mounts <= SBX_MOUNTS_MAX &&
+           !s->session && s->join_pidfd < 0 && !s->host_view && s->workspace && s->name &&
+           o->fds.init_exe >= 0 && o->fds.seccomp >= 0;
+}
+
+/* Limits a pooled sandbox cannot take at take time stay in its key.
+ * With cgroups, memory, pids and cpu are rewritten on the live cgroup
+ * (live_limits); without them they are init's rlimits and memory watch,
+ * fixed at its start. The file size and descriptor rlimits and the tmpfs
+ * size are set at the start too (they come from the configuration, not
+ * from a request). */
+static bool limits_live(const struct sbx_spec *s)
+{
+    return s->cg_host && s->cg_host->mode != SBX_CG_RLIMIT;
+}
+
+static void key_fixed_limits(const struct sbx_spec *s, char *out, size_t len)
+{
+    const struct sbx_cg_limits *l = &s->cg_limits;
+    int n = snprintf(out, len, "%llu %llu %llu", (unsigned long long)s->file_size_bytes,
+                     (unsigned long long)s->tmp_size_bytes, (unsigned long long)s->nofile);
+    if (!limits_live(s) && n > 0 && (size_t)n < len)
+        snprintf(out + n, len - (size_t)n, " %llu %llu %.17g", (unsigned long long)l->memory_bytes,
+                 (unsigned long long)l->pids, l->cpu_cores);
+}
+
+/* The task's cgroup limits on the pooled sandbox pe, before its command. */
+static int live_limits(struct pool_entry *pe, const struct sbx_spec *s, sbx_err *err)
+{
+    const struct sbx_cg_limits *was = &pe->spec.cg_limits, *lim = &s->cg_limits;
+    if (!limits_live(s) || (was->memory_bytes == lim->memory_bytes && was->pids == lim->pids &&
+                            was->cpu_cores == lim->cpu_cores))
+        return 0;
+    if (sbx_sandbox_relimit(&pe->sb, was, lim, err) < 0)
+        return -1;
+    pe->spec.cg_limits = *lim;
+    return 0;
 }
 
 static char *spec_key(const struct sbx_task_opts *o)
@@ -280,16 +383,28 @@ static char *spec_key(const struct sbx_task_opts *o)
     sbx_hex_encode(binds, blen, hex);
     hex[2 * blen] = '\0';
     free(binds);
-    if (asprintf(&k, "%s\n%u %u %u\n%s\n%d %llu %llu %.17g %llu %llu %llu\n%p %d %d\n%s",
-                 s->workspace, (unsigned)s->host_id_base, (unsigned)s->uid, (unsigned)s->gid,
-                 s->rootfs ? s->rootfs : "", (int)s->writable_root,
-                 (unsigned long long)s->cg_limits.memory_bytes,
-                 (unsigned long long)s->cg_limits.pids, s->cg_limits.cpu_cores,
-                 (unsigned long long)s->file_size_bytes, (unsigned long long)s->tmp_size_bytes,
-                 (unsigned long long)s->nofile, (const void *)s->cg_host, o->fds.init_exe,
-                 o->fds.seccomp, hex) < 0)
+    char fixed[128];
+    key_fixed_limits(s, fixed, sizeof(fixed));
+    /* An egress: its nftables rules hold the policy's address sets, made
+     * with the sandbox; the rest of the policy is bound at take. */
+    const char *rules = s->net_rules ? s->net_rules_arg : "";
+    if (asprintf(&k, "%s\n%u %u %u\n%s\n%d %s\n%p %d %d\n%s\n%d %zu\n%s", s->workspace,
+                 (unsigned)s->host_id_base, (unsigned)s->uid, (unsigned)s->gid,
+                 s->rootfs ? s->rootfs : "", (int)s->writable_root, fixed, (const void *)s->cg_host,
+                 o->fds.init_exe, o->fds.seccomp, hex, s->net_rules != NULL, strlen(rules),
+                 rules) < 0)
         return NULL;
     return k;
+}
+
+/* The task's egress policy on pe's egress (the task's from now on), before
+ * its command is sent. */
+static int bind_net(struct pool_entry *pe, const struct sbx_task_opts *o, sbx_err *err)
+{
+    if (!pe->net)
+        return 0;
+    void *net = sbx_steal_pointer(&pe->net);
+    return o->on_take(o->ud, net, err);
 }
 
 /* Still waiting for its command: init alive, nothing said on the socket
@@ -312,31 +427,21 @@ static char *pool_name(const char *task_name)
     return n;
 }
 
-static void refill(const struct sbx_task_opts *o, const char *key, const struct stat *ws)
+/* One sandbox asked of the spawner for key (o's description): 1 asked. */
+/* A new entry for key, o's description (its own copies), not asked yet. */
+static struct pool_entry *make_entry(const struct sbx_task_opts *o, const char *key,
+                                     const struct stat *ws)
 {
-    if (P.cfg.max_active && P.running >= P.cfg.max_active)
-        return;
-    struct sbx_pool_stats now;
-    sbx_pool_stats(&now);
-    if (now.idle + now.building >= P.cfg.max_idle) {
-        /* the least recently made idle one gives way */
-        struct pool_entry *old = P.head;
-        while (old && !old->ready)
-            old = old->next;
-        if (!old)
-            return;
-        discard(old);
-    }
     struct pool_entry *pe = calloc(1, sizeof(*pe));
     if (!pe)
-        return;
+        return NULL;
     pe->key = strdup(key);
     pe->workspace = strdup(o->spec.workspace);
     pe->rootfs = o->spec.rootfs ? strdup(o->spec.rootfs) : NULL;
     pe->name = pool_name(o->spec.name);
     if (!pe->key || !pe->workspace || (o->spec.rootfs && !pe->rootfs) || !pe->name) {
         free_entry(pe);
-        return;
+        return NULL;
     }
     pe->dev = ws->st_dev, pe->ino = ws->st_ino;
     pe->fds = o->fds;
@@ -347,7 +452,7 @@ static void refill(const struct sbx_task_opts *o, const char *key, const struct 
         pe->zygote_envp = sbx_strv_dup((const char *const *)o->zygote_envp, 0);
         if (!pe->zygote_argv || !pe->zygote_envp) {
             free_entry(pe);
-            return;
+            return NULL;
         }
         pe->spec.argv = pe->zygote_argv;
         pe->spec.envp = pe->zygote_envp;
@@ -361,7 +466,7 @@ static void refill(const struct sbx_task_opts *o, const char *key, const struct 
         if (!(pe->mount_text[2 * i] = strdup(m->host)) ||
             !(pe->mount_text[2 * i + 1] = strdup(m->inside))) {
             free_entry(pe);
-            return;
+            return NULL;
         }
         pe->mounts[i] = (struct sbx_mount){.host = pe->mount_text[2 * i],
                                            .inside = pe->mount_text[2 * i + 1],
@@ -369,21 +474,206 @@ static void refill(const struct sbx_task_opts *o, const char *key, const struct 
     }
     pe->spec.mounts = pe->mounts;
     pe->spec.net_rules_arg = NULL;
+    if (o->spec.net_rules) {
+        if (!(pe->net_rules_arg = strdup(o->spec.net_rules_arg))) {
+            free_entry(pe);
+            return NULL;
+        }
+        pe->spec.net_rules_arg = pe->net_rules_arg;
+    }
     pe->spec.host_view_hidden = NULL;
+    return pe;
+}
+
+/* What a task of pe's description would ask (pe's strings: pe outlives it). */
+static void entry_opts(const struct pool_entry *pe, struct sbx_task_opts *o, struct stat *ws)
+{
+    *o = (struct sbx_task_opts){.spec = pe->spec,
+                                .fds = pe->fds,
+                                .zygote_argv = pe->zygote_argv,
+                                .zygote_envp = pe->zygote_envp};
+    ws->st_dev = pe->dev, ws->st_ino = pe->ino;
+}
+
+/* One sandbox asked of the spawner for key (o's description): 1 asked. */
+static int ask_one(const struct sbx_task_opts *o, const char *key, const struct stat *ws)
+{
+    struct pool_entry *pe = make_entry(o, key, ws);
+    if (!pe)
+        return 0;
     if (exec_spawner_ask_for_pool(P.base, &pe->spec, pe, &pe->waiter) != 1) {
         free_entry(pe);
-        return;
+        return 0;
     }
     *(P.tail ? &P.tail->next : &P.head) = pe;
     pe->prev = P.tail;
     P.tail = pe;
+    return 1;
+}
+
+/* How many sandboxes may be in the spawner's hands at once: the spare CPU a
+ * refill may take (one per core, at least 2), so refills keep up with many
+ * clients without taking the machine from the tasks. */
+static uint64_t in_flight_cap(void)
+{
+    static long n;
+    if (!n)
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 2 ? (uint64_t)n : 2;
+}
+
+/* The description's target: 1 after its first task, max_idle from its
+ * second, one more at each task that found none ready (a description in
+ * demand), at most max_total; one less at each idle one timed out. */
+static struct pool_target *target_of(const char *key, bool make)
+{
+    for (struct pool_target *t = P.targets; t; t = t->next)
+        if (strcmp(t->key, key) == 0)
+            return t;
+    struct pool_target *t = make ? calloc(1, sizeof(*t)) : NULL;
+    if (t && !(t->key = strdup(key))) {
+        free(t);
+        return NULL;
+    }
+    if (t) {
+        t->want = P.cfg.max_idle;
+        t->next = P.targets;
+        P.targets = t;
+    }
+    return t;
+}
+
+/* An idle sandbox of key timed out: the description wants one fewer. */
+static void target_shrink(const char *key)
+{
+    struct pool_target *t = target_of(key, false);
+    if (t && t->want > P.cfg.max_idle)
+        t->want--;
+}
+
+static void target_free(struct pool_target *t)
+{
+    if (t->tmpl)
+        free_entry(t->tmpl);
+    free(t->key);
+    free(t);
+}
+
+/* Forget the targets (and their descriptions) that match drop, or with no
+ * take for idle_timeout and no sandbox (clones gone quiet). */
+static void targets_sweep_if(bool (*drop)(const struct pool_target *t, const void *arg),
+                             const void *arg)
+{
+    int64_t now = sbx_mono_ms();
+    for (struct pool_target **tp = &P.targets; *tp;) {
+        struct pool_target *t = *tp;
+        bool held = false;
+        for (struct pool_entry *pe = P.head; pe && !held; pe = pe->next)
+            held = strcmp(pe->key, t->key) == 0;
+        if ((drop && drop(t, arg)) ||
+            (!drop && !held && now - t->last_ms >= (int64_t)(P.cfg.idle_timeout_s * 1000))) {
+            *tp = t->next;
+            target_free(t);
+        } else {
+            tp = &t->next;
+        }
+    }
+}
+
+static void targets_sweep(void)
+{
+    targets_sweep_if(NULL, NULL);
+}
+
+/* The description's sandboxes topped up to its target, several asked at
+ * once, within max_total (an idle sandbox of another description gives
+ * way, the least recently made first), the in-flight cap and max_active
+ * (running tasks and the pool's sandboxes together: a refill never waits
+ * for the tasks to drop, which under many clients they never do). */
+static void top_up(struct pool_target *t)
+{
+    if (!P.cfg.enabled || !t->tmpl)
+        return;
+    uint64_t mine = 0, building = 0, total = 0;
+    for (struct pool_entry *pe = P.head; pe; pe = pe->next) {
+        mine += strcmp(pe->key, t->key) == 0;
+        building += !pe->ready;
+        total++;
+    }
+    /* max_active bounds the live sandboxes: running tasks' and the pool's */
+    uint64_t room =
+        P.cfg.max_active
+            ? P.cfg.max_active > P.running + total ? P.cfg.max_active - P.running - total : 0
+            : UINT64_MAX;
+    struct sbx_task_opts o;
+    struct stat ws;
+    entry_opts(t->tmpl, &o, &ws);
+    while (mine < t->want && building < in_flight_cap() && room) {
+        if (total >= P.cfg.max_total) {
+            struct pool_entry *old = P.head;
+            while (old && (!old->ready || strcmp(old->key, t->key) == 0))
+                old = old->next;
+            if (!old)
+                return;
+            discard(old);
+            total--;
+        }
+        if (!ask_one(&o, t->key, &ws))
+            return;
+        mine++, building++, total++, room--;
+    }
+}
+
+static void on_kick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what, (void)arg;
+    for (struct pool_target *t = P.targets; t; t = t->next)
+        top_up(t);
+}
+
+/* Refills soon, from the loop (not from inside a task's or an entry's
+ * callback). */
+static void kick(void)
+{
+    static const struct timeval now = {0, 0};
+    if (P.kick && P.targets && !evtimer_pending(P.kick, NULL))
+        evtimer_add(P.kick, &now);
+}
+
+/* After a take (hit or miss): the description's target, then its top-up.
+ * missed: the task found none ready. */
+static void refill(const struct sbx_task_opts *o, const char *key, const struct stat *ws,
+                   bool missed)
+{
+    bool known = target_of(key, false) != NULL;
+    struct pool_target *t = target_of(key, true);
+    if (!t || (!t->tmpl && !(t->tmpl = make_entry(o, key, ws))))
+        return;
+    t->last_ms = sbx_mono_ms();
+    /* a description seen once gets one sandbox: most one-off clones never
+     * come back; from its second task on, max_idle */
+    if (!known)
+        t->want = P.cfg.max_idle < 1 ? P.cfg.max_idle : 1;
+    else if (t->want < P.cfg.max_idle)
+        t->want = P.cfg.max_idle;
+    if (missed && known && t->want < P.cfg.max_total)
+        t->want++;
+    top_up(t);
 }
 
 void exec_pool_arrived(struct pool_entry *pe, int rc, struct sbx_sandbox *sb)
 {
     pe->waiter = NULL;
     sbx_err e = {0};
+    /* its egress first, as a cold task's (on_spawn), while its root is built */
+    if (rc == 1 && pe->spec.net_rules &&
+        !(pe->net = P.cfg.net_start(P.cfg.net_ctx, sb->netns_fd, &e))) {
+        bury(sb);
+        rc = -1;
+    }
     if (rc == 1 && sbx_sandbox_send_fds(sb, &pe->fds, &e) < 0) {
+        if (pe->net)
+            P.cfg.net_drop(P.cfg.net_ctx, sbx_steal_pointer(&pe->net));
         bury(sb);
         rc = -1;
     }
@@ -399,6 +689,7 @@ void exec_pool_arrived(struct pool_entry *pe, int rc, struct sbx_sandbox *sb)
     pe->since_ms = sbx_mono_ms();
     P.st.built++;
     arm_tick();
+    kick(); /* one fewer in flight */
 }
 
 int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struct sbx_sandbox *sb)
@@ -423,7 +714,10 @@ int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struc
         /* A workspace made again at the same path, a sandbox that died
          * idle: never served. */
         if (pe->dev != ws.st_dev || pe->ino != ws.st_ino || !still_fresh(pe) ||
+            live_limits(pe, &o->spec, &e) < 0 || bind_net(pe, o, &e) < 0 ||
             sbx_sandbox_send_command(&pe->sb, o->spec.argv, o->spec.envp, &e) < 0) {
+            if (e.msg[0])
+                sbx_log(SBX_LOG_INFO, "pool: a ready sandbox could not serve: %s", e.msg);
             discard(pe);
             continue;
         }
@@ -443,6 +737,6 @@ int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struc
     sbx_log(SBX_LOG_INFO, "pool: %s for=%s sandbox=%s",
             got ? zygote ? "hit (zygote)" : "hit" : "miss", o->spec.name,
             got ? made_as : o->spec.name);
-    refill(o, key, &ws);
+    refill(o, key, &ws, !got);
     return got;
 }

@@ -17,11 +17,27 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/err.h"
+
 struct sbx_pool_config {
     bool enabled;
-    uint64_t max_idle;     /* sandboxes held ready (and being built), in all */
-    uint64_t max_active;   /* no refill while this many tasks run; 0: no bound */
+    /* Sandboxes held ready (and being built) for one description (the
+     * spec but the command and what is bound at take): max_idle at first;
+     * one more each time a task of it finds none ready, back down as idle
+     * ones time out; never more than max_total in all. */
+    uint64_t max_idle;
+    uint64_t max_total;
+    uint64_t max_active;   /* running tasks + pooled sandboxes at most; 0: no bound */
     double idle_timeout_s; /* an idle sandbox older than this is discarded */
+    /* Sandboxes with an egress (spec.net_rules, a task with on_spawn and
+     * on_take): net_start(net_ctx, netns) starts it when the sandbox
+     * arrives, under a placeholder policy that denies everything;
+     * the task's on_take binds it before its command is sent; net_drop
+     * frees one whose sandbox is discarded. NULL: such tasks are not
+     * pooled. exec/ never looks inside it. */
+    void *(*net_start)(void *net_ctx, int netns_fd, sbx_err *err);
+    void (*net_drop)(void *net_ctx, void *net);
+    void *net_ctx;
 };
 
 void sbx_pool_configure(struct event_base *base, const struct sbx_pool_config *c);

@@ -51,6 +51,12 @@ struct sbx_task_opts {
     void *ud;
     /* The caller allows a pooled sandbox (exec/pool.h) for this task. */
     bool poolable;
+    /* A task with on_spawn (an egress) is pooled only with this: a pooled
+     * sandbox's egress (exec/pool.h net_start), the caller's from now on,
+     * to bind to the task; called before the command is sent. -1: the
+     * sandbox is discarded (and the egress with it: the caller keeps
+     * nothing), the task built as usual. */
+    int (*on_take)(void *ud, void *net, sbx_err *err);
     /* ... and one holding a zygote: zygote_argv started ahead with
      * zygote_envp (no secret of any task), to which the task's command goes
      * (NULL: none). */

@@ -320,6 +320,20 @@ int sbx_cgroup_create(const struct sbx_cg_host *host, const char *name,
     return 0;
 }
 
+int sbx_cgroup_relimit(struct sbx_cgroup *cg, const struct sbx_cg_limits *was,
+                       const struct sbx_cg_limits *lim, sbx_err *err)
+{
+    if (!cg || !was || !lim)
+        return sbx_err_set(err, EINVAL, "cgroup relimit: missing argument");
+    if (!(lim->cpu_cores >= 0) || lim->cpu_cores > CG_CPU_MAX_CORES)
+        return sbx_err_set(err, EINVAL, "cgroup cpu limit %g out of range", lim->cpu_cores);
+    if (cg->mode == SBX_CG_V2)
+        return cg_relimit_v2(cg, was, lim, err);
+    if (cg->mode == SBX_CG_V1)
+        return cg_relimit_v1(cg, was, lim, err);
+    return sbx_err_set(err, EOPNOTSUPP, "no cgroup: the limits are rlimits, set at the start");
+}
+
 int sbx_cgroup_attach(const struct sbx_cgroup *cg, pid_t pid, sbx_err *err)
 {
     if (!cg || pid <= 0)

@@ -131,6 +131,15 @@ int sbx_cg_child_path(const char *base, const char *name, char *out, size_t len,
  * left behind. */
 int sbx_cgroup_create(const struct sbx_cg_host *host, const char *name,
                       const struct sbx_cg_limits *lim, struct sbx_cgroup *cg, sbx_err *err);
+/* The limits of a live cgroup made (or last set) with was, rewritten to lim:
+ * only those that differ, in an order the kernel accepts (v1: memsw never
+ * below the memory limit). For a sandbox built ahead of its task (the warm
+ * pool), before the task's command is sent. Lowering the memory limit below
+ * what the cgroup holds fails on v1 (EBUSY). EOPNOTSUPP in rlimit mode (the
+ * limits are init's rlimits and memory watch, fixed at its start). On
+ * failure the cgroup may hold some of lim's values: discard the sandbox. */
+int sbx_cgroup_relimit(struct sbx_cgroup *cg, const struct sbx_cg_limits *was,
+                       const struct sbx_cg_limits *lim, sbx_err *err);
 /* v1: a task's own CPU budget inside a session's cgroup parent: the
  * directory <parent's cpu (and cpuacct) path>/<name> with a quota of
  * cpu_cores (0: none), so that each task of a session has its own quota

@@ -65,6 +65,11 @@ int cg_create_v1(const struct sbx_cg_host *host, const char *name, const struct 
                  struct sbx_cgroup *cg, sbx_err *err);
 int cg_create_v2(const struct sbx_cg_host *host, const char *name, const struct sbx_cg_limits *lim,
                  struct sbx_cgroup *cg, sbx_err *err);
+/* Rewrite the limits of a live cgroup made with was (only those that differ). */
+int cg_relimit_v1(struct sbx_cgroup *cg, const struct sbx_cg_limits *was,
+                  const struct sbx_cg_limits *lim, sbx_err *err);
+int cg_relimit_v2(struct sbx_cgroup *cg, const struct sbx_cg_limits *was,
+                  const struct sbx_cg_limits *lim, sbx_err *err);
 /* Write the freezer's state once; freezing: EBUSY while not yet settled. */
 int cg_freeze_v1(const char *dir, bool frozen, sbx_err *err);
 int cg_freeze_v2(const char *dir, bool frozen, sbx_err *err);

@@ -59,6 +59,54 @@ int cg_create_v1(const struct sbx_cg_host *host, const char *name, const struct 
     return 0;
 }
 
+/* A memory limit changed on a live cgroup: memsw must never be below the
+ * limit, so a rise writes memsw first and a fall writes the limit first.
+ * bytes 0: unlimited ("-1"). */
+static int relimit_memory_v1(const char *dir, uint64_t bytes, sbx_err *err)
+{
+    char v[32];
+    snprintf(v, sizeof(v), bytes ? "%" PRIu64 : "-1", bytes);
+    uint64_t cur = 0;
+    bool memsw = cg_exists(dir, "memory.memsw.limit_in_bytes");
+    bool rise = cg_read_u64(dir, "memory.limit_in_bytes", &cur) < 0 || !bytes || bytes >= cur;
+    if (memsw && rise && cg_write(dir, "memory.memsw.limit_in_bytes", v, CG_REQUIRED, err) < 0)
+        return -1;
+    if (cg_write(dir, "memory.limit_in_bytes", v, CG_REQUIRED, err) < 0)
+        return -1;
+    if (memsw && !rise && cg_write(dir, "memory.memsw.limit_in_bytes", v, CG_REQUIRED, err) < 0)
+        return -1;
+    if (bytes)
+        (void)cg_write(dir, "memory.swappiness", "0", CG_OPTIONAL, NULL);
+    if (cg_exists(dir, "memory.kmem.tcp.limit_in_bytes") &&
+        cg_write(dir, "memory.kmem.tcp.limit_in_bytes", v, CG_REQUIRED, err) < 0)
+        return -1;
+    return 0;
+}
+
+int cg_relimit_v1(struct sbx_cgroup *cg, const struct sbx_cg_limits *was,
+                  const struct sbx_cg_limits *lim, sbx_err *err)
+{
+    const char *mem = cg->path[SBX_CGC_MEMORY], *pids = cg->path[SBX_CGC_PIDS];
+    const char *cpu = cg->path[SBX_CGC_CPU];
+    if (lim->memory_bytes != was->memory_bytes && mem[0] &&
+        relimit_memory_v1(mem, lim->memory_bytes, err) < 0)
+        return -1;
+    if (lim->pids != was->pids && pids[0] &&
+        (lim->pids ? cg_write_u64(pids, "pids.max", lim->pids, err)
+                   : cg_write(pids, "pids.max", "max", CG_REQUIRED, err)) < 0)
+        return -1;
+    if (lim->cpu_cores != was->cpu_cores && cpu[0]) {
+        if (lim->cpu_cores > 0 &&
+            (cg_write_u64(cpu, "cpu.cfs_period_us", CG_CPU_PERIOD_US, err) < 0 ||
+             cg_write_u64(cpu, "cpu.cfs_quota_us", cg_cpu_quota_us(lim->cpu_cores), err) < 0))
+            return -1;
+        if (!(lim->cpu_cores > 0) && cg_write(cpu, "cpu.cfs_quota_us", "-1", CG_REQUIRED, err) < 0)
+            return -1;
+        cg->cpu_enforced = lim->cpu_cores > 0;
+    }
+    return 0;
+}
+
 int sbx_cgroup_create_sub(const struct sbx_cgroup *parent, const char *name, double cpu_cores,
                           struct sbx_cgroup *join, struct sbx_cgroup *own, sbx_err *err)
 {

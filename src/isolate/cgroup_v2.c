@@ -38,6 +38,38 @@ int cg_create_v2(const struct sbx_cg_host *host, const char *name, const struct 
     return 0;
 }
 
+int cg_relimit_v2(struct sbx_cgroup *cg, const struct sbx_cg_limits *was,
+                  const struct sbx_cg_limits *lim, sbx_err *err)
+{
+    const char *path = cg->v2_path;
+    char buf[48];
+    if (lim->memory_bytes != was->memory_bytes) {
+        snprintf(buf, sizeof(buf), lim->memory_bytes ? "%" PRIu64 : "max", lim->memory_bytes);
+        if (cg_write(path, "memory.max", buf, CG_REQUIRED, err) < 0)
+            return -1;
+        sbx_err e = {0};
+        if (lim->memory_bytes && cg_write(path, "memory.swap.max", "0", CG_OPTIONAL, &e) < 0 &&
+            e.errnum != ENOENT)
+            return cg_pass_err(err, &e);
+    }
+    if (lim->pids != was->pids) {
+        snprintf(buf, sizeof(buf), lim->pids ? "%" PRIu64 : "max", lim->pids);
+        if (cg_write(path, "pids.max", buf, CG_REQUIRED, err) < 0)
+            return -1;
+    }
+    if (lim->cpu_cores != was->cpu_cores) {
+        if (lim->cpu_cores > 0)
+            snprintf(buf, sizeof(buf), "%" PRIu64 " %d", cg_cpu_quota_us(lim->cpu_cores),
+                     CG_CPU_PERIOD_US);
+        else
+            snprintf(buf, sizeof(buf), "max %d", CG_CPU_PERIOD_US);
+        if (cg_write(path, "cpu.max", buf, CG_REQUIRED, err) < 0)
+            return -1;
+        cg->cpu_enforced = lim->cpu_cores > 0;
+    }
+    return 0;
+}
+
 int cg_freeze_v2(const char *dir, bool frozen, sbx_err *err)
 {
     sbx_err e = {0};

@@ -579,6 +579,18 @@ static int make_cgroup(struct spawn *s, sbx_err *err)
     return 0;
 }
 
+int sbx_sandbox_relimit(struct sbx_sandbox *sb, const struct sbx_cg_limits *was,
+                        const struct sbx_cg_limits *lim, sbx_err *err)
+{
+    if (sb->joined || !sb->cg_made)
+        return sbx_err_set(err, EINVAL, "the sandbox's cgroup is not its own");
+    /* as at its creation: init is one more process than the task's budget */
+    struct sbx_cg_limits w = *was, l = *lim;
+    w.pids += w.pids ? 1 : 0;
+    l.pids += l.pids ? 1 : 0;
+    return sbx_cgroup_relimit(&sb->cg, &w, &l, err);
+}
+
 static int open_cgroup_fds(struct spawn *s, sbx_err *err)
 {
     const struct sbx_cgroup *into = s->sb->joined ? s->spec->join_cg : &s->sb->cg;

@@ -222,6 +222,11 @@ int sbx_sandbox_send_fds(struct sbx_sandbox *sb, const struct sbx_sandbox_fds *f
 bool sbx_sandbox_send_command_fits(char *const *argv, char *const *envp);
 int sbx_sandbox_send_command(struct sbx_sandbox *sb, char *const *argv, char *const *envp,
                              sbx_err *err);
+/* A pooled sandbox (spec.pooled) made with the cgroup limits was gets lim
+ * instead, before its command is sent (sbx_cgroup_relimit: not in rlimit
+ * mode). On failure discard it. */
+int sbx_sandbox_relimit(struct sbx_sandbox *sb, const struct sbx_cg_limits *was,
+                        const struct sbx_cg_limits *lim, sbx_err *err);
 /* SIGKILL the whole sandbox: freeze where a freezer exists (without waiting
  * for it to settle), kill init (and so its pid namespace), thaw. Never waits;
  * safe to call more than once. */

@@ -521,3 +521,9 @@ void sbx_dns_server_set_policy(struct sbx_dns_server *s, const struct sbx_policy
 {
     s->policy = policy;
 }
+
+void sbx_dns_server_set_flow(struct sbx_dns_server *s, sbx_flow_cb on_flow, void *ud)
+{
+    s->on_flow = on_flow;
+    s->ud = ud;
+}

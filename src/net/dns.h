@@ -18,5 +18,7 @@ struct sbx_dns_server *sbx_dns_server_new(struct event_base *base, int udp_fd,
 /* Judge questions by another policy from now on (the caller keeps the old
  * one alive while lookups it admitted may still be pending). */
 void sbx_dns_server_set_policy(struct sbx_dns_server *s, const struct sbx_policy *policy);
+/* Its flows go to on_flow(ud) from now on (a pooled egress bound to its task). */
+void sbx_dns_server_set_flow(struct sbx_dns_server *s, sbx_flow_cb on_flow, void *ud);
 /* Stops serving and closes udp_fd; pending upstream lookups are cancelled. */
 void sbx_dns_server_free(struct sbx_dns_server *s);

@@ -587,6 +587,17 @@ void sbx_egress_set_policy(struct sbx_egress *eg, const struct sbx_policy *polic
     rules_update(eg);
 }
 
+void sbx_egress_bind(struct sbx_egress *eg, const struct sbx_policy *policy, sbx_flow_cb on_flow,
+                     void *ud)
+{
+    sbx_conn_ctx_close_all(&eg->ctx);
+    eg->ctx.policy = policy;
+    eg->ctx.on_flow = on_flow;
+    eg->ctx.ud = ud;
+    sbx_dns_server_set_policy(eg->dns, policy);
+    sbx_dns_server_set_flow(eg->dns, on_flow, ud);
+}
+
 void sbx_egress_free(struct sbx_egress *eg)
 {
     if (!eg)

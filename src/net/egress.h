@@ -79,5 +79,15 @@ int sbx_netns_connect_loopback(int netns_fd, uint16_t port, sbx_err *err);
  * caller keeps the old policy alive until the egress is freed (connections
  * being set up may still hold it). */
 void sbx_egress_set_policy(struct sbx_egress *eg, const struct sbx_policy *policy);
+/* An egress started ahead of its task (the warm pool, exec/pool.h) under a
+ * placeholder policy that denies everything, bound to its task before the
+ * task's command runs: every connection begun meanwhile is closed (it
+ * reports its flow to the placeholder's on_flow), then new connections, DNS
+ * questions and held SYNs are judged by policy and reported to on_flow(ud).
+ * The nftables address sets are not changed: the sandbox was built with
+ * the rules of policy (the pool matches on their text). The caller keeps
+ * policy alive until the egress is freed. */
+void sbx_egress_bind(struct sbx_egress *eg, const struct sbx_policy *policy, sbx_flow_cb on_flow,
+                     void *ud);
 /* Close the listeners and every live connection (each reports its flow). */
 void sbx_egress_free(struct sbx_egress *eg);

@@ -191,8 +191,53 @@ int sbx_runtime_set_network(struct sbx_runtime *rt, const char *id, int net_defa
 static int task_egress_start(void *ud, int netns_fd, sbx_err *err)
 {
     struct rt_task *t = ud;
+    /* a pooled egress bound to it whose sandbox then failed: built cold */
+    sbx_egress_free(sbx_steal_pointer(&t->eg));
     t->eg = sbx_egress_start(&t->egress, netns_fd, err);
     return t->eg ? 0 : -1;
+}
+
+int rt_task_egress_take(void *ud, void *net, sbx_err *err)
+{
+    (void)err;
+    struct rt_task *t = ud;
+    sbx_egress_free(sbx_steal_pointer(&t->eg));
+    t->eg = net;
+    sbx_egress_bind(t->eg, t->egress.policy, t->egress.on_flow, t->egress.ud);
+    return 0;
+}
+
+/* Nothing runs in a pooled sandbox before its task but init (and a
+ * zygote, our own program): a flow here is denied by the placeholder, and
+ * said in the log. */
+static void pool_flow(void *ud, const struct sbx_flow *f)
+{
+    (void)ud;
+    char rule[300];
+    sbx_log(SBX_LOG_WARN, "pool: a connection before any task, %s: %s",
+            f->verdict == SBX_VERDICT_DENY ? "denied" : "closed",
+            sbx_log_safe(f->rule, rule, sizeof(rule)));
+}
+
+void *rt_pool_egress_start(void *ctx, int netns_fd, sbx_err *err)
+{
+    struct sbx_runtime *rt = ctx;
+    if (!rt->pool_policy) {
+        /* no allow rule, no allowed CIDR or target, default deny */
+        struct sbx_policy_opts po = {.def = SBX_DEFAULT_DENY,
+                                     .own_addrs = rt->o.policy_opts->own_addrs,
+                                     .n_own_addrs = rt->o.policy_opts->n_own_addrs};
+        if (!(rt->pool_policy = sbx_policy_new(&po, err)))
+            return NULL;
+    }
+    struct sbx_egress_opts o = rt_egress_opts(rt, rt->pool_policy, pool_flow, NULL);
+    return sbx_egress_start(&o, netns_fd, err);
+}
+
+void rt_pool_egress_drop(void *ctx, void *net)
+{
+    (void)ctx;
+    sbx_egress_free(net);
 }
 
 int (*rt_task_egress(struct rt_task *t))(void *ud, int netns_fd, sbx_err *err)

@@ -83,11 +83,17 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
     }
     rt_metrics_init(rt);
     const struct sbx_pool_settings *ps = &rt->settings.pool;
-    sbx_pool_configure(o->base, &(struct sbx_pool_config){.enabled = ps->enabled,
-                                                          .max_idle = ps->size,
-                                                          .max_active = ps->max_active ? ps->max_active
-                                                                          : rt->settings.max_concurrent,
-                                                          .idle_timeout_s = ps->idle_timeout_s});
+    sbx_pool_configure(o->base, &(struct sbx_pool_config){
+                                    .enabled = ps->enabled,
+                                    .max_idle = ps->size,
+                                    .max_total = ps->max_total,
+                                    .max_active = ps->max_active
+                                                      ? ps->max_active
+                                                      : rt->settings.max_concurrent + ps->max_total,
+                                    .idle_timeout_s = ps->idle_timeout_s,
+                                    .net_start = rt_pool_egress_start,
+                                    .net_drop = rt_pool_egress_drop,
+                                    .net_ctx = rt});
     return rt;
 }
 
@@ -110,7 +116,8 @@ void sbx_runtime_free(struct sbx_runtime *rt)
 {
     if (!rt)
         return;
-    sbx_pool_shutdown(); /* its sandboxes hold workspaces */
+    sbx_pool_shutdown();                                  /* its sandboxes hold workspaces */
+    sbx_policy_free(sbx_steal_pointer(&rt->pool_policy)); /* after its egresses */
     rt_zygote_free(rt);
     rt_snapshots_free(rt); /* before the workspaces are unmounted */
     rt_metrics_fini(rt);

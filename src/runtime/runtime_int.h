@@ -186,9 +186,11 @@ struct sbx_runtime {
     char cg_tag[SBX_RUNTIME_CG_TAG_SIZE]; /* in its sandboxes' cgroup names */
     struct rt_tenant *ring;               /* tenants with queued tasks */
     unsigned queued, running;
-    unsigned preparing;         /* tasks waiting for their workspace image */
-    struct rt_task *active;     /* queued and running */
-    unsigned egress_conns;      /* live egress connections of all sandboxes */
+    unsigned preparing;     /* tasks waiting for their workspace image */
+    struct rt_task *active; /* queued and running */
+    unsigned egress_conns;  /* live egress connections of all sandboxes */
+    /* the warm pool's egresses wait under this: deny everything (egress.c) */
+    struct sbx_policy *pool_policy;
     struct mounted_ws *mounted; /* workspace images this daemon mounted */
     struct rt_format *formats;  /* workspace images being formatted */
     /* monitor mode: the periodic measure and the helper child measuring */
@@ -338,5 +340,14 @@ struct sbx_egress_opts rt_egress_opts(struct sbx_runtime *rt, const struct sbx_p
  * not in a session), or NULL; its options are filled in t, which outlives
  * them, and the hook starts the egress in the new sandbox's namespace. */
 int (*rt_task_egress(struct rt_task *t))(void *ud, int netns_fd, sbx_err *err);
+/* The on_take hook of a proxy task the pool may serve: a pooled sandbox's
+ * egress (started by rt_pool_egress_start) becomes the task's, bound to
+ * its policy and its flows (tenant, audit, events). */
+int rt_task_egress_take(void *ud, void *net, sbx_err *err);
+/* The pool's egress hooks (exec/pool.h net_start, net_drop): under
+ * rt->pool_policy, made at the first call; flows before a task are only
+ * logged. */
+void *rt_pool_egress_start(void *ctx, int netns_fd, sbx_err *err);
+void rt_pool_egress_drop(void *ctx, void *net);
 /* The egress of a session reports its flows on the session's stream. */
 void rt_session_flow(void *ud, const struct sbx_flow *f);

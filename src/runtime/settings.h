@@ -93,7 +93,8 @@ struct sbx_egress_settings {
 /* Warm sandboxes (exec/pool.h). */
 struct sbx_pool_settings {
     bool enabled;
-    uint64_t size;
+    uint64_t size;       /* max_idle: held per description (exec/pool.h) */
+    uint64_t max_total;  /* held in all */
     uint64_t max_active; /* 0: max_concurrent */
     double idle_timeout_s;
     struct sbx_strv environments; /* canonical names; empty: all */

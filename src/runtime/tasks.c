@@ -360,6 +360,7 @@ int rt_task_start(struct rt_task *t, sbx_err *err)
         .stdin_len = t->stdin_len,
         .stdin_fd = -1,
         .on_spawn = rt_task_egress(t),
+        .on_take = rt_task_egress_take,
         .on_output = on_output,
         .on_done = on_task_done,
         .ud = t,

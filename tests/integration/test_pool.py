@@ -10,7 +10,9 @@ pool settings are refused at start naming the key."""
 import os
 import subprocess
 import sys
+import re
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,7 +40,8 @@ POOL = ("sandbox:\n  network_policy: none\n"
         "pool:\n  enabled: true\n  max_idle: 4\n  idle_timeout: %s\n")
 ON = Daemon(os.path.join(TMP, "on"), TOKEN, config=config("on.yaml", POOL % "60s")).start()
 COLD = Daemon(os.path.join(TMP, "cold"), TOKEN,
-              config=config("cold.yaml", "sandbox:\n  network_policy: none\n")).start()
+              config=config("cold.yaml", "sandbox:\n  network_policy: none\n"
+                                          "pool:\n  enabled: false\n")).start()
 
 
 def pool_status(d):
@@ -51,7 +54,7 @@ def wait_idle(d, n=1, timeout=20):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         p = pool_status(d)
-        if p["idle"] >= n:
+        if p["idle"] >= n and not p["building"]:
             return p
         time.sleep(0.05)
     raise AssertionError("no idle pooled sandbox after %ss: %r" % (timeout, pool_status(d)))
@@ -123,18 +126,113 @@ def clones_keep_their_own_host_uids():
 
 
 @S.case
-def other_limits_or_a_network_are_built_cold():
+def other_limits_are_a_hit_and_a_network_is_another_sandbox():
     run(ON, {"command": ["true"]}, "lim")
     wait_idle(ON)
     p0 = pool_status(ON)
-    b = run(ON, {"command": ["true"], "memoryMB": 100}, "lim")
+    b = run(ON, {"command": ["true"], "memoryMB": 100, "pids": 50, "cpu": 0.5}, "lim")
     p1 = pool_status(ON)
-    check(b["exitCode"] == 0 and p1["hits"] == p0["hits"] and p1["misses"] == p0["misses"] + 1,
-          "other limits: a miss", (p0, p1))
-    b = run(ON, {"command": ["true"], "network": {"policy": "proxy"}}, "lim")
+    check(b["exitCode"] == 0 and p1["hits"] == p0["hits"] + 1 and p1["misses"] == p0["misses"],
+          "other limits: a hit (they are written at take time)", (p0, p1))
+    net = {"command": ["true"], "network": {"policy": "proxy"}}
+    b = run(ON, net, "lim")
     p2 = pool_status(ON)
-    check(b["exitCode"] == 0 and p2["hits"] == p1["hits"] and p2["misses"] == p1["misses"],
-          "a network: not from the pool, not counted", (p1, p2))
+    check(b["exitCode"] == 0 and p2["hits"] == p1["hits"] and p2["misses"] == p1["misses"] + 1,
+          "a proxy network: another sandbox (its egress made ahead), a miss", (p1, p2))
+    b = hit(ON, net, "lim")
+    check(b["exitCode"] == 0, "the next proxy task is a hit", b)
+
+
+def essentials(b):
+    r = b.get("report") or {}
+    return (b.get("exitCode"), b.get("status"), b.get("stdout"), b.get("stderr"),
+            r.get("outcome"), r.get("oomKilled"), r.get("signal"))
+
+
+def own_cgroups(pid):
+    own = {}
+    with open("/proc/%d/cgroup" % pid) as f:
+        for line in f:
+            _, ctrls, path = line.rstrip("\n").split(":", 2)
+            for c in ctrls.split(","):
+                own[c] = path.rstrip("/")
+    return own
+
+
+LIMIT_FILES = (("memory", ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes",
+                           "memory.kmem.tcp.limit_in_bytes")),
+               ("pids", ("pids.max",)),
+               ("cpu", ("cpu.cfs_quota_us", "cpu.cfs_period_us")))
+
+
+def limit_files(d, name):
+    """What the limit files of this daemon's sandbox cgroup `name` hold (v1)."""
+    own = own_cgroups(d.proc.pid)
+    out = {}
+    for ctrl, files in LIMIT_FILES:
+        mounts = [m for m in os.listdir("/sys/fs/cgroup") if ctrl in m.split(",")]
+        check(len(mounts) == 1, "one %s hierarchy" % ctrl, mounts)
+        dirpath = "/sys/fs/cgroup/%s%s/sandboxd/%s" % (mounts[0], own.get(ctrl, ""), name)
+        for fn in files:
+            path = os.path.join(dirpath, fn)
+            if os.path.exists(path):
+                with open(path) as f:
+                    out[fn] = f.read().strip()
+    return out
+
+
+def limits_while_running(d, body, clone, pooled):
+    """The limit files of the sandbox running body (a task that sleeps)."""
+    mark = len(d.output(whole=True))
+    box = {}
+    th = threading.Thread(target=lambda: box.update(b=run(d, body, clone)))
+    th.start()
+    pat = (r"pool: hit for=\S+ sandbox=(\S+)" if pooled
+           else r"task started id=\S+ tenant=\S+ session=\S+ sandbox=(\S+)")
+    log = d.wait_output(lambda t: re.search(pat, t[mark:]), timeout=20)
+    m = re.search(pat, log[mark:])
+    check(m, "the sandbox's name in the log", log[mark:])
+    time.sleep(0.3)
+    files = limit_files(d, m.group(1))
+    th.join(60)
+    return files, box.get("b")
+
+
+@S.case
+def limits_written_at_take_are_in_force_as_cold():
+    run(ON, {"command": ["true"]}, "lt")
+    sleeper = {"command": ["sleep", "2"], "memoryMB": 96, "pids": 33, "cpu": 0.3}
+    for lim in (sleeper, dict(sleeper, memoryMB=700, pids=200, cpu=1.5)):
+        wait_idle(ON)
+        before = pool_status(ON)["hits"]
+        f1, b1 = limits_while_running(ON, lim, "lt", True)
+        check(pool_status(ON)["hits"] == before + 1, "served from the pool", pool_status(ON))
+        f2, b2 = limits_while_running(COLD, lim, "lt", False)
+        check(b1["exitCode"] == 0 and b2["exitCode"] == 0, "both ran", (b1, b2))
+        check(f1 == f2 and f1.get("pids.max") == str(lim["pids"] + 1) and  # init is one more
+              f1.get("memory.limit_in_bytes") == str(lim["memoryMB"] << 20) and
+              f1.get("cpu.cfs_quota_us") == str(int(lim["cpu"] * 100000)),
+              "the task's limits in its cgroup, as cold", (f1, f2))
+    # In force: a pids cap and an OOM at a limit other than the pooled one.
+    for name, body in (
+            ("pids cap", {"command": ["/bin/sh", "-c",
+                                      "for i in $(seq 60); do sleep 5 & done 2>&1 | "
+                                      "grep -c 'fork\\|Resource' ; wait"],
+                          "pids": 20, "timeoutSeconds": 20}),
+            ("oom at 48 MB", {"command": ["python3", "-c",
+                                          "b=[]\nwhile True: b.append(bytearray(4<<20))"],
+                              "memoryMB": 48, "timeoutSeconds": 30}),
+            ("cpu quota", {"command": ["true"], "cpu": 0.25})):
+        b1 = hit(ON, body, "lt")
+        b2 = run(COLD, body, "lt")
+        check(essentials(b1) == essentials(b2) and
+              b1["report"]["limits"] == b2["report"]["limits"],
+              name + ": the same from the pool and cold (the report's limits too)",
+              (essentials(b1), essentials(b2), b1["report"]["limits"], b2["report"]["limits"]))
+        if name == "oom at 48 MB":
+            check(b1["report"]["outcome"] == "oom" and
+                  b1["report"]["limits"]["memoryBytes"] == 48 << 20,
+                  "killed at the task's own limit", b1["report"])
 
 
 CASES = [
@@ -156,12 +254,6 @@ CASES = [
     ("oom", {"command": ["python3", "-c", "b=[]\nwhile True: b.append(bytearray(8<<20))"],
              "timeoutSeconds": 30}),
 ]
-
-
-def essentials(b):
-    r = b.get("report") or {}
-    return (b.get("exitCode"), b.get("status"), b.get("stdout"), b.get("stderr"),
-            r.get("outcome"), r.get("oomKilled"), r.get("signal"))
 
 
 @S.case
@@ -207,6 +299,57 @@ def idle_sandboxes_go_after_idle_timeout():
         check(b["exitCode"] == 0 and pool_status(d)["hits"] == 0, "the next task is cold", b)
     finally:
         d.stop()
+
+
+@S.case
+def on_by_default_growing_with_demand_and_released_at_sigterm():
+    d = Daemon(os.path.join(TMP, "default"), TOKEN,
+               config=config("default.yaml", "sandbox:\n  network_policy: none\n")).start()
+    try:
+        p = pool_status(d)
+        check(p["enabled"] is True, "the pool is on by default", p)
+        run(d, {"command": ["true"]}, "burst")
+        hit(d, {"command": ["true"]}, "burst")
+        wait_idle(d)
+        check(pool_status(d)["idle"] == 2, "two held for a clone's environment (max_idle)",
+              pool_status(d))
+
+        def burst(n):
+            out = []
+            ths = [threading.Thread(target=lambda: out.append(
+                run(d, {"command": ["sleep", "1"]}, "burst"))) for _ in range(n)]
+            for t in ths:
+                t.start()
+            for t in ths:
+                t.join(60)
+            check(len(out) == n and all(b["exitCode"] == 0 for b in out), "all ran", out)
+
+        p0 = pool_status(d)
+        burst(8)
+        p1 = pool_status(d)
+        missed = p1["misses"] - p0["misses"]
+        check(missed >= 1, "more clients at once than sandboxes held: misses", (p0, p1))
+        # each miss asks for one more: the clone's environment now wants 2 + missed
+        want = min(2 + missed, 32)
+        p2 = wait_idle(d, want)
+        check(p2["idle"] == want, "the pool grew with the demand", (want, p2))
+        burst(want)
+        p3 = pool_status(d)
+        check(p3["hits"] - p2["hits"] == want, "the next burst is served from it", (p2, p3))
+        wait_idle(d, want)
+        own = own_cgroups(d.proc.pid)
+        pids = [m for m in os.listdir("/sys/fs/cgroup") if "pids" in m.split(",")][0]
+        base = "/sys/fs/cgroup/%s%s/sandboxd" % (pids, own.get("pids", ""))
+        tag = re.search(r"sandbox=(task-[0-9a-f]+-)pool-", d.output()).group(1)
+        held = [n for n in os.listdir(base) if n.startswith(tag + "pool-") and
+                os.path.exists(os.path.join(base, n, "cgroup.procs")) and
+                open(os.path.join(base, n, "cgroup.procs")).read().strip()]
+        check(len(held) >= want, "held sandboxes are cgroups of their own, with init in each",
+              held)
+    finally:
+        check(d.stop() == 0, "SIGTERM: a clean exit")
+    left = [n for n in held if os.path.exists(os.path.join(base, n))]
+    check(not left, "every held sandbox released at SIGTERM", left)
 
 
 ZY = Daemon(os.path.join(TMP, "zygote"), TOKEN, config=config(

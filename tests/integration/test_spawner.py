@@ -79,9 +79,13 @@ def metric(d, where):
     return 0.0
 
 
-ON = Daemon(os.path.join(TMP, "on"), TOKEN).start()
+# The spawner's own path, one sandbox per task (its children, its lost
+# requests): the warm pool (on by default, tests/integration/test_pool.py)
+# would hold sandboxes of the spawner's and serve tasks without asking it.
+NOPOOL = config("on.yaml", "pool:\n  enabled: false\n")
+ON = Daemon(os.path.join(TMP, "on"), TOKEN, config=NOPOOL).start()
 OFF = Daemon(os.path.join(TMP, "off"), TOKEN,
-             config=config("off.yaml", "pool:\n  spawner: false\n")).start()
+             config=config("off.yaml", "pool:\n  spawner: false\n  enabled: false\n")).start()
 
 # The same tasks on both daemons: the answers' parts that do not vary.
 CASES = [
@@ -205,7 +209,7 @@ def clones_run_under_different_host_uids():
 
 @S.case
 def a_dead_spawner_is_replaced_by_the_daemon():
-    d = Daemon(os.path.join(TMP, "dead"), TOKEN).start()
+    d = Daemon(os.path.join(TMP, "dead"), TOKEN, config=NOPOOL).start()
     try:
         sp = spawner_of(d)
         check(len(sp) == 1, "a spawner", sp)
@@ -244,7 +248,7 @@ def the_loop_does_not_wait_for_the_spawner():
     sandbox that comes later is killed), and when the spawner dies with
     requests in flight their tasks fail as setup errors; later ones are
     made in the daemon."""
-    d = Daemon(os.path.join(TMP, "stop"), TOKEN).start()
+    d = Daemon(os.path.join(TMP, "stop"), TOKEN, config=NOPOOL).start()
     try:
         sp = spawner_of(d)[0]
         os.kill(sp, signal.SIGSTOP)
@@ -296,7 +300,7 @@ def the_loop_does_not_wait_for_the_spawner():
 
 @S.case
 def the_spawner_ends_with_the_daemon():
-    d = Daemon(os.path.join(TMP, "end"), TOKEN).start()
+    d = Daemon(os.path.join(TMP, "end"), TOKEN, config=NOPOOL).start()
     sp = spawner_of(d)
     check(len(sp) == 1, "a spawner", sp)
     d.stop()
@@ -305,7 +309,7 @@ def the_spawner_ends_with_the_daemon():
         time.sleep(0.05)
     check(not os.path.exists("/proc/%d" % sp[0]), "the spawner is gone after SIGTERM")
     # ... and when the daemon is killed outright (its death signal).
-    d = Daemon(os.path.join(TMP, "end9"), TOKEN).start()
+    d = Daemon(os.path.join(TMP, "end9"), TOKEN, config=NOPOOL).start()
     sp = spawner_of(d)
     d.kill9()
     deadline = time.monotonic() + 10

@@ -143,7 +143,9 @@ static void defaults(void **state)
     assert_int_equal(c.task_env_keys.n, 0);
     assert_true(c.retention.max_age_s > 0);
     assert_true(c.retention.events_per_session > 0);
-    assert_false(c.pool.enabled);
+    assert_true(c.pool.enabled); /* on by default: 2 per description, 32 in all */
+    assert_int_equal(c.pool.size, 2);
+    assert_int_equal(c.pool.max_total, 32);
 
     assert_int_equal(c.n_environments, 3);
     const struct sbx_environment *py = sbx_config_environment(&c, "python");
@@ -240,6 +242,7 @@ static const char *full_yaml =
     "  enabled: true\n"
     "  max_idle: 5\n"
     "  max_active: 20\n"
+    "  max_total: 9\n"
     "  idle_timeout: 5m\n"
     "  environments: [python-3.9, py-safe]\n"
     "  zygote_node_requires: [http, zlib]\n";
@@ -338,6 +341,7 @@ static void yaml_overrides_defaults(void **state)
     assert_true(c.pool.enabled);
     assert_int_equal(c.pool.size, 5);
     assert_int_equal(c.pool.max_active, 20);
+    assert_int_equal(c.pool.max_total, 9);
     assert_int_equal(c.pool.environments.n, 2);
     assert_string_equal(c.pool.environments.v[0], "python"); /* the alias resolved */
     assert_string_equal(c.pool.environments.v[1], "py-safe");

@@ -506,6 +506,57 @@ static void test_v1_fake_tree(void **state)
         assert_string_equal(cg.path[c], "");
 }
 
+/* Limits rewritten on a live cgroup (a pooled sandbox at take time): only
+ * those that change, memsw never below the memory limit on the way up or
+ * down, "no limit" as the kernel spells it; rlimit mode refuses. */
+static void test_v1_relimit(void **state)
+{
+    const char *tmp = *state;
+    char mi[PATH_MAX], pc[PATH_MAX], mem[PATH_MAX], pids[PATH_MAX], cpu[PATH_MAX], p[PATH_MAX];
+    fake_v1(tmp, mi, pc);
+    pathf(mem, sizeof(mem), "%s/memory/daemon/sandboxd/r1", tmp);
+    pathf(pids, sizeof(pids), "%s/pids/sandboxd/r1", tmp);
+    pathf(cpu, sizeof(cpu), "%s/cpu,cpuacct/sandboxd/r1", tmp);
+    struct sbx_cg_host host;
+    sbx_err err = {0};
+    assert_int_equal(sbx_cg_host_detect_at(mi, pc, false, &host, &err), 0);
+    struct sbx_cg_limits a = {.memory_bytes = 1 << 20, .pids = 3, .cpu_cores = 1.5};
+    struct sbx_cgroup cg;
+    assert_int_equal(sbx_cgroup_create(&host, "r1", &a, &cg, &err), 0);
+    pathf(p, sizeof(p), "%s/memory.memsw.limit_in_bytes", mem);
+    write_file(p, "1048576"); /* swap accounting on */
+
+    struct sbx_cg_limits b = {.memory_bytes = 4 << 20, .pids = 3, .cpu_cores = 0.5};
+    pathf(p, sizeof(p), "%s/pids.max", pids);
+    write_file(p, "untouched");
+    assert_int_equal(sbx_cgroup_relimit(&cg, &a, &b, &err), 0);
+    assert_string_equal(slurp_at(mem, "memory.limit_in_bytes"), "4194304");
+    assert_string_equal(slurp_at(mem, "memory.memsw.limit_in_bytes"), "4194304");
+    assert_string_equal(slurp_at(pids, "pids.max"), "untouched"); /* the same: not written */
+    assert_string_equal(slurp_at(cpu, "cpu.cfs_quota_us"), "50000");
+    assert_true(cg.cpu_enforced);
+
+    struct sbx_cg_limits c = {.memory_bytes = 0, .pids = 0, .cpu_cores = 0};
+    assert_int_equal(sbx_cgroup_relimit(&cg, &b, &c, &err), 0);
+    assert_string_equal(slurp_at(mem, "memory.limit_in_bytes"), "-1");
+    assert_string_equal(slurp_at(mem, "memory.memsw.limit_in_bytes"), "-1");
+    assert_string_equal(slurp_at(pids, "pids.max"), "max");
+    assert_string_equal(slurp_at(cpu, "cpu.cfs_quota_us"), "-1");
+    assert_false(cg.cpu_enforced);
+
+    struct sbx_cg_limits bad = {.cpu_cores = -1};
+    assert_int_equal(sbx_cgroup_relimit(&cg, &c, &bad, &err), -1);
+    assert_int_equal(err.errnum, EINVAL);
+    struct sbx_cgroup none = {.mode = SBX_CG_RLIMIT};
+    assert_int_equal(sbx_cgroup_relimit(&none, &c, &b, &err), -1);
+    assert_int_equal(err.errnum, EOPNOTSUPP);
+
+    rm_files(mem);
+    rm_files(pids);
+    rm_files(cpu);
+    assert_int_equal(sbx_cgroup_destroy(&cg, &err), 0);
+}
+
 /* A failure half-way removes what was made, and only that. */
 static void test_v1_create_cleans_up(void **state)
 {
@@ -895,6 +946,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_v2_controllers_missing, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_v2_enable_fails_falls_back, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_v1_fake_tree, tmp_setup, tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_v1_relimit, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_v1_create_cleans_up, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_totals_v2_and_v1, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_totals_restored, tmp_setup, tmp_teardown),

@@ -1,0 +1,305 @@
+"""The warm pool serving proxy-network tasks (exec/pool.h, runtime/egress.c),
+inside netlab's isolated network (no packet leaves the machine): a pooled
+sandbox is built with its egress ready (network namespace, nftables rules,
+listeners, SYN queue) under a placeholder policy that denies everything, and
+the task's own policy (allow and deny lists, port rules, default, its flows'
+tenant) is bound when it is taken, before its command runs.
+
+Checked, each against a daemon without the pool, same request, same lab: what
+connects and what is refused (by address, by name, by port, the deny-list,
+the daemon's own address), DNS through the egress, the proxies, a task's own
+deny rule after a task that allowed more (nothing of an earlier binding
+leaks), the audit records naming the task's tenant, the connection limit; and
+that these tasks were served from the pool."""
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import netlab  # noqa: E402
+from netlab import DAEMON, DNS, INTERNAL, METADATA, PUBLIC  # noqa: E402
+from sbxtest import Suite, check  # noqa: E402
+
+S = Suite("pool_net")
+lab = netlab.Lab().__enter__()
+TMP = tempfile.mkdtemp(prefix="sbx-pool-net-")
+TOKEN = "poolnet-" + "0123456789abcdef0123456789ab"
+
+PROBE = r'''
+import errno, socket, sys, time
+for arg in sys.argv[1:]:
+    host, _, port = arg.partition(",")
+    try:
+        if host.startswith("dns:"):
+            res = "ok " + socket.gethostbyname(host[4:])
+        else:
+            s = socket.create_connection((host, int(port)), timeout=5)
+            s.sendall(b"GET /p HTTP/1.0\r\nHost: lab\r\n\r\n")
+            got = b""
+            while True:
+                d = s.recv(4096)
+                if not d:
+                    break
+                got += d
+            res = "ok " + got.decode(errors="replace").strip().splitlines()[-1]
+    except socket.timeout:
+        res = "timeout"
+    except socket.gaierror as e:
+        res = "gaierror"
+    except OSError as e:
+        res = errno.errorcode.get(e.errno, str(e))
+    print("%s %s" % (arg, res), flush=True)
+'''
+
+
+class Daemon:
+    def __init__(self, name, pool):
+        self.dir = os.path.join(TMP, name)
+        os.makedirs(self.dir)
+        self.sock = os.path.join(self.dir, "api.sock")
+        cfg = os.path.join(self.dir, "config.yaml")
+        with open(cfg, "w") as f:
+            f.write("network:\n  limits:\n    max_connections: 2\n"
+                    "  dns:\n    upstream: [\"%s\"]\n" % DNS)
+            f.write("pool:\n  enabled: %s\n  max_idle: 3\n  idle_timeout: 120s\n"
+                    % ("true" if pool else "false"))
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("CLAW_") and not k.startswith("SANDBOX_")}
+        self.log = open(os.path.join(self.dir, "log"), "w+")
+        self.proc = subprocess.Popen(
+            lab.sandboxd_argv("serve", "--listen", "unix:" + self.sock, "--state-dir",
+                              os.path.join(self.dir, "state"), "--token", TOKEN, "--config",
+                              cfg, "--net", "proxy", "--total-memory", "0", "--total-cpu", "0",
+                              "--total-pids", "0"),
+            env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(self.sock):
+            check(self.proc.poll() is None and time.monotonic() < deadline,
+                  "serve started", self.output())
+            time.sleep(0.05)
+
+    def output(self):
+        with open(self.log.name) as f:
+            return f.read()
+
+    def req(self, method, path, body=None, tenant="pn", clone="c1"):
+        c = netlab.UnixHTTP(self.sock, timeout=60)
+        h = {"Authorization": "Bearer " + TOKEN, "X-Sandbox-Extended": "1",
+             "X-Tenant-Code": tenant, "X-Clone-Id": clone}
+        if body is not None:
+            h["Content-Type"] = "application/json"
+        c.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        try:
+            return r.status, json.loads(data) if data else None
+        except ValueError:
+            return r.status, data.decode(errors="replace")
+
+    def pool(self):
+        st, b = self.req("GET", "/runtime/status")
+        check(st == 200 and "pool" in b, "status has pool", b)
+        return b["pool"]
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        out = self.output()
+        return self.proc.returncode == 0 and "Sanitizer" not in out and \
+            "runtime error" not in out
+
+
+POOL = Daemon("pool", True)
+COLD = Daemon("cold", False)
+
+
+def probe(d, targets, network=None, tenant="pn", clone="c1", extra=None):
+    body = {"command": ["python3", "-c", PROBE] + targets, "timeoutSeconds": 40}
+    if network is not None:
+        body["network"] = network
+    body.update(extra or {})
+    st, b = d.req("POST", "/runtime/exec", body, tenant, clone)
+    check(st == 200 and b.get("exitCode") == 0, "the probe ran", (st, b))
+    out = {}
+    for line in b["stdout"].splitlines():
+        arg, _, res = line.partition(" ")
+        # the lab's answer names the server and the address it was reached at
+        out[arg] = res
+    return out, b
+
+
+def wait_idle(d, timeout=30):
+    deadline = time.monotonic() + timeout
+    while d.pool()["idle"] < 1 or d.pool()["building"]:
+        check(time.monotonic() < deadline, "a pooled sandbox ready", d.pool())
+        time.sleep(0.05)
+
+
+def pooled_probe(targets, network=None, tenant="pn", clone="c1", extra=None, warm=False):
+    """Run from the pool. warm: a task with these rules runs first (rules by
+    address are in the nftables sets, made with the sandbox: part of the
+    pool's key, so the first such task is a miss)."""
+    if warm:
+        probe(POOL, ["%s,80" % PUBLIC], network, tenant, clone)
+    wait_idle(POOL)
+    before = POOL.pool()["hits"]
+    got, b = probe(POOL, targets, network, tenant, clone, extra)
+    check(POOL.pool()["hits"] == before + 1, "served from the pool", POOL.pool())
+    return got, b
+
+
+def arrived(mark):
+    """What reached the lab's servers: (kind, server address, port) and DNS names."""
+    return sorted(set((e.get("ev"), e.get("local") or e.get("name"), e.get("lport"), e.get("type"))
+                      for e in lab.arrivals(since=mark)))
+
+
+TARGETS = ["%s,80" % PUBLIC, "%s,5432" % INTERNAL, "%s,80" % METADATA, "%s,80" % DAEMON,
+           "public.test,443", "dns:www.public.test,0", "dns:private.test,0", "dns:nosuch.test,0"]
+
+POLICIES = [
+    ("the operator's default", None),
+    ("a deny rule on the public server", {"deny": [PUBLIC]}),
+    ("default deny, one name allowed", {"default": "deny", "allow": ["public.test"]}),
+    ("default deny, one port allowed", {"default": "deny", "allow": [":443"]}),
+    ("an internal address allowed", {"allow": [INTERNAL + ":5432"]}),
+    ("a name denied", {"deny": ["www.public.test", "public.test"]}),
+]
+
+
+@S.case
+def proxy_tasks_are_served_from_the_pool_as_cold():
+    probe(POOL, ["%s,80" % PUBLIC])  # the clone's first task: a miss, refills
+    for what, net in POLICIES:
+        mark = lab.mark()
+        got1, b1 = pooled_probe(TARGETS, net, warm=True)
+        saw1 = arrived(mark)
+        mark = lab.mark()
+        got2, b2 = probe(COLD, TARGETS, net)
+        saw2 = arrived(mark)
+        check(got1 == got2, what + ": the same from the pool and cold", (got1, got2))
+        check(saw1 == saw2, what + ": as many connections reached the lab", (saw1, saw2))
+        if net is None:
+            check(got1["%s,80" % PUBLIC].startswith("ok"), "the public server answers", got1)
+        check(not got1["%s,80" % METADATA].startswith("ok") and
+              not got1["%s,80" % DAEMON].startswith("ok"),
+              what + ": metadata and the daemon's own address refused", got1)
+
+
+@S.case
+def an_earlier_binding_leaves_nothing_behind():
+    # A task allowed the internal server; the next, from the pool, denies the
+    # public one: neither rule crosses.
+    probe(POOL, ["%s,80" % PUBLIC], clone="c2")
+    got, _ = pooled_probe(["%s,5432" % INTERNAL], {"allow": [INTERNAL + ":5432"]}, clone="c2",
+                          warm=True)
+    check(got["%s,5432" % INTERNAL].startswith("ok"), "the first task reached its server", got)
+    mark = lab.mark()
+    got, _ = pooled_probe(["%s,5432" % INTERNAL, "%s,80" % PUBLIC], {"deny": [PUBLIC]},
+                          clone="c2", warm=True)
+    check(not got["%s,5432" % INTERNAL].startswith("ok") and
+          not got["%s,80" % PUBLIC].startswith("ok"),
+          "the next task has its own rules only", got)
+    check(not lab.arrivals(since=mark), "nothing reached the lab", lab.arrivals(since=mark))
+
+
+def audit(d, task_id):
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(d.dir, "state", "sandboxd.db"),
+                         uri=True, timeout=10)
+    try:
+        return [(a, json.loads(x)) for a, x in db.execute(
+            "SELECT action, detail FROM audit WHERE target = ? AND action LIKE 'egress%'",
+            (task_id,))]
+    finally:
+        db.close()
+
+
+@S.case
+def flows_belong_to_the_task_that_took_the_sandbox():
+    probe(POOL, ["%s,80" % PUBLIC], tenant="tA", clone="ca")
+    _, b = pooled_probe(["%s,80" % PUBLIC, "dns:private.test,0", "www.public.test,80"],
+                        {"deny": ["www.public.test"]}, tenant="tA", clone="ca", warm=True)
+    tid = b.get("taskId") or b.get("id")
+    check(tid, "the task has an id", b)
+    deadline = time.monotonic() + 10
+    while len(audit(POOL, tid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    recs = audit(POOL, tid)
+    acts = set(a for a, _ in recs)
+    check(acts == {"egress_denied", "egress_flow"}, "flows and denials audited", recs)
+    check(all(x["tenantCode"] == "tA" and x["cloneId"] == "ca" and x["taskId"] == tid
+              for _, x in recs), "under the task's tenant, clone and id", recs)
+    check("pool: a connection before any task" not in POOL.output(), "no flow before a task")
+
+
+@S.case
+def the_connection_limit_holds_in_a_pooled_sandbox():
+    # max_connections 2: three held connections at once, the third refused
+    hold = r'''
+import socket, time
+s = []
+res = []
+for i in range(3):
+    try:
+        c = socket.create_connection(("%s", 80), timeout=5)
+        c.sendall(b"GET /big/1 HTTP/1.1\r\nHost: lab\r\n\r\n")
+        time.sleep(0.3)
+        c.settimeout(2)
+        res.append("ok" if c.recv(10) else "closed")
+        s.append(c)
+    except OSError as e:
+        res.append("err")
+print(" ".join(res))
+''' % PUBLIC
+    results = []
+    for d in (POOL, COLD):
+        body = {"command": ["python3", "-c", hold], "timeoutSeconds": 30}
+        if d is POOL:
+            probe(POOL, ["%s,80" % PUBLIC], clone="cl")
+            wait_idle(POOL)
+            before = POOL.pool()["hits"]
+        st, b = d.req("POST", "/runtime/exec", body, clone="cl")
+        check(st == 200, "ran", (st, b))
+        if d is POOL:
+            check(POOL.pool()["hits"] == before + 1, "served from the pool", POOL.pool())
+        results.append(b["stdout"].strip())
+    check(results[0] == results[1] == "ok ok err", "the same from the pool and cold", results)
+
+
+@S.case
+def session_tasks_stay_unpooled():
+    p0 = POOL.pool()
+    st, b = POOL.req("POST", "/runtime/start", {"sessionID": "s1"}, clone="cs")
+    check(st == 200, "session started", (st, b))
+    st, b = POOL.req("POST", "/runtime/exec", {"sessionID": "s1", "command": ["true"]},
+                     clone="cs")
+    check(st == 200 and b["exitCode"] == 0, "a session task ran", (st, b))
+    p1 = POOL.pool()
+    check(p1["hits"] == p0["hits"] and p1["misses"] == p0["misses"],
+          "not served from the pool nor counted", (p0, p1))
+    POOL.req("POST", "/runtime/stop", {"sessionID": "s1"}, clone="cs")
+
+
+@S.case
+def both_daemons_stop_cleanly():
+    check(POOL.stop(), "the pool's daemon: exit 0 at SIGTERM, no sanitizer report",
+          POOL.output()[-3000:])
+    check(COLD.stop(), "the cold daemon too", COLD.output()[-3000:])
+
+
+POOL.stop()
+COLD.stop()
+lab.__exit__(None, None, None)
+shutil.rmtree(TMP, ignore_errors=True)
+S.finish()

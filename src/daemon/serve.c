@@ -252,6 +252,8 @@ static void status_totals(void *ud, json_t *status)
                                   (json_int_t)ps.hits, "zygoteHits", (json_int_t)ps.zygote_hits,
                                   "misses", (json_int_t)ps.misses, "built", (json_int_t)ps.built,
                                   "discarded", (json_int_t)ps.discarded));
+    json_object_set_new(json_object_get(status, "pool"), "anyCloneHits",
+                        json_integer((json_int_t)ps.any_clone_hits));
 }
 
 /* ---- environments' images: unpacked once by a helper child each ---- */

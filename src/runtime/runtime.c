@@ -83,11 +83,15 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
     }
     rt_metrics_init(rt);
     const struct sbx_pool_settings *ps = &rt->settings.pool;
-    sbx_pool_configure(o->base, &(struct sbx_pool_config){.enabled = ps->enabled,
-                                                          .max_idle = ps->size,
-                                                          .max_active = ps->max_active ? ps->max_active
-                                                                          : rt->settings.max_concurrent,
-                                                          .idle_timeout_s = ps->idle_timeout_s});
+    uint32_t n_ids = 0;
+    sbx_pool_configure(
+        o->base, &(struct sbx_pool_config){
+                     .enabled = ps->enabled,
+                     .max_idle = ps->size,
+                     .max_active = ps->max_active ? ps->max_active : rt->settings.max_concurrent,
+                     .idle_timeout_s = ps->idle_timeout_s,
+                     .ids_first = rt_pool_ids(&rt->settings, &n_ids),
+                     .ids_ranges = n_ids});
     return rt;
 }
 

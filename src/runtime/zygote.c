@@ -7,7 +7,8 @@
  * printed without the program's own frame and exit status 1, SystemExit as
  * usual. One task per zygote; the zygote started with a fixed environment
  * (the daemon's base one: no tenant's or task's key), so no task's secret
- * is in any other's process.
+ * is in any other's process. It enters /workspace once its command has
+ * come: a sandbox pooled for any clone has its workspace attached then.
  *
  * What differs from a cold python (docs/configuration.md): the startup
  * settings come from the zygote's environment, so a task is given one only
@@ -38,6 +39,8 @@ static const char PROGRAM_TAIL[] = ")):\n"
                                    "    os.close(4)\n"
                                    "    if len(b) < 8:\n"
                                    "        os._exit(0)\n"
+                                   "    os.chdir('/workspace')\n"
+                                   "    sys.path_importer_cache.clear()\n"
                                    "    n = int.from_bytes(b[0:4], sys.byteorder)\n"
                                    "    k = int.from_bytes(b[4:8], sys.byteorder)\n"
                                    "    s = bytes(b[8:]).split(b'\\0')\n"

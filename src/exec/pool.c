@@ -585,6 +585,10 @@ int exec_pool_attached(struct pool_entry *pe, const struct sbx_task_opts *o, int
                     "pool: workspaces on this filesystem cannot be idmapped (%s): their sandboxes "
                     "are pooled per clone",
                     sbx_err_format(e, msg, sizeof(msg)));
+            cleanup_free char *key = spec_key(o); /* this clone's next task */
+            bool files[SBX_MOUNTS_MAX] = {false};
+            if (key)
+                refill(o, key, &ws, false, files);
         } else {
             sbx_log(SBX_LOG_WARN, "pool: a workspace was not attached: %s",
                     sbx_err_format(e, msg, sizeof(msg)));

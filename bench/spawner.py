@@ -14,13 +14,20 @@ python sandbox), and each round runs, in turn:
     keep-alive connection per daemon);
   - `POST /runtime/exec {"language":"python","code":"print(1)"}` on each.
 
+Then N new clones, interleaved: the first task of a clone never seen
+before (a fresh X-Clone-Id each time: its workspace is made, then its
+task runs), `/bin/true` on the spawner-on daemon (no pool) and on the pool
+daemon (served by a sandbox pooled for any clone, its workspace attached as
+an idmapped mount), python print(1) on the spawner-on daemon and on the
+zygote daemon.
+
 Then the daemons' and the spawner's VmRSS (idle, and after the rounds), the
 CPU time of each daemon's own process per task, and, per daemon, C clients
 for S seconds (bench/api_load.c: tasks/s, p50, p99), alternated. The
 machine's load average is printed with each part: it is shared.
 
 Needs root, bwrap, gcc. Usage: bench/spawner.py [ROUNDS] [CLIENTS] [SECONDS]
-(SANDBOXD=path picks the binary). Prints a markdown report."""
+[NEW_CLONES] (SANDBOXD=path picks the binary). Prints a markdown report."""
 import http.client
 import json
 import os
@@ -38,6 +45,7 @@ SBX = os.environ.get("SANDBOXD") or os.path.join(ROOT, "build", "sandboxd")
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 CLIENTS = int(sys.argv[2]) if len(sys.argv) > 2 else 32
 SECONDS = int(sys.argv[3]) if len(sys.argv) > 3 else 8
+NEW_CLONES = int(sys.argv[4]) if len(sys.argv) > 4 else 100
 TOKEN = "bench-" + "0123456789abcdef0123456789"
 TMP = tempfile.mkdtemp(prefix="sbx-spawner-bench-")
 WB = os.path.join(TMP, "bwrap-ws")
@@ -97,12 +105,13 @@ class Daemon:
             raise SystemExit("%s: daemon not ready" % name)
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
 
-    def exec(self, body):
+    def exec(self, body, clone=None):
         data = json.dumps(body)
+        h = {"Authorization": "Bearer " + TOKEN, "Content-Type": "application/json"}
+        if clone:
+            h["X-Clone-Id"] = clone
         t0 = time.perf_counter()
-        self.conn.request("POST", "/runtime/exec", body=data,
-                          headers={"Authorization": "Bearer " + TOKEN,
-                                   "Content-Type": "application/json"})
+        self.conn.request("POST", "/runtime/exec", body=data, headers=h)
         r = self.conn.getresponse()
         out = r.read()
         dt = (time.perf_counter() - t0) * 1000
@@ -162,6 +171,35 @@ def run_ms(argv):
 def pct(v, p):
     v = sorted(v)
     return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))]
+
+
+def new_clones(on, pool, zyg, true_body, py_body):
+    """The first task of NEW_CLONES clones never seen before, interleaved."""
+    series = {k: [] for k in ("new clone: HTTP /bin/true, pool off (spawner on)",
+                              "new clone: HTTP /bin/true, pool on",
+                              "new clone: HTTP python print(1), pool off (spawner on)",
+                              "new clone: HTTP python print(1), pool + zygote on")}
+    names = list(series)
+    runs = [(names[0], on, true_body), (names[1], pool, true_body), (names[2], on, py_body),
+            (names[3], zyg, py_body)]
+    p0, z0 = pool.pool(), zyg.pool()
+    l0 = load()
+    for i in range(NEW_CLONES):
+        order = runs[i % len(runs):] + runs[:i % len(runs)]
+        for name, d, body in order:
+            series[name].append(d.exec(body, clone="nc%d-%d" % (i, names.index(name))))
+    p1, z1 = pool.pool(), zyg.pool()
+    print("## First task of a new clone (%d clones each, interleaved)\n" % NEW_CLONES)
+    print("Load average before / after: %s / %s.\n" % (l0, load()))
+    print("| what | p50 ms | p90 ms | p99 ms | mean ms |")
+    print("|---|---|---|---|---|")
+    for name, v in series.items():
+        print("| %s | %.2f | %.2f | %.2f | %.2f |" % (name, pct(v, 50), pct(v, 90), pct(v, 99),
+                                                   statistics.mean(v)))
+    print("\nServed pooled for any clone: pool daemon %d of %d, zygote daemon %d of %d "
+          "(anyCloneHits).\n" % (p1.get("anyCloneHits", 0) - p0.get("anyCloneHits", 0),
+                                  NEW_CLONES, z1.get("anyCloneHits", 0) - z0.get("anyCloneHits", 0),
+                                  NEW_CLONES))
 
 
 def main():
@@ -235,6 +273,7 @@ def main():
                                            rss_idle["pool"]))
     print("| after the rounds | %d | %d | %d | %d |\n" % (
         rss_after["on"], rss_after["spawner"], rss_after["off"], rss_after["pool"]))
+    new_clones(on, pool, zyg, true_body, py_body)
     # Throughput, alternated: off, on, off, on.
     load_bin = os.path.join(TMP, "api_load")
     subprocess.run(["gcc", "-O2", "-pthread", "-o", load_bin,

@@ -452,6 +452,17 @@ static void spawn_failed(struct sbx_task *t, const sbx_err *e)
         t->o.on_done(t->o.ud, t);
 }
 
+/* t's sandbox is here: watched, or ended as a setup error when that fails;
+ * a task canceled meanwhile is killed now. */
+static void watch_or_fail(struct sbx_task *t, bool pooled)
+{
+    sbx_err e = {0};
+    if (start_watch(t, pooled, &e) < 0)
+        spawn_failed(t, &e);
+    else if (t->canceled)
+        sbx_sandbox_kill(&t->sb);
+}
+
 static struct waiter *waiter_pop(void)
 {
     struct waiter *w = waiting_head;
@@ -467,7 +478,6 @@ static void start_cold(struct sbx_task *t);
 static void attached(struct waiter *w, int rc, int *fds, const sbx_err *e)
 {
     struct sbx_task *t = w->t;
-    sbx_err se = {0};
     if (t)
         t->spawning = NULL;
     int slot = -1;
@@ -478,10 +488,7 @@ static void attached(struct waiter *w, int rc, int *fds, const sbx_err *e)
         return;
     }
     t->pool_slot = slot;
-    if (start_watch(t, true, &se) < 0)
-        spawn_failed(t, &se);
-    else if (t->canceled)
-        sbx_sandbox_kill(&t->sb);
+    watch_or_fail(t, true);
 }
 
 static void on_spawner(evutil_socket_t fd, short what, void *arg)
@@ -543,25 +550,25 @@ static void on_spawner(evutil_socket_t fd, short what, void *arg)
             continue;
         }
         t->sb = sb;
-        if (start_watch(t, false, &e) < 0)
-            spawn_failed(t, &e);
-        else if (t->canceled)
-            sbx_sandbox_kill(&t->sb);
+        watch_or_fail(t, false);
     }
     if (ev_spawner)
         event_del(ev_spawner);
 }
 
-/* Queue a request for spec: its waiter, or NULL (not asked). */
-static struct waiter *ask_spawner(struct event_base *base, const struct sbx_spec *spec)
+/* Queue a request, spec's or (a set) an attach's: its waiter, or NULL (not
+ * asked). */
+static struct waiter *ask_spawner(struct event_base *base, const struct sbx_spec *spec,
+                                  const struct sbx_attach *a)
 {
-    if (sbx_spawner_fd() < 0 || spec->join_pidfd >= 0)
+    if (sbx_spawner_fd() < 0 || (spec && spec->join_pidfd >= 0))
         return NULL;
     if (!ev_spawner &&
         !(ev_spawner = event_new(base, sbx_spawner_fd(), EV_READ | EV_PERSIST, on_spawner, NULL)))
         return NULL;
     struct waiter *w = calloc(1, sizeof(*w));
-    if (!w || event_add(ev_spawner, NULL) < 0 || sbx_spawner_request(spec) != 1) {
+    if (!w || event_add(ev_spawner, NULL) < 0 ||
+        (a ? sbx_spawner_request_attach(a) : sbx_spawner_request(spec)) != 1) {
         free(w);
         if (!waiting_head)
             event_del(ev_spawner);
@@ -578,7 +585,7 @@ static struct waiter *ask_spawner(struct event_base *base, const struct sbx_spec
 int exec_spawner_ask_for_pool(struct event_base *base, const struct sbx_spec *spec,
                               struct pool_entry *pe, void **waiter)
 {
-    struct waiter *w = ask_spawner(base, spec);
+    struct waiter *w = ask_spawner(base, spec, NULL);
     if (!w)
         return 0;
     w->pe = pe;
@@ -595,32 +602,17 @@ void exec_spawner_detach(void *waiter)
 int exec_spawner_ask_attach(struct event_base *base, const struct sbx_attach *a,
                             struct pool_entry *pe, struct sbx_task *t)
 {
-    if (sbx_spawner_fd() < 0)
+    struct waiter *w = ask_spawner(base, NULL, a);
+    if (!w)
         return 0;
-    if (!ev_spawner &&
-        !(ev_spawner = event_new(base, sbx_spawner_fd(), EV_READ | EV_PERSIST, on_spawner, NULL)))
-        return 0;
-    struct waiter *w = calloc(1, sizeof(*w));
-    if (!w || event_add(ev_spawner, NULL) < 0 || sbx_spawner_request_attach(a) != 1) {
-        free(w);
-        if (!waiting_head)
-            event_del(ev_spawner);
-        return 0;
-    }
-    *w = (struct waiter){.t = t, .pe = pe, .attach = true, .nfds = a->n_mounts + 1};
-    if (waiting_tail)
-        waiting_tail->next = w;
-    else
-        waiting_head = w;
-    waiting_tail = w;
+    w->t = t, w->pe = pe, w->attach = true, w->nfds = a->n_mounts + 1;
     t->spawning = w;
     return 1;
 }
-
 /* 1: asked of the spawner (t waits); 0: make it here. */
 static int spawn_remote(struct sbx_task *t)
 {
-    struct waiter *w = ask_spawner(t->base, &t->o.spec);
+    struct waiter *w = ask_spawner(t->base, &t->o.spec, NULL);
     if (!w)
         return 0;
     w->t = t;
@@ -693,10 +685,10 @@ static void start_cold(struct sbx_task *t)
     sbx_err e = {0};
     if (spawn_remote(t) == 1)
         return;
-    if (sbx_spawn_local(&t->o.spec, &t->sb, &e) < 0 || start_watch(t, false, &e) < 0)
+    if (sbx_spawn_local(&t->o.spec, &t->sb, &e) < 0)
         spawn_failed(t, &e);
-    else if (t->canceled)
-        sbx_sandbox_kill(&t->sb);
+    else
+        watch_or_fail(t, false);
 }
 
 void sbx_task_cancel(struct sbx_task *t)

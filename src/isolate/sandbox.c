@@ -738,22 +738,35 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
     return 0;
 }
 
+ssize_t sbx_send_with_fds(int sock, const void *buf, size_t len, const int *fds, size_t nfds,
+                          int flags)
+{
+    union {
+        char buf[CMSG_SPACE(SBX_FDS_PASS_MAX * sizeof(int))];
+        struct cmsghdr align;
+    } u = {0};
+    if (nfds > SBX_FDS_PASS_MAX)
+        return errno = E2BIG, -1;
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (nfds) {
+        mh.msg_control = u.buf, mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+        memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
+    }
+    ssize_t n;
+    while ((n = sendmsg(sock, &mh, flags)) < 0 && errno == EINTR)
+        ;
+    return n;
+}
+
 int sbx_sandbox_send_fds(struct sbx_sandbox *sb, const struct sbx_sandbox_fds *fds, sbx_err *err)
 {
     int pass[2] = {fds->init_exe, fds->seccomp};
-    union {
-        char buf[CMSG_SPACE(sizeof(pass))];
-        struct cmsghdr align;
-    } u = {0};
-    struct iovec iov = {.iov_base = "f", .iov_len = 1};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(pass));
-    memcpy(CMSG_DATA(cm), pass, sizeof(pass));
-    if (sendmsg(sb->sync_fd, &mh, MSG_NOSIGNAL) != 1) {
+    if (sbx_send_with_fds(sb->sync_fd, "f", 1, pass, 2, MSG_NOSIGNAL) != 1) {
         int e = errno;
         /* The child failed a setup step and exited before taking them: its
          * own message is the reason (it is already in the socket). */
@@ -811,23 +824,10 @@ int sbx_sandbox_send_command_fds(struct sbx_sandbox *sb, char *const *argv, char
             memcpy(msg + at, lists[l][i], sl);
             at += sl;
         }
-    if (nfds > SBX_MOUNTS_MAX + 1)
+    if (nfds > SBX_FDS_PASS_MAX)
         return sbx_err_at(err, SBX_STAGE_SPAWN, E2BIG, "%zu mounts", nfds);
-    union {
-        char buf[CMSG_SPACE((SBX_MOUNTS_MAX + 1) * sizeof(int))];
-        struct cmsghdr align;
-    } u = {0};
-    struct iovec iov = {.iov_base = msg, .iov_len = len};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (nfds) {
-        mh.msg_control = u.buf, mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-        memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-    }
-    if (sendmsg(sb->sync_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len)
+    if (sbx_send_with_fds(sb->sync_fd, msg, len, fds, nfds, MSG_NOSIGNAL | MSG_DONTWAIT) !=
+        (ssize_t)len)
         return sbx_err_at(err, SBX_STAGE_SPAWN, errno, "send the command to init");
     return 0;
 }

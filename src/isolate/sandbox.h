@@ -228,6 +228,13 @@ int sbx_sandbox_send_command(struct sbx_sandbox *sb, char *const *argv, char *co
 int sbx_sandbox_send_command_fds(struct sbx_sandbox *sb, char *const *argv, char *const *envp,
                                  const int *fds, size_t nfds, sbx_err *err);
 
+/* One message of len bytes on sock with nfds fds (SCM_RIGHTS, at most
+ * SBX_FDS_PASS_MAX; none when nfds is 0), once, EINTR retried: sendmsg's
+ * result. */
+#define SBX_FDS_PASS_MAX (SBX_MOUNTS_MAX + 1)
+ssize_t sbx_send_with_fds(int sock, const void *buf, size_t len, const int *fds, size_t nfds,
+                          int flags);
+
 /* A clone's workspace and binds as detached mounts for an attach_later
  * sandbox (open_tree(OPEN_TREE_CLONE), never recursive, as the cold binds):
  * the workspace idmapped (mount_setattr(MOUNT_ATTR_IDMAP)) with a user

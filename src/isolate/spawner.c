@@ -32,7 +32,7 @@
 #define N_FDS 5
 #define N_FDS_MAX 6
 /* The most fds of any reply: an attach's, the workspace and every mount. */
-#define FDS_IN_REPLY_MAX (SBX_MOUNTS_MAX + 1)
+#define FDS_IN_REPLY_MAX SBX_FDS_PASS_MAX
 _Static_assert(FDS_IN_REPLY_MAX >= N_FDS_MAX, "a sandbox's fds fit in any reply");
 
 enum {
@@ -272,23 +272,7 @@ static int decode(const char *msg, size_t len, struct decoded *d)
 
 static int send_reply(int sock, const struct reply *r, const int *fds, size_t nfds)
 {
-    union {
-        char buf[CMSG_SPACE(FDS_IN_REPLY_MAX * sizeof(int))];
-        struct cmsghdr align;
-    } u = {0};
-    struct iovec iov = {.iov_base = (void *)r, .iov_len = sizeof(*r)};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (fds) {
-        mh.msg_control = u.buf, mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-        memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-    }
-    ssize_t n;
-    while ((n = sendmsg(sock, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
-        ;
+    ssize_t n = sbx_send_with_fds(sock, r, sizeof(*r), fds, fds ? nfds : 0, MSG_NOSIGNAL);
     return n == (ssize_t)sizeof(*r) ? 0 : -1;
 }
 
@@ -616,16 +600,17 @@ static int recv_reply(struct reply *r, int *fds, size_t *nfds, size_t want)
     return 1;
 }
 
-int sbx_spawner_reply(struct sbx_sandbox *sb, sbx_err *err)
+/* One answer, as the callers give it: 1 *rp (theirs to free) and its fds,
+ * -1 the spawner could not (err), 0 none yet, -2 the spawner is gone. */
+static int answer(struct reply **rp, int *fds, size_t want, sbx_err *err)
 {
     if (spawner_fd < 0 || !pending)
         return 0;
     struct reply *r = malloc(sizeof(*r));
     if (!r)
         return 0; /* asked again at the next readiness */
-    int fds[FDS_IN_REPLY_MAX] = {-1, -1, -1, -1, -1, -1};
     size_t nfds;
-    int got = recv_reply(r, fds, &nfds, WANT_SANDBOX);
+    int got = recv_reply(r, fds, &nfds, want);
     if (got <= 0) {
         free(r);
         return got == 0 ? 0 : (sbx_err_set(err, EPIPE, "the sandbox spawner is gone"), -2);
@@ -637,6 +622,17 @@ int sbx_spawner_reply(struct sbx_sandbox *sb, sbx_err *err)
         free(r);
         return -1;
     }
+    *rp = r;
+    return 1;
+}
+
+int sbx_spawner_reply(struct sbx_sandbox *sb, sbx_err *err)
+{
+    struct reply *r;
+    int fds[FDS_IN_REPLY_MAX] = {-1, -1, -1, -1, -1, -1};
+    int got = answer(&r, fds, WANT_SANDBOX, err);
+    if (got != 1)
+        return got;
     *sb = (struct sbx_sandbox){.init_pid = r->init_pid,
                                .pidfd = fds[0],
                                .sync_fd = fds[1],
@@ -692,25 +688,11 @@ int sbx_spawner_request_attach(const struct sbx_attach *a)
 
 int sbx_spawner_reply_attach(int *fds, size_t n, sbx_err *err)
 {
-    if (spawner_fd < 0 || !pending || n > FDS_IN_REPLY_MAX)
-        return 0;
-    struct reply *r = malloc(sizeof(*r));
-    if (!r)
-        return 0;
+    struct reply *r;
     int got_fds[FDS_IN_REPLY_MAX];
-    size_t nfds;
-    int got = recv_reply(r, got_fds, &nfds, n);
-    if (got <= 0) {
-        free(r);
-        return got == 0 ? 0 : (sbx_err_set(err, EPIPE, "the sandbox spawner is gone"), -2);
-    }
-    if (r->rc != 0) {
-        if (err)
-            *err = r->err;
-        errno = r->err.errnum;
-        free(r);
-        return -1;
-    }
+    int got = n > FDS_IN_REPLY_MAX ? 0 : answer(&r, got_fds, n, err);
+    if (got != 1)
+        return got;
     memcpy(fds, got_fds, n * sizeof(int));
     free(r);
     return 1;

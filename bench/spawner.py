@@ -14,12 +14,16 @@ python sandbox), and each round runs, in turn:
     keep-alive connection per daemon);
   - `POST /runtime/exec {"language":"python","code":"print(1)"}` on each.
 
-Then N new clones, interleaved: the first task of a clone never seen
-before (a fresh X-Clone-Id each time: its workspace is made, then its
-task runs), `/bin/true` on the spawner-on daemon (no pool) and on the pool
-daemon (served by a sandbox pooled for any clone, its workspace attached as
-an idmapped mount), python print(1) on the spawner-on daemon and on the
-zygote daemon.
+Then N new clones, interleaved, on two more daemons whose workspaces are
+plain directories (`workspace_quota_mode: monitor`: no loop image per
+clone, which would take N loop devices of the shared machine), one with the
+spawner only and one with the pool and zygotes: the first task of a clone
+never seen before (a fresh X-Clone-Id each time: its workspace is made,
+then its task runs), `/bin/true` and python print(1) on each, and
+`/bin/true` for a clone seen before (the attach without the clone's
+creation). The pool
+serves them with sandboxes pooled for any clone, the clone's workspace
+attached as an idmapped mount.
 
 Then the daemons' and the spawner's VmRSS (idle, and after the rounds), the
 CPU time of each daemon's own process per task, and, per daemon, C clients
@@ -72,8 +76,11 @@ def free_port():
     return p
 
 
+DAEMONS = []  # every daemon started, stopped at the end whatever happens
+
+
 class Daemon:
-    def __init__(self, name, spawner, pool=False, zygote=False):
+    def __init__(self, name, spawner, pool=False, zygote=False, monitor=False):
         self.name = name
         self.state = os.path.join(TMP, name)
         os.makedirs(self.state)
@@ -85,6 +92,8 @@ class Daemon:
                 f.write("  enabled: true\n  max_idle: 8\n  idle_timeout: 10m\n")
             if zygote:
                 f.write("  zygote: true\n")
+            if monitor:
+                f.write("sandbox:\n  workspace_quota_mode: monitor\n")
         self.port = free_port()
         self.log = open(os.path.join(TMP, name + ".log"), "w")
         self.proc = subprocess.Popen(
@@ -92,6 +101,7 @@ class Daemon:
              "--state-dir", self.state, "--token", TOKEN, "--net", "none",
              "--max-concurrent", "32", "--log-level", "warn"],
             stdout=self.log, stderr=subprocess.STDOUT)
+        DAEMONS.append(self)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
@@ -149,9 +159,9 @@ class Daemon:
         return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self):
-        self.conn.close()
-        self.proc.terminate()
-        self.proc.wait(30)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(30)
 
 
 def comm(pid):
@@ -173,22 +183,31 @@ def pct(v, p):
     return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))]
 
 
-def new_clones(on, pool, zyg, true_body, py_body):
+def new_clones(true_body, py_body):
     """The first task of NEW_CLONES clones never seen before, interleaved."""
+    on = Daemon("new-clones-spawner", True, monitor=True)
+    zyg = Daemon("new-clones-pool", True, pool=True, zygote=True, monitor=True)
     series = {k: [] for k in ("new clone: HTTP /bin/true, pool off (spawner on)",
                               "new clone: HTTP /bin/true, pool on",
                               "new clone: HTTP python print(1), pool off (spawner on)",
-                              "new clone: HTTP python print(1), pool + zygote on")}
+                              "new clone: HTTP python print(1), pool + zygote on",
+                              "known clone: HTTP /bin/true, pool off (spawner on)",
+                              "known clone: HTTP /bin/true, pool on")}
     names = list(series)
-    runs = [(names[0], on, true_body), (names[1], pool, true_body), (names[2], on, py_body),
-            (names[3], zyg, py_body)]
-    p0, z0 = pool.pool(), zyg.pool()
+    runs = [(names[0], on, true_body), (names[1], zyg, true_body), (names[2], on, py_body),
+            (names[3], zyg, py_body), (names[4], on, true_body), (names[5], zyg, true_body)]
+    for i in range(5):  # warm-up (each daemon's first task is a miss), uncounted
+        for name, d, body in runs:
+            d.exec(body, clone="warm%d" % i)
+    z0 = zyg.pool()
     l0 = load()
     for i in range(NEW_CLONES):
         order = runs[i % len(runs):] + runs[:i % len(runs)]
         for name, d, body in order:
-            series[name].append(d.exec(body, clone="nc%d-%d" % (i, names.index(name))))
-    p1, z1 = pool.pool(), zyg.pool()
+            new = name.startswith("new")  # else the clone of the warm-up's first round
+            series[name].append(d.exec(body, clone="nc%d-%d" % (i, names.index(name))
+                                       if new else "warm0"))
+    z1 = zyg.pool()
     print("## First task of a new clone (%d clones each, interleaved)\n" % NEW_CLONES)
     print("Load average before / after: %s / %s.\n" % (l0, load()))
     print("| what | p50 ms | p90 ms | p99 ms | mean ms |")
@@ -196,10 +215,13 @@ def new_clones(on, pool, zyg, true_body, py_body):
     for name, v in series.items():
         print("| %s | %.2f | %.2f | %.2f | %.2f |" % (name, pct(v, 50), pct(v, 90), pct(v, 99),
                                                    statistics.mean(v)))
-    print("\nServed pooled for any clone: pool daemon %d of %d, zygote daemon %d of %d "
-          "(anyCloneHits).\n" % (p1.get("anyCloneHits", 0) - p0.get("anyCloneHits", 0),
-                                  NEW_CLONES, z1.get("anyCloneHits", 0) - z0.get("anyCloneHits", 0),
-                                  NEW_CLONES))
+    print("\nServed by sandboxes pooled for any clone: %d of %d tasks, %d of them "
+          "by a zygote; misses %d.\n" % (
+              z1.get("anyCloneHits", 0) - z0.get("anyCloneHits", 0), 3 * NEW_CLONES,
+              z1.get("zygoteHits", 0) - z0.get("zygoteHits", 0),
+              z1.get("misses", 0) - z0.get("misses", 0)))
+    on.stop()
+    zyg.stop()
 
 
 def main():
@@ -273,7 +295,7 @@ def main():
                                            rss_idle["pool"]))
     print("| after the rounds | %d | %d | %d | %d |\n" % (
         rss_after["on"], rss_after["spawner"], rss_after["off"], rss_after["pool"]))
-    new_clones(on, pool, zyg, true_body, py_body)
+    new_clones(true_body, py_body)
     # Throughput, alternated: off, on, off, on.
     load_bin = os.path.join(TMP, "api_load")
     subprocess.run(["gcc", "-O2", "-pthread", "-o", load_bin,
@@ -299,4 +321,6 @@ def main():
 try:
     main()
 finally:
+    for dm in DAEMONS:  # before the state dirs go: their images are unmounted
+        dm.stop()
     shutil.rmtree(TMP, ignore_errors=True)

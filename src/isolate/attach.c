@@ -68,6 +68,38 @@ static int idmap_userns(uint32_t from, uint32_t to, sbx_err *err)
     return fd;
 }
 
+/* The idmaps' user namespaces made lately, by (from, to): a clone taking a
+ * range it took before (ranges are few and reused) costs no clone. A
+ * namespace holds no process, only its map; the fds are close-on-exec. */
+#define USERNS_KEPT 32
+static struct {
+    uint32_t from, to;
+    int fd; /* 0: the slot is empty (fd 0 is the spawner's stdin) */
+    uint64_t used;
+} kept[USERNS_KEPT];
+static uint64_t uses;
+
+/* The namespace for (from, to), the cache's (not the caller's to close). */
+static int userns_for(uint32_t from, uint32_t to, sbx_err *err)
+{
+    size_t lru = 0;
+    for (size_t i = 0; i < USERNS_KEPT; i++) {
+        if (kept[i].fd > 0 && kept[i].from == from && kept[i].to == to) {
+            kept[i].used = ++uses;
+            return kept[i].fd;
+        }
+        if (kept[i].used < kept[lru].used)
+            lru = i;
+    }
+    int fd = idmap_userns(from, to, err);
+    if (fd < 0)
+        return -1;
+    if (kept[lru].fd > 0)
+        close(kept[lru].fd);
+    kept[lru].from = from, kept[lru].to = to, kept[lru].fd = fd, kept[lru].used = ++uses;
+    return fd;
+}
+
 /* A detached copy of the mount at path (not of what is mounted beneath). */
 static int clone_tree(const char *path, uint64_t set, int userns, sbx_err *err)
 {
@@ -97,7 +129,7 @@ int sbx_attach_open(const struct sbx_attach *a, int *fds, sbx_err *err)
                                    fchownat(ws, "", uid, gid, AT_EMPTY_PATH) < 0))
             return sbx_err_at(err, SBX_STAGE_WORKSPACE, errno, "chown %s to %u", a->workspace, uid);
     }
-    cleanup_fd int userns = idmap_userns(a->from_base, a->to_base, err);
+    int userns = userns_for(a->from_base, a->to_base, err);
     if (userns < 0)
         return -1;
     size_t n = 0;

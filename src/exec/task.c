@@ -631,7 +631,7 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
     t->o = *o;
     t->base = base;
     t->pool_slot = -1;
-    if (o->spec.n_mounts <= SBX_MOUNTS_MAX) {
+    if (o->spec.n_mounts && o->spec.n_mounts <= SBX_MOUNTS_MAX) {
         memcpy(t->mounts, o->spec.mounts, o->spec.n_mounts * sizeof(t->mounts[0]));
         t->o.spec.mounts = t->mounts;
     }

@@ -19,6 +19,17 @@ each pooled python or node sandbox), and each round runs, in turn:
     {"language":"node","code":"0"}` on the spawner-on (cold), pool and
     zygote daemons.
 
+Then N new clones, interleaved, on two more daemons whose workspaces are
+plain directories (`workspace_quota_mode: monitor`: no loop image per
+clone, which would take N loop devices of the shared machine), one with the
+spawner only and one with the pool and zygotes: the first task of a clone
+never seen before (a fresh X-Clone-Id each time: its workspace is made,
+then its task runs), `/bin/true` and python print(1) on each, and
+`/bin/true` for a clone seen before (the attach without the clone's
+creation). The pool
+serves them with sandboxes pooled for any clone, the clone's workspace
+attached as an idmapped mount.
+
 Then the daemons' and the spawner's VmRSS (idle, and after the rounds), the
 CPU time of each daemon's own process per task, and, per daemon, C clients
 for S seconds (bench/api_load.c: tasks/s, p50, p99), alternated (S = 0:
@@ -26,9 +37,9 @@ none). The
 machine's load average is printed with each part: it is shared.
 
 Needs root, bwrap, gcc. Usage: bench/spawner.py [ROUNDS] [CLIENTS] [SECONDS]
-(SANDBOXD=path picks the binary; SBX_BENCH_NET=proxy runs every daemon with
-`--net proxy`: each sandbox gets its egress, pooled ones ahead; the tasks
-make no connection, so nothing leaves the machine). Prints a markdown
+[NEW_CLONES] (SANDBOXD=path picks the binary; SBX_BENCH_NET=proxy runs every
+daemon with `--net proxy`: each sandbox gets its egress, pooled ones ahead; the
+tasks make no connection, so nothing leaves the machine). Prints a markdown
 report."""
 import http.client
 import json
@@ -50,6 +61,7 @@ SECONDS = int(sys.argv[3]) if len(sys.argv) > 3 else 8
 NET = os.environ.get("SBX_BENCH_NET", "none")
 if NET not in ("none", "proxy"):
     raise SystemExit("SBX_BENCH_NET: none or proxy, not %r" % NET)
+NEW_CLONES = int(sys.argv[4]) if len(sys.argv) > 4 else 100
 TOKEN = "bench-" + "0123456789abcdef0123456789"
 TMP = tempfile.mkdtemp(prefix="sbx-spawner-bench-")
 WB = os.path.join(TMP, "bwrap-ws")
@@ -81,8 +93,11 @@ def free_port():
     return p
 
 
+DAEMONS = []  # every daemon started, stopped at the end whatever happens
+
+
 class Daemon:
-    def __init__(self, name, spawner, pool=False, zygote=False):
+    def __init__(self, name, spawner, pool=False, zygote=False, monitor=False):
         self.name = name
         self.state = os.path.join(TMP, name)
         os.makedirs(self.state)
@@ -96,6 +111,8 @@ class Daemon:
                 f.write("  idle_timeout: 10m\n")
             if zygote:
                 f.write("  zygote: true\n")
+            if monitor:
+                f.write("sandbox:\n  workspace_quota_mode: monitor\n")
         self.port = free_port()
         self.log = open(os.path.join(TMP, name + ".log"), "w")
         self.proc = subprocess.Popen(
@@ -103,6 +120,7 @@ class Daemon:
              "--state-dir", self.state, "--token", TOKEN, "--net", NET,
              "--max-concurrent", "32", "--log-level", "warn"],
             stdout=self.log, stderr=subprocess.STDOUT)
+        DAEMONS.append(self)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
@@ -116,12 +134,13 @@ class Daemon:
             raise SystemExit("%s: daemon not ready" % name)
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
 
-    def exec(self, body):
+    def exec(self, body, clone=None):
         data = json.dumps(body)
+        h = {"Authorization": "Bearer " + TOKEN, "Content-Type": "application/json"}
+        if clone:
+            h["X-Clone-Id"] = clone
         t0 = time.perf_counter()
-        self.conn.request("POST", "/runtime/exec", body=data,
-                          headers={"Authorization": "Bearer " + TOKEN,
-                                   "Content-Type": "application/json"})
+        self.conn.request("POST", "/runtime/exec", body=data, headers=h)
         r = self.conn.getresponse()
         out = r.read()
         dt = (time.perf_counter() - t0) * 1000
@@ -159,9 +178,9 @@ class Daemon:
         return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self):
-        self.conn.close()
-        self.proc.terminate()
-        self.proc.wait(30)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(30)
 
 
 def comm(pid):
@@ -181,6 +200,47 @@ def run_ms(argv, env=None):
 def pct(v, p):
     v = sorted(v)
     return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))]
+
+
+def new_clones(true_body, py_body):
+    """The first task of NEW_CLONES clones never seen before, interleaved."""
+    on = Daemon("new-clones-spawner", True, monitor=True)
+    zyg = Daemon("new-clones-pool", True, pool=True, zygote=True, monitor=True)
+    series = {k: [] for k in ("new clone: HTTP /bin/true, pool off (spawner on)",
+                              "new clone: HTTP /bin/true, pool on",
+                              "new clone: HTTP python print(1), pool off (spawner on)",
+                              "new clone: HTTP python print(1), pool + zygote on",
+                              "known clone: HTTP /bin/true, pool off (spawner on)",
+                              "known clone: HTTP /bin/true, pool on")}
+    names = list(series)
+    runs = [(names[0], on, true_body), (names[1], zyg, true_body), (names[2], on, py_body),
+            (names[3], zyg, py_body), (names[4], on, true_body), (names[5], zyg, true_body)]
+    for i in range(5):  # warm-up (each daemon's first task is a miss), uncounted
+        for name, d, body in runs:
+            d.exec(body, clone="warm%d" % i)
+    z0 = zyg.pool()
+    l0 = load()
+    for i in range(NEW_CLONES):
+        order = runs[i % len(runs):] + runs[:i % len(runs)]
+        for name, d, body in order:
+            new = name.startswith("new")  # else the clone of the warm-up's first round
+            series[name].append(d.exec(body, clone="nc%d-%d" % (i, names.index(name))
+                                       if new else "warm0"))
+    z1 = zyg.pool()
+    print("## First task of a new clone (%d clones each, interleaved)\n" % NEW_CLONES)
+    print("Load average before / after: %s / %s.\n" % (l0, load()))
+    print("| what | p50 ms | p90 ms | p99 ms | mean ms |")
+    print("|---|---|---|---|---|")
+    for name, v in series.items():
+        print("| %s | %.2f | %.2f | %.2f | %.2f |" % (name, pct(v, 50), pct(v, 90), pct(v, 99),
+                                                   statistics.mean(v)))
+    print("\nServed by sandboxes pooled for any clone: %d of %d tasks, %d of them "
+          "by a zygote; misses %d.\n" % (
+              z1.get("anyCloneHits", 0) - z0.get("anyCloneHits", 0), 3 * NEW_CLONES,
+              z1.get("zygoteHits", 0) - z0.get("zygoteHits", 0),
+              z1.get("misses", 0) - z0.get("misses", 0)))
+    on.stop()
+    zyg.stop()
 
 
 def main():
@@ -268,6 +328,7 @@ def main():
                                            rss_idle["pool"]))
     print("| after the rounds | %d | %d | %d | %d |\n" % (
         rss_after["on"], rss_after["spawner"], rss_after["off"], rss_after["pool"]))
+    new_clones(true_body, py_body)
     # Throughput, alternated: off, on, off, on.
     if not SECONDS:
         for d in (on, off, pool, zyg):
@@ -300,4 +361,6 @@ def main():
 try:
     main()
 finally:
+    for dm in DAEMONS:  # before the state dirs go: their images are unmounted
+        dm.stop()
     shutil.rmtree(TMP, ignore_errors=True)

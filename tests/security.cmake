@@ -15,3 +15,10 @@ add_test(NAME security/api_probes
 set_tests_properties(security/api_probes PROPERTIES
   ENVIRONMENT "SANDBOXD=$<TARGET_FILE:sandboxd>;SBX_HELPERS=${CMAKE_BINARY_DIR}/helpers"
   TIMEOUT 600)
+# The same with the warm pool on: clones' tasks in sandboxes pooled for any
+# clone, their workspaces attached as idmapped mounts.
+add_test(NAME security/api_probes_pool
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/security/test_api_probes.py)
+set_tests_properties(security/api_probes_pool PROPERTIES
+  ENVIRONMENT "SANDBOXD=$<TARGET_FILE:sandboxd>;SBX_HELPERS=${CMAKE_BINARY_DIR}/helpers;SBX_PROBES_POOL=1"
+  TIMEOUT 600)

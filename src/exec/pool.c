@@ -15,6 +15,7 @@
 #include "base/time.h"
 #include "exec/pool_int.h"
 #include "isolate/spawner.h"
+#include "isolate/stage.h"
 
 /* A discarded sandbox whose cgroup is not removable yet is retried from the
  * pool's timer for at most this long, then left (swept at the next start). */
@@ -36,6 +37,9 @@ struct pool_entry {
     struct sbx_sandbox_fds fds;
     struct sbx_sandbox sb;
     bool ready;
+    bool orphan; /* discarded while building: its sandbox is buried as it comes */
+    int slot;    /* pooled for any clone: its host id range; -1: for one clone */
+    bool any;    /* for any clone (a template has no slot) */
     int64_t since_ms;
     void *waiter; /* building: its place in the spawner's queue */
 };
@@ -65,8 +69,12 @@ struct pool_target {
 
 struct dying {
     struct sbx_sandbox sb;
+    int slot; /* given back once sb is all gone; -1 none */
     int64_t deadline_ms;
 };
+
+/* Filesystems (st_dev) a workspace idmap failed on: pooled per clone. */
+#define NO_IDMAP_MAX 16
 
 static struct {
     struct sbx_pool_config cfg;
@@ -80,7 +88,33 @@ static struct {
     uint64_t running;
     struct sbx_pool_stats st;
     unsigned long long seq;
+    uint8_t *slot_used; /* cfg.ids_ranges of them: 1 in use (or left to a stuck sandbox) */
+    dev_t no_idmap[NO_IDMAP_MAX];
+    size_t n_no_idmap;
 } P;
+
+/* ---- the pool's host id ranges ---- */
+
+static int slot_get(void)
+{
+    for (uint32_t i = 0; P.slot_used && i < P.cfg.ids_ranges; i++)
+        if (!P.slot_used[i]) {
+            P.slot_used[i] = 1;
+            return (int)i;
+        }
+    return -1;
+}
+
+void exec_pool_slot_put(int slot)
+{
+    if (slot >= 0 && P.slot_used && (uint32_t)slot < P.cfg.ids_ranges)
+        P.slot_used[slot] = 0;
+}
+
+static uint32_t slot_base(int slot)
+{
+    return P.cfg.ids_first + (uint32_t)slot * SBX_ID_RANGE;
+}
 
 void sbx_pool_stats(struct sbx_pool_stats *out)
 {
@@ -138,20 +172,22 @@ static void arm_tick(void)
         evtimer_add(P.tick, &tv);
 }
 
-/* Killed now, released from the timer (never waited for on the loop). */
-static void bury(struct sbx_sandbox *sb)
+/* Killed now, released from the timer (never waited for on the loop); its
+ * host id range (slot) is given back once it is all gone. */
+static void bury(struct sbx_sandbox *sb, int slot)
 {
     sbx_sandbox_kill(sb);
     if (P.n_dying == P.cap_dying) {
         size_t cap = P.cap_dying ? 2 * P.cap_dying : 8;
         struct dying *d = realloc(P.dying, cap * sizeof(*d));
         if (!d) {
-            sbx_sandbox_abandon(sb);
+            sbx_sandbox_abandon(sb); /* the range stays taken */
             return;
         }
         P.dying = d, P.cap_dying = cap;
     }
-    P.dying[P.n_dying++] = (struct dying){.sb = *sb, .deadline_ms = sbx_mono_ms() + DYING_BOUND_MS};
+    P.dying[P.n_dying++] =
+        (struct dying){.sb = *sb, .slot = slot, .deadline_ms = sbx_mono_ms() + DYING_BOUND_MS};
     arm_tick();
 }
 
@@ -163,8 +199,11 @@ static void discard(struct pool_entry *pe)
     if (pe->net)
         P.cfg.net_drop(P.cfg.net_ctx, pe->net);
     if (pe->ready) {
-        bury(&pe->sb);
+        bury(&pe->sb, pe->slot);
         P.st.discarded++;
+    } else if (pe->waiter && pe->slot >= 0) {
+        pe->orphan = true; /* its range is given back once its sandbox is gone */
+        return;
     } else if (pe->waiter) {
         exec_spawner_detach(pe->waiter);
     }
@@ -201,7 +240,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
         if (rc < 0) {
             if (e.errnum == EBUSY)
                 sbx_sandbox_abandon(&d->sb);
-            sbx_log(SBX_LOG_WARN, "pool: a discarded sandbox was not all removed: %s", e.msg);
+            sbx_log(SBX_LOG_WARN, "pool: a discarded sandbox was not all removed: %s%s", e.msg,
+                    d->slot >= 0 ? " (its host id range is not used again)" : "");
+        } else {
+            exec_pool_slot_put(d->slot);
         }
         P.dying[i] = P.dying[--P.n_dying];
     }
@@ -228,7 +270,13 @@ void sbx_pool_configure(struct event_base *base, const struct sbx_pool_config *c
                 (unsigned long long)c->max_idle, (unsigned long long)c->max_active,
                 c->idle_timeout_s, sbx_spawner_fd() < 0 ? " (no spawner: nothing is pooled)" : "");
     }
+    if (c->ids_ranges != P.cfg.ids_ranges) {
+        free(P.slot_used);
+        P.slot_used = c->ids_ranges ? calloc(c->ids_ranges, 1) : NULL;
+    }
     P.cfg = *c;
+    if (!P.slot_used)
+        P.cfg.ids_ranges = 0;
     P.base = base;
     if (!P.tick)
         P.tick = evtimer_new(base, on_tick, NULL);
@@ -240,8 +288,16 @@ void sbx_pool_configure(struct event_base *base, const struct sbx_pool_config *c
 
 void sbx_pool_shutdown(void)
 {
-    while (P.head)
-        discard(P.head);
+    while (P.head) {
+        struct pool_entry *pe = P.head;
+        if (!pe->ready && pe->waiter) { /* its answer must not find it */
+            unlink_entry(pe);
+            exec_spawner_detach(pe->waiter);
+            free_entry(pe);
+            continue;
+        }
+        discard(pe);
+    }
     for (struct pool_target *t = P.targets, *next; t; t = next) {
         next = t->next;
         target_free(t);
@@ -262,6 +318,9 @@ void sbx_pool_shutdown(void)
     if (P.cfg.enabled)
         sbx_metrics_collector_remove(collect, NULL);
     P.cfg.enabled = false;
+    free(P.slot_used);
+    P.slot_used = NULL;
+    P.cfg.ids_ranges = 0;
 }
 
 static bool under(const char *path, const char *dir, size_t n)
@@ -275,7 +334,7 @@ static bool target_under(const struct pool_target *t, const void *arg)
     size_t n = strlen(dir);
     while (n > 1 && dir[n - 1] == '/')
         n--;
-    return t->tmpl && under(t->tmpl->workspace, dir, n);
+    return t->tmpl && t->tmpl->workspace && under(t->tmpl->workspace, dir, n);
 }
 
 void sbx_pool_forget_workspace(const char *dir)
@@ -286,7 +345,7 @@ void sbx_pool_forget_workspace(const char *dir)
         n--;
     for (struct pool_entry *pe = P.head, *next; pe; pe = next) {
         next = pe->next;
-        if (strncmp(pe->workspace, dir, n) == 0 &&
+        if (pe->workspace && strncmp(pe->workspace, dir, n) == 0 &&
             (pe->workspace[n] == '\0' || pe->workspace[n] == '/'))
             discard(pe);
     }
@@ -427,19 +486,22 @@ static char *pool_name(const char *task_name)
     return n;
 }
 
-/* One sandbox asked of the spawner for key (o's description): 1 asked. */
-/* A new entry for key, o's description (its own copies), not asked yet. */
+/* A new entry for key, o's description (its own copies), not asked yet:
+ * for o's clone, or (any) for any clone, with mount points only (their
+ * kinds in files, or in o's mounts when files is NULL: a template's). */
 static struct pool_entry *make_entry(const struct sbx_task_opts *o, const char *key,
-                                     const struct stat *ws)
+                                     const struct stat *ws, bool any, const bool *files)
 {
     struct pool_entry *pe = calloc(1, sizeof(*pe));
     if (!pe)
         return NULL;
+    pe->slot = -1;
+    pe->any = any;
     pe->key = strdup(key);
-    pe->workspace = strdup(o->spec.workspace);
+    pe->workspace = any ? NULL : strdup(o->spec.workspace);
     pe->rootfs = o->spec.rootfs ? strdup(o->spec.rootfs) : NULL;
     pe->name = pool_name(o->spec.name);
-    if (!pe->key || !pe->workspace || (o->spec.rootfs && !pe->rootfs) || !pe->name) {
+    if (!pe->key || (!any && !pe->workspace) || (o->spec.rootfs && !pe->rootfs) || !pe->name) {
         free_entry(pe);
         return NULL;
     }
@@ -461,16 +523,21 @@ static struct pool_entry *make_entry(const struct sbx_task_opts *o, const char *
     pe->spec.workspace = pe->workspace;
     pe->spec.rootfs = pe->rootfs;
     pe->spec.name = pe->name;
+    if (any) { /* nothing of the clone: its own range (ask_one), mount points only */
+        pe->spec.attach_later = true;
+        pe->spec.host_id_base = 0;
+    }
     for (size_t i = 0; i < o->spec.n_mounts; i++) {
         const struct sbx_mount *m = &o->spec.mounts[i];
-        if (!(pe->mount_text[2 * i] = strdup(m->host)) ||
+        if (!(pe->mount_text[2 * i] = strdup(any ? "" : m->host)) ||
             !(pe->mount_text[2 * i + 1] = strdup(m->inside))) {
             free_entry(pe);
             return NULL;
         }
         pe->mounts[i] = (struct sbx_mount){.host = pe->mount_text[2 * i],
                                            .inside = pe->mount_text[2 * i + 1],
-                                           .writable = m->writable};
+                                           .writable = m->writable,
+                                           .file = any && (files ? files[i] : m->file)};
     }
     pe->spec.mounts = pe->mounts;
     pe->spec.net_rules_arg = NULL;
@@ -496,12 +563,20 @@ static void entry_opts(const struct pool_entry *pe, struct sbx_task_opts *o, str
 }
 
 /* One sandbox asked of the spawner for key (o's description): 1 asked. */
-static int ask_one(const struct sbx_task_opts *o, const char *key, const struct stat *ws)
+static int ask_one(const struct sbx_task_opts *o, const char *key, const struct stat *ws, bool any)
 {
-    struct pool_entry *pe = make_entry(o, key, ws);
-    if (!pe)
+    int slot = any ? slot_get() : -1;
+    if (any && slot < 0)
         return 0;
+    struct pool_entry *pe = make_entry(o, key, ws, any, NULL);
+    if (!pe) {
+        exec_pool_slot_put(slot);
+        return 0;
+    }
+    if (any) /* a host id range of its own, never a clone's */
+        pe->slot = slot, pe->spec.host_id_base = slot_base(slot);
     if (exec_spawner_ask_for_pool(P.base, &pe->spec, pe, &pe->waiter) != 1) {
+        exec_pool_slot_put(slot);
         free_entry(pe);
         return 0;
     }
@@ -618,7 +693,7 @@ static void top_up(struct pool_target *t)
             discard(old);
             total--;
         }
-        if (!ask_one(&o, t->key, &ws))
+        if (!ask_one(&o, t->key, &ws, t->tmpl->any))
             return;
         mine++, building++, total++, room--;
     }
@@ -643,11 +718,11 @@ static void kick(void)
 /* After a take (hit or miss): the description's target, then its top-up.
  * missed: the task found none ready. */
 static void refill(const struct sbx_task_opts *o, const char *key, const struct stat *ws,
-                   bool missed)
+                   bool missed, bool any, const bool *files)
 {
     bool known = target_of(key, false) != NULL;
     struct pool_target *t = target_of(key, true);
-    if (!t || (!t->tmpl && !(t->tmpl = make_entry(o, key, ws))))
+    if (!t || (!t->tmpl && !(t->tmpl = make_entry(o, key, ws, any, files))))
         return;
     t->last_ms = sbx_mono_ms();
     /* a description seen once gets one sandbox: most one-off clones never
@@ -664,23 +739,34 @@ static void refill(const struct sbx_task_opts *o, const char *key, const struct 
 void exec_pool_arrived(struct pool_entry *pe, int rc, struct sbx_sandbox *sb)
 {
     pe->waiter = NULL;
+    if (pe->orphan) { /* discarded while it was made */
+        if (rc == 1)
+            bury(sb, pe->slot);
+        else
+            exec_pool_slot_put(pe->slot);
+        free_entry(pe);
+        return;
+    }
     sbx_err e = {0};
     /* its egress first, as a cold task's (on_spawn), while its root is built */
     if (rc == 1 && pe->spec.net_rules &&
         !(pe->net = P.cfg.net_start(P.cfg.net_ctx, sb->netns_fd, &e))) {
-        bury(sb);
+        bury(sb, pe->slot);
+        pe->slot = -1;
         rc = -1;
     }
     if (rc == 1 && sbx_sandbox_send_fds(sb, &pe->fds, &e) < 0) {
         if (pe->net)
             P.cfg.net_drop(P.cfg.net_ctx, sbx_steal_pointer(&pe->net));
-        bury(sb);
+        bury(sb, pe->slot);
+        pe->slot = -1;
         rc = -1;
     }
     if (rc != 1) {
         sbx_log(SBX_LOG_WARN, "pool: a sandbox for the pool was not made%s%s", e.msg[0] ? ": " : "",
                 e.msg);
         unlink_entry(pe);
+        exec_pool_slot_put(pe->slot);
         free_entry(pe);
         return;
     }
@@ -692,14 +778,172 @@ void exec_pool_arrived(struct pool_entry *pe, int rc, struct sbx_sandbox *sb)
     kick(); /* one fewer in flight */
 }
 
-int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struct sbx_sandbox *sb)
+/* ---- pooled for any clone ---- */
+
+static bool no_idmap(dev_t dev)
 {
-    (void)base;
+    for (size_t i = 0; i < P.n_no_idmap; i++)
+        if (P.no_idmap[i] == dev)
+            return true;
+    return false;
+}
+
+/* o's task may take a sandbox pooled for any clone: the pool has ranges of
+ * its own, the workspace's filesystem has not failed an idmap, every bind is
+ * an absolute host path (the clone's) outside /workspace; files gets each
+ * bind's kind. */
+static bool any_clone_ok(const struct sbx_task_opts *o, const struct stat *ws, bool *files)
+{
+    if (!P.cfg.ids_ranges || no_idmap(ws->st_dev))
+        return false;
+    for (size_t i = 0; i < o->spec.n_mounts; i++) {
+        const struct sbx_mount *m = &o->spec.mounts[i];
+        struct stat st;
+        if (m->root || strncmp(m->inside, "/workspace", 10) == 0 || stat(m->host, &st) < 0)
+            return false;
+        files[i] = !S_ISDIR(st.st_mode);
+    }
+    return true;
+}
+
+/* The key of a sandbox pooled for any clone: spec_key's without the clone
+ * (workspace, host ids, the binds' sources; their kinds instead). */
+static char *any_clone_key(const struct sbx_task_opts *o, const bool *files)
+{
+    struct sbx_task_opts k = *o;
+    struct sbx_mount mounts[SBX_MOUNTS_MAX];
+    for (size_t i = 0; i < o->spec.n_mounts; i++) {
+        mounts[i] = o->spec.mounts[i];
+        mounts[i].host = files[i] ? "file" : "dir";
+    }
+    k.spec.mounts = mounts;
+    k.spec.workspace = "any clone";
+    k.spec.host_id_base = 0;
+    return spec_key(&k);
+}
+
+/* An idle one for key is taken for t, and the clone's mounts are asked of
+ * the spawner: 1, or 0 (none idle, or the spawner cannot be asked). */
+static int take_any_clone(struct event_base *base, const struct sbx_task_opts *o, const char *key,
+                          struct sbx_task *t)
+{
+    for (struct pool_entry *pe = P.head, *next; pe; pe = next) {
+        next = pe->next;
+        if (!pe->ready || pe->slot < 0 || strcmp(pe->key, key) != 0)
+            continue;
+        if (!still_fresh(pe)) {
+            discard(pe);
+            continue;
+        }
+        struct sbx_attach a = {.workspace = o->spec.workspace,
+                               .from_base = o->spec.host_id_base,
+                               .to_base = slot_base(pe->slot),
+                               .uid = o->spec.uid,
+                               .gid = o->spec.gid,
+                               .mounts = o->spec.mounts,
+                               .n_mounts = o->spec.n_mounts};
+        if (exec_spawner_ask_attach(base, &a, pe, t) != 1)
+            return 0;
+        unlink_entry(pe);
+        return 1;
+    }
+    return 0;
+}
+
+static void count_take(const struct sbx_task_opts *o, bool got, bool zygote, bool any,
+                       const char *made_as)
+{
+    P.st.zygote_hits += got && zygote;
+    P.st.any_clone_hits += got && any;
+    if (got)
+        P.st.hits++;
+    else
+        P.st.misses++;
+    sbx_metric_add(&m_takes, 1, got ? "hit" : "miss");
+    sbx_log(SBX_LOG_INFO, "pool: %s%s for=%s sandbox=%s",
+            got ? zygote ? "hit (zygote)" : "hit" : "miss", got && any ? " (any clone)" : "",
+            o->spec.name, got ? made_as : o->spec.name);
+}
+
+int exec_pool_attached(struct pool_entry *pe, const struct sbx_task_opts *o, int rc, int *fds,
+                       size_t n, const sbx_err *e, struct sbx_sandbox *sb, int *slot)
+{
+    sbx_err se = {0};
+    /* the task's limits and egress policy, then its command with its mounts */
+    int sent = rc == 1 && o && still_fresh(pe) && live_limits(pe, &o->spec, &se) == 0 &&
+               bind_net(pe, o, &se) == 0 &&
+               sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp, fds, n, &se) == 0;
+    for (size_t i = 0; rc == 1 && i < n; i++)
+        close(fds[i]);
+    if (sent) {
+        *sb = pe->sb;
+        *slot = pe->slot;
+        count_take(o, true, pe->zygote_argv != NULL, true, pe->name);
+        free_entry(pe);
+        return 1;
+    }
+    if (rc == -1 && o) {
+        /* a filesystem that cannot be idmapped: pooled per clone from now on */
+        struct stat ws;
+        char msg[400];
+        if (strcmp(e->stage, sbx_stage_name(SBX_STAGE_ATTACH)) == 0 &&
+            strncmp(e->msg, "idmap ", 6) == 0 && stat(o->spec.workspace, &ws) == 0 &&
+            !no_idmap(ws.st_dev) && P.n_no_idmap < NO_IDMAP_MAX) {
+            P.no_idmap[P.n_no_idmap++] = ws.st_dev;
+            sbx_log(SBX_LOG_WARN,
+                    "pool: workspaces on this filesystem cannot be idmapped (%s): their sandboxes "
+                    "are pooled per clone",
+                    sbx_err_format(e, msg, sizeof(msg)));
+            cleanup_free char *key = spec_key(o); /* this clone's next task */
+            bool files[SBX_MOUNTS_MAX] = {false};
+            if (key)
+                refill(o, key, &ws, false, false, files);
+        } else {
+            sbx_log(SBX_LOG_WARN, "pool: a workspace was not attached: %s",
+                    sbx_err_format(e, msg, sizeof(msg)));
+        }
+    }
+    if (o)
+        count_take(o, false, false, true, NULL);
+    if (rc == -2 || !still_fresh(pe) || se.msg[0]) {
+        /* the spawner is gone, the sandbox died, or its limits, egress or
+         * command were not taken: it goes */
+        if (pe->net)
+            P.cfg.net_drop(P.cfg.net_ctx, sbx_steal_pointer(&pe->net));
+        bury(&pe->sb, pe->slot);
+        P.st.discarded++;
+        free_entry(pe);
+        return 0;
+    }
+    /* untouched (init still waits): back in the pool */
+    *(P.tail ? &P.tail->next : &P.head) = pe;
+    pe->prev = P.tail;
+    P.tail = pe;
+    return 0;
+}
+
+int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struct sbx_sandbox *sb,
+                   struct sbx_task *t)
+{
     if (!eligible(o))
         return 0;
-    cleanup_free char *key = spec_key(o);
     struct stat ws;
-    if (!key || stat(o->spec.workspace, &ws) < 0)
+    bool files[SBX_MOUNTS_MAX] = {false};
+    if (stat(o->spec.workspace, &ws) < 0)
+        return 0;
+    if (sbx_spawner_fd() >= 0 && sbx_sandbox_send_command_fits(o->spec.argv, o->spec.envp) &&
+        any_clone_ok(o, &ws, files)) {
+        cleanup_free char *akey = any_clone_key(o, files);
+        if (!akey)
+            return 0;
+        int got = take_any_clone(base, o, akey, t);
+        if (!got)
+            count_take(o, false, false, true, NULL);
+        refill(o, akey, &ws, !got, true, files);
+        return got ? 2 : 0;
+    }
+    cleanup_free char *key = spec_key(o);
+    if (!key)
         return 0;
     int got = 0;
     char made_as[SBX_CG_NAME_MAX + 1] = "";
@@ -728,15 +972,7 @@ int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struc
         free_entry(pe);
         got = 1;
     }
-    P.st.zygote_hits += zygote;
-    if (got)
-        P.st.hits++;
-    else
-        P.st.misses++;
-    sbx_metric_add(&m_takes, 1, got ? "hit" : "miss");
-    sbx_log(SBX_LOG_INFO, "pool: %s for=%s sandbox=%s",
-            got ? zygote ? "hit (zygote)" : "hit" : "miss", o->spec.name,
-            got ? made_as : o->spec.name);
-    refill(o, key, &ws, !got);
+    count_take(o, got, zygote, false, made_as);
+    refill(o, key, &ws, !got, false, files);
     return got;
 }

@@ -6,8 +6,23 @@
 struct pool_entry;
 
 /* task.c asks: 1 the task got a pooled sandbox (sb; its command is sent),
- * 0 it did not (build it as usual). Either way a refill may be asked. */
-int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struct sbx_sandbox *sb);
+ * 0 it did not (build it as usual), 2 it gets a sandbox pooled for any clone
+ * once the clone's mounts are made (exec_spawner_ask_attach for t: the
+ * answer comes to exec_pool_attached). Either way a refill may be asked. */
+int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struct sbx_sandbox *sb,
+                   struct sbx_task *t);
+/* The attach's answer (rc as sbx_spawner_reply_attach's; fds its n fds,
+ * closed here) for pe, taken for the task whose options are o (NULL: the
+ * task is gone): 1 the command is sent, *sb is the sandbox and *slot its
+ * host id range (exec_pool_slot_put once it is all gone); 0 not (the task
+ * is built cold; pe is back in the pool or gone). */
+int exec_pool_attached(struct pool_entry *pe, const struct sbx_task_opts *o, int rc, int *fds,
+                       size_t n, const sbx_err *e, struct sbx_sandbox *sb, int *slot);
+/* A pooled sandbox's host id range is free again (its sandbox is gone). */
+void exec_pool_slot_put(int slot);
+/* task.c queues an attach (a) of the spawner for t and pe: 1 asked, 0 not. */
+int exec_spawner_ask_attach(struct event_base *base, const struct sbx_attach *a,
+                            struct pool_entry *pe, struct sbx_task *t);
 /* The number of tasks running (for max_active). */
 void exec_pool_task_count(int delta);
 

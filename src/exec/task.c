@@ -52,7 +52,10 @@ struct sbx_task {
     bool draining;            /* init is gone: reading what is left in the pipes */
     struct sbx_init_msg exited, setup_error, exec_error;
     bool have_exited, have_setup_error, have_exec_error;
-    struct waiter *spawning; /* its sandbox is asked of the spawner */
+    struct waiter *spawning; /* its sandbox (or its attach) is asked of the spawner */
+    int pool_slot;           /* a pooled sandbox's host id range (exec/pool.c), -1 none */
+    struct sbx_mount
+        mounts[SBX_MOUNTS_MAX]; /* the spec's (the caller's may not outlive the start) */
     struct timespec t0;
     struct sbx_report report;
 };
@@ -196,7 +199,10 @@ static void release_try(struct sbx_task *t)
         sbx_sandbox_abandon(&t->sb);
         sbx_err_wrap(&e, "release");
         sbx_err_format(&e, t->report.warning, sizeof(t->report.warning));
+        t->pool_slot = -1; /* something may live on under its ids: never used again */
     }
+    exec_pool_slot_put(t->pool_slot);
+    t->pool_slot = -1;
     t->released = true;
     if (t->o.on_done)
         t->o.on_done(t->o.ud, t);
@@ -422,8 +428,10 @@ static int start_watch(struct sbx_task *t, bool pooled, sbx_err *err)
  * sandbox that comes for it is killed. The loop never waits for a clone. */
 struct waiter {
     struct sbx_task *t;
-    struct pool_entry *pe; /* a sandbox for the pool (exec/pool.c) */
-    sbx_spawned_fn fn;     /* another caller's (sbx_spawn_async) */
+    struct pool_entry *pe; /* a sandbox for the pool (exec/pool.c), or taken for t */
+    bool attach;           /* not a sandbox: pe's mounts for t's clone, nfds of them */
+    size_t nfds;
+    sbx_spawned_fn fn; /* another caller's (sbx_spawn_async) */
     void *ud;
     struct waiter *next;
 };
@@ -446,6 +454,17 @@ static void spawn_failed(struct sbx_task *t, const sbx_err *e)
         t->o.on_done(t->o.ud, t);
 }
 
+/* t's sandbox is here: watched, or ended as a setup error when that fails;
+ * a task canceled meanwhile is killed now. */
+static void watch_or_fail(struct sbx_task *t, bool pooled)
+{
+    sbx_err e = {0};
+    if (start_watch(t, pooled, &e) < 0)
+        spawn_failed(t, &e);
+    else if (t->canceled)
+        sbx_sandbox_kill(&t->sb);
+}
+
 static struct waiter *waiter_pop(void)
 {
     struct waiter *w = waiting_head;
@@ -454,12 +473,34 @@ static struct waiter *waiter_pop(void)
     return w;
 }
 
+static void start_cold(struct sbx_task *t);
+
+/* The clone's mounts for the pooled sandbox w->pe taken for w->t: it runs
+ * there, or (its answer a failure, the sandbox gone) is built cold. */
+static void attached(struct waiter *w, int rc, int *fds, const sbx_err *e)
+{
+    struct sbx_task *t = w->t;
+    if (t)
+        t->spawning = NULL;
+    int slot = -1;
+    if (exec_pool_attached(w->pe, t ? &t->o : NULL, rc, fds, w->nfds, e, t ? &t->sb : NULL,
+                           &slot) != 1) {
+        if (t)
+            start_cold(t);
+        return;
+    }
+    t->pool_slot = slot;
+    watch_or_fail(t, true);
+}
+
 static void on_spawner(evutil_socket_t fd, short what, void *arg)
 {
     while (waiting_head) {
         struct sbx_sandbox sb;
+        int fds[SBX_MOUNTS_MAX + 1];
         sbx_err e = {0};
-        int rc = sbx_spawner_reply(&sb, &e);
+        int rc = waiting_head->attach ? sbx_spawner_reply_attach(fds, waiting_head->nfds, &e)
+                                      : sbx_spawner_reply(&sb, &e);
         if (rc == 0)
             return;
         if (rc == -2) { /* every request in flight is lost */
@@ -468,6 +509,11 @@ static void on_spawner(evutil_socket_t fd, short what, void *arg)
             struct waiter *w;
             while ((w = waiter_pop())) {
                 struct sbx_task *t = w->t;
+                if (w->attach) {
+                    attached(w, -2, NULL, &e); /* built cold, in-process */
+                    free(w);
+                    continue;
+                }
                 if (w->pe)
                     exec_pool_arrived(w->pe, -2, NULL);
                 if (w->fn)
@@ -481,6 +527,11 @@ static void on_spawner(evutil_socket_t fd, short what, void *arg)
             return;
         }
         struct waiter *w = waiter_pop();
+        if (w->attach) {
+            attached(w, rc, fds, &e);
+            free(w);
+            continue;
+        }
         struct sbx_task *t = w->t;
         struct pool_entry *pe = w->pe;
         sbx_spawned_fn fn = w->fn;
@@ -495,8 +546,7 @@ static void on_spawner(evutil_socket_t fd, short what, void *arg)
             continue;
         }
         if (!t) {
-            /* its task (or its pool entry) is gone: so is the sandbox */ /* its task is gone: so is
-                                                                             the sandbox */
+            /* its task is gone: so is the sandbox */
             if (rc == 1) {
                 sbx_sandbox_kill(&sb);
                 if (sbx_sandbox_release_step(&sb, NULL) < 0)
@@ -510,25 +560,25 @@ static void on_spawner(evutil_socket_t fd, short what, void *arg)
             continue;
         }
         t->sb = sb;
-        if (start_watch(t, false, &e) < 0)
-            spawn_failed(t, &e);
-        else if (t->canceled)
-            sbx_sandbox_kill(&t->sb);
+        watch_or_fail(t, false);
     }
     if (ev_spawner)
         event_del(ev_spawner);
 }
 
-/* Queue a request for spec: its waiter, or NULL (not asked). */
-static struct waiter *ask_spawner(struct event_base *base, const struct sbx_spec *spec)
+/* Queue a request, spec's or (a set) an attach's: its waiter, or NULL (not
+ * asked). */
+static struct waiter *ask_spawner(struct event_base *base, const struct sbx_spec *spec,
+                                  const struct sbx_attach *a)
 {
-    if (sbx_spawner_fd() < 0 || spec->join_pidfd >= 0)
+    if (sbx_spawner_fd() < 0 || (spec && spec->join_pidfd >= 0))
         return NULL;
     if (!ev_spawner &&
         !(ev_spawner = event_new(base, sbx_spawner_fd(), EV_READ | EV_PERSIST, on_spawner, NULL)))
         return NULL;
     struct waiter *w = calloc(1, sizeof(*w));
-    if (!w || event_add(ev_spawner, NULL) < 0 || sbx_spawner_request(spec) != 1) {
+    if (!w || event_add(ev_spawner, NULL) < 0 ||
+        (a ? sbx_spawner_request_attach(a) : sbx_spawner_request(spec)) != 1) {
         free(w);
         if (!waiting_head)
             event_del(ev_spawner);
@@ -545,7 +595,7 @@ static struct waiter *ask_spawner(struct event_base *base, const struct sbx_spec
 int exec_spawner_ask_for_pool(struct event_base *base, const struct sbx_spec *spec,
                               struct pool_entry *pe, void **waiter)
 {
-    struct waiter *w = ask_spawner(base, spec);
+    struct waiter *w = ask_spawner(base, spec, NULL);
     if (!w)
         return 0;
     w->pe = pe;
@@ -561,7 +611,7 @@ void exec_spawner_detach(void *waiter)
 int sbx_spawn_async(struct event_base *base, const struct sbx_spec *spec, sbx_spawned_fn fn,
                     void *ud, void **handle)
 {
-    struct waiter *w = ask_spawner(base, spec);
+    struct waiter *w = ask_spawner(base, spec, NULL);
     if (!w)
         return 0;
     w->fn = fn;
@@ -577,10 +627,21 @@ void sbx_spawn_async_cancel(void *handle, sbx_spawned_fn fn, void *ud)
     w->ud = ud;
 }
 
+/* The attach is queued like a spawn: its answer comes in turn. */
+int exec_spawner_ask_attach(struct event_base *base, const struct sbx_attach *a,
+                            struct pool_entry *pe, struct sbx_task *t)
+{
+    struct waiter *w = ask_spawner(base, NULL, a);
+    if (!w)
+        return 0;
+    w->t = t, w->pe = pe, w->attach = true, w->nfds = a->n_mounts + 1;
+    t->spawning = w;
+    return 1;
+}
 /* 1: asked of the spawner (t waits); 0: make it here. */
 static int spawn_remote(struct sbx_task *t)
 {
-    struct waiter *w = ask_spawner(t->base, &t->o.spec);
+    struct waiter *w = ask_spawner(t->base, &t->o.spec, NULL);
     if (!w)
         return 0;
     w->t = t;
@@ -598,6 +659,11 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
     }
     t->o = *o;
     t->base = base;
+    t->pool_slot = -1;
+    if (o->spec.n_mounts && o->spec.n_mounts <= SBX_MOUNTS_MAX) {
+        memcpy(t->mounts, o->spec.mounts, o->spec.n_mounts * sizeof(t->mounts[0]));
+        t->o.spec.mounts = t->mounts;
+    }
     t->sb = (struct sbx_sandbox){.init_pid = -1,
                                  .pidfd = -1,
                                  .sync_fd = -1,
@@ -614,9 +680,11 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
     l->output_limit_bytes = o->output_limit;
     clock_gettime(CLOCK_MONOTONIC, &t->t0);
     exec_pool_task_count(1);
-    int pooled = exec_pool_take(base, o, &t->sb);
+    int pooled = exec_pool_take(base, &t->o, &t->sb, t);
     t->o.zygote_argv = t->o.zygote_envp = NULL; /* the caller's, for the take only */
-    if (pooled == 1) {                          /* built ahead, command sent */
+    if (pooled == 2)
+        return t;      /* attached() goes on */
+    if (pooled == 1) { /* built ahead, command sent */
         if (start_watch(t, true, err) < 0) {
             t->finished = t->released = true;
             sbx_task_free(t);
@@ -637,6 +705,19 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
         return NULL;
     }
     return t;
+}
+
+/* After a pooled sandbox's attach failed: built as any other, from the
+ * loop (the task started already: a failure ends it as a setup error). */
+static void start_cold(struct sbx_task *t)
+{
+    sbx_err e = {0};
+    if (spawn_remote(t) == 1)
+        return;
+    if (sbx_spawn_local(&t->o.spec, &t->sb, &e) < 0)
+        spawn_failed(t, &e);
+    else
+        watch_or_fail(t, false);
 }
 
 void sbx_task_cancel(struct sbx_task *t)
@@ -674,8 +755,8 @@ void sbx_task_free(struct sbx_task *t)
      * release is still retrying): the bounded synchronous release. */
     if (!t->finished)
         sbx_sandbox_kill(&t->sb);
-    if (!t->released)
-        sbx_sandbox_release(&t->sb, NULL);
+    if (!t->released && sbx_sandbox_release(&t->sb, NULL) == 0)
+        exec_pool_slot_put(t->pool_slot);
     struct event *evs[] = {t->out[0].ev, t->out[1].ev,  t->ev_sync,    t->ev_exit,
                            t->ev_timer,  t->ev_stdin_w, t->ev_stdin_r, t->ev_release};
     for (size_t i = 0; i < SBX_ARRAY_LEN(evs); i++)

@@ -485,7 +485,7 @@ static int bind_workspace(const struct sbx_rootfs_opts *o, sbx_err *err)
     char host[64];
     snprintf(host, sizeof(host), "/proc/self/fd/%d", o->workspace_fd);
     if (make_dir(NEWROOT "/workspace", 0755, err) < 0 ||
-        bind_mount(host, NEWROOT "/workspace", 0, err) < 0)
+        (o->workspace_fd >= 0 && bind_mount(host, NEWROOT "/workspace", 0, err) < 0))
         return -1;
     return 0;
 }
@@ -508,6 +508,11 @@ static int bind_extra(const struct sbx_rootfs_opts *o, sbx_err *err)
                     return -1;
             }
         struct stat st;
+        if (o->mount_fds[i] < 0) { /* attached later: its mount point only */
+            if (mount_point(dst, !(o->mount_file && o->mount_file[i]), err) < 0)
+                return -1;
+            continue;
+        }
         snprintf(src, sizeof(src), "/proc/self/fd/%d", o->mount_fds[i]);
         if (fstat(o->mount_fds[i], &st) < 0)
             return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, errno, "%s", in);

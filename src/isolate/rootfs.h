@@ -7,7 +7,7 @@
 #include "base/err.h"
 
 struct sbx_rootfs_opts {
-    int workspace_fd;                    /* O_PATH fd of the host workspace directory */
+    int workspace_fd; /* O_PATH fd of the host workspace directory; -1: an empty mount point */
     uint64_t tmp_size_bytes;             /* /tmp, /home/runner and /dev/shm tmpfs size */
     bool host_resolv;                    /* bind the host's resolv.conf (net host) */
     bool host_view;                      /* the host's root filesystem, read-only, at /host */
@@ -18,6 +18,7 @@ struct sbx_rootfs_opts {
     const int *mount_fds;
     const char *const *mount_targets;
     const bool *mount_writable;
+    const bool *mount_file; /* a mount_fds[i] of -1: only a mount point, a file if set */
     size_t n_mounts;
     int sysroot_fd;     /* O_PATH fd of the environment's root directory; -1: the host's */
     bool writable_root; /* overlay (tmpfs upper) over each system directory */

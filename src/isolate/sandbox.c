@@ -104,6 +104,8 @@ static int join_cgroup(const struct child_ctx *c, const char *what, sbx_err *err
  * source must belong to it). */
 static int open_workspace(const struct sbx_spec *spec, int *ws, sbx_err *err)
 {
+    if (spec->attach_later) /* an empty mount point, attached at its command */
+        return 0;
     if ((*ws = open(spec->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
         return sbx_err_at(err, SBX_STAGE_WORKSPACE, errno, "open");
     return 0;
@@ -116,6 +118,9 @@ static int open_mounts(const struct sbx_spec *spec, int *fds, sbx_err *err)
         return sbx_err_at(err, SBX_STAGE_BIND_MOUNT, E2BIG, "%zu mounts", spec->n_mounts);
     for (size_t i = 0; i < spec->n_mounts; i++) {
         const struct sbx_mount *m = &spec->mounts[i];
+        fds[i] = -1;
+        if (spec->attach_later)
+            continue;
         if (!m->root) {
             fds[i] = open(m->host, O_PATH | O_CLOEXEC);
         } else {
@@ -277,10 +282,11 @@ static int build_root(const struct child_ctx *c, int ws, int sysroot, const int 
 {
     const struct sbx_spec *spec = c->spec;
     const char *targets[SBX_MOUNTS_MAX];
-    bool writable[SBX_MOUNTS_MAX];
+    bool writable[SBX_MOUNTS_MAX], file[SBX_MOUNTS_MAX];
     for (size_t i = 0; i < spec->n_mounts && i < SBX_MOUNTS_MAX; i++) {
         targets[i] = spec->mounts[i].inside;
         writable[i] = spec->mounts[i].writable;
+        file[i] = spec->mounts[i].file;
     }
     struct sbx_rootfs_opts ro = {
         .sysroot_fd = sysroot,
@@ -288,6 +294,7 @@ static int build_root(const struct child_ctx *c, int ws, int sysroot, const int 
         .mount_fds = mount_fds,
         .mount_targets = targets,
         .mount_writable = writable,
+        .mount_file = file,
         .n_mounts = spec->n_mounts,
         .workspace_fd = ws,
         .tmp_size_bytes = c->tmp_size,
@@ -472,7 +479,7 @@ static char **build_init_argv(const struct sbx_spec *spec, const struct sbx_cgro
     size_t argc = 0;
     while (spec->argv && spec->argv[argc])
         argc++;
-    char **v = calloc(argc + 17, sizeof(*v));
+    char **v = calloc(argc + 18 + SBX_MOUNTS_MAX, sizeof(*v));
     if (!v)
         return NULL;
     size_t i = 0;
@@ -491,6 +498,11 @@ static char **build_init_argv(const struct sbx_spec *spec, const struct sbx_cgro
     v[i++] = fmt("--mem-watch=%llu", mem);
     if (mem && !spec->host_net)
         v[i++] = strdup("--tcp-watch");
+    if (spec->attach_later) { /* where the mounts sent with its command go */
+        v[i++] = strdup("--attach=/workspace");
+        for (size_t m = 0; m < spec->n_mounts && m < SBX_MOUNTS_MAX; m++)
+            v[i++] = fmt("--attach=%s", spec->mounts[m].inside);
+    }
     if (spec->session) {
         v[i++] = strdup("--session");
     } else if (spec->pooled && !argc) {
@@ -545,6 +557,8 @@ struct spawn {
 static int own_workspace(struct spawn *s, sbx_err *err)
 {
     const struct sbx_spec *spec = s->spec;
+    if (spec->attach_later) /* chowned when attached (sbx_attach_open) */
+        return 0;
     uint32_t host_uid = spec->host_id_base + spec->uid, host_gid = spec->host_id_base + spec->gid;
     cleanup_fd int ws = open(spec->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (ws < 0)
@@ -736,22 +750,35 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
     return 0;
 }
 
+ssize_t sbx_send_with_fds(int sock, const void *buf, size_t len, const int *fds, size_t nfds,
+                          int flags)
+{
+    union {
+        char buf[CMSG_SPACE(SBX_FDS_PASS_MAX * sizeof(int))];
+        struct cmsghdr align;
+    } u = {0};
+    if (nfds > SBX_FDS_PASS_MAX)
+        return errno = E2BIG, -1;
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (nfds) {
+        mh.msg_control = u.buf, mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+        memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
+    }
+    ssize_t n;
+    while ((n = sendmsg(sock, &mh, flags)) < 0 && errno == EINTR)
+        ;
+    return n;
+}
+
 int sbx_sandbox_send_fds(struct sbx_sandbox *sb, const struct sbx_sandbox_fds *fds, sbx_err *err)
 {
     int pass[2] = {fds->init_exe, fds->seccomp};
-    union {
-        char buf[CMSG_SPACE(sizeof(pass))];
-        struct cmsghdr align;
-    } u = {0};
-    struct iovec iov = {.iov_base = "f", .iov_len = 1};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(pass));
-    memcpy(CMSG_DATA(cm), pass, sizeof(pass));
-    if (sendmsg(sb->sync_fd, &mh, MSG_NOSIGNAL) != 1) {
+    if (sbx_send_with_fds(sb->sync_fd, "f", 1, pass, 2, MSG_NOSIGNAL) != 1) {
         int e = errno;
         /* The child failed a setup step and exited before taking them: its
          * own message is the reason (it is already in the socket). */
@@ -785,6 +812,12 @@ bool sbx_sandbox_send_command_fits(char *const *argv, char *const *envp)
 int sbx_sandbox_send_command(struct sbx_sandbox *sb, char *const *argv, char *const *envp,
                              sbx_err *err)
 {
+    return sbx_sandbox_send_command_fds(sb, argv, envp, NULL, 0, err);
+}
+
+int sbx_sandbox_send_command_fds(struct sbx_sandbox *sb, char *const *argv, char *const *envp,
+                                 const int *fds, size_t nfds, sbx_err *err)
+{
     uint32_t n[2];
     char *const *lists[2] = {argv, envp};
     size_t len = command_len(lists, n);
@@ -803,7 +836,10 @@ int sbx_sandbox_send_command(struct sbx_sandbox *sb, char *const *argv, char *co
             memcpy(msg + at, lists[l][i], sl);
             at += sl;
         }
-    if (send(sb->sync_fd, msg, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len)
+    if (nfds > SBX_FDS_PASS_MAX)
+        return sbx_err_at(err, SBX_STAGE_SPAWN, E2BIG, "%zu mounts", nfds);
+    if (sbx_send_with_fds(sb->sync_fd, msg, len, fds, nfds, MSG_NOSIGNAL | MSG_DONTWAIT) !=
+        (ssize_t)len)
         return sbx_err_at(err, SBX_STAGE_SPAWN, errno, "send the command to init");
     return 0;
 }

@@ -86,6 +86,8 @@ struct sbx_mount {
      * and trusted (the daemon's own binds). */
     const char *root;
     bool writable; /* bound read-write; otherwise read-only */
+    /* spec.attach_later: the mount point is a file (otherwise a directory) */
+    bool file;
 };
 #define SBX_MOUNTS_MAX 8
 
@@ -138,6 +140,12 @@ struct sbx_spec {
      * starts argv (with envp) at once, as it would a task, and passes the
      * command's message on to it, at its fd 4, to EOF. */
     bool pooled;
+    /* Pooled for any clone (exec/pool.c): nothing of a clone is opened;
+     * /workspace and each mount's inside are empty mount points (workspace
+     * unused, may be NULL; a mount's host unused, its file says the kind),
+     * and init, given its command, moves there the detached mounts sent with
+     * it (sbx_attach_open), workspace first, then the mounts in order. */
+    bool attach_later;
 };
 
 /* What init is exec'd from and the task's seccomp programs. They reach the
@@ -227,6 +235,39 @@ int sbx_sandbox_send_command(struct sbx_sandbox *sb, char *const *argv, char *co
  * mode). On failure discard it. */
 int sbx_sandbox_relimit(struct sbx_sandbox *sb, const struct sbx_cg_limits *was,
                         const struct sbx_cg_limits *lim, sbx_err *err);
+/* The same with the detached mounts of an attach_later sandbox (fds, in its
+ * order; they stay the caller's). */
+int sbx_sandbox_send_command_fds(struct sbx_sandbox *sb, char *const *argv, char *const *envp,
+                                 const int *fds, size_t nfds, sbx_err *err);
+
+/* One message of len bytes on sock with nfds fds (SCM_RIGHTS, at most
+ * SBX_FDS_PASS_MAX; none when nfds is 0), once, EINTR retried: sendmsg's
+ * result. */
+#define SBX_FDS_PASS_MAX (SBX_MOUNTS_MAX + 1)
+ssize_t sbx_send_with_fds(int sock, const void *buf, size_t len, const int *fds, size_t nfds,
+                          int flags);
+
+/* A clone's workspace and binds as detached mounts for an attach_later
+ * sandbox (open_tree(OPEN_TREE_CLONE), never recursive, as the cold binds):
+ * the workspace idmapped (mount_setattr(MOUNT_ATTR_IDMAP)) with a user
+ * namespace mapping the clone's host ids [from_base, +SBX_ID_RANGE) to the
+ * sandbox's [to_base, +SBX_ID_RANGE), so the sandbox's runner sees the
+ * clone's files as its own and what it writes is stored with the clone's
+ * ids; nosuid, nodev; its root chowned to the clone's runner first, as a
+ * cold spawn does. Each mount read-only unless writable, nosuid, nodev, not
+ * idmapped. Needs a privileged, single-threaded caller (the spawner).
+ * fds gets 1 + n_mounts fds. A filesystem that cannot be idmapped fails at
+ * the stage "attach" with EINVAL (tmpfs before Linux 6.3, overlayfs, ramfs,
+ * most network filesystems). */
+struct sbx_attach {
+    const char *workspace;
+    uint32_t from_base, to_base;
+    uid_t uid;
+    gid_t gid;
+    const struct sbx_mount *mounts; /* absolute host paths (no root) */
+    size_t n_mounts;
+};
+int sbx_attach_open(const struct sbx_attach *a, int *fds, sbx_err *err);
 /* SIGKILL the whole sandbox: freeze where a freezer exists (without waiting
  * for it to settle), kill init (and so its pid namespace), thaw. Never waits;
  * safe to call more than once. */

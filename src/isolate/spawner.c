@@ -24,12 +24,16 @@
 /* The spawner answers within a clone's time; past this it is taken for
  * stuck, stopped, and the sandbox made in-process. */
 #define REPLY_TIMEOUT_MS 10000
-#define MAGIC_REQ 0x73627871u /* "sbxq" */
-#define MAGIC_REP 0x73627872u /* "sbxr" */
+#define MAGIC_REQ 0x73627871u    /* "sbxq" */
+#define MAGIC_REP 0x73627872u    /* "sbxr" */
+#define MAGIC_ATTACH 0x73627861u /* "sbxa": sbx_attach_open's request */
 /* A sandbox's fds in a reply: pidfd, sync, stdin, stdout, stderr, then its
  * network namespace when it has one of its own. */
 #define N_FDS 5
 #define N_FDS_MAX 6
+/* The most fds of any reply: an attach's, the workspace and every mount. */
+#define FDS_IN_REPLY_MAX SBX_FDS_PASS_MAX
+_Static_assert(FDS_IN_REPLY_MAX >= N_FDS_MAX, "a sandbox's fds fit in any reply");
 
 enum {
     F_ARGV = 1 << 0,
@@ -45,6 +49,7 @@ enum {
     F_ROOTFS = 1 << 10,
     F_WRITABLE_ROOT = 1 << 11,
     F_POOLED = 1 << 12,
+    F_ATTACH_LATER = 1 << 13,
 };
 
 /* A spec by value; its strings follow as NUL-terminated text, in the order
@@ -55,6 +60,7 @@ struct req_head {
     uint32_t uid, gid, host_id_base;
     uint32_t argc, envc, n_mounts, n_hidden;
     uint32_t mount_root, mount_writable; /* bit i: mount i has a root, is writable */
+    uint32_t mount_file;                 /* bit i: mount i's mount point is a file */
     /* The spawner is a fork of this very image: a function's address is the
      * same on both sides. */
     int (*net_rules)(const char *arg, sbx_err *err);
@@ -140,7 +146,7 @@ static int encode(const struct sbx_spec *spec, struct req_head *h, struct buf *b
                (spec->host_net ? F_HOST_NET : 0) | (spec->session ? F_SESSION : 0) |
                (spec->host_view ? F_HOST_VIEW : 0) | (spec->host_view_hidden ? F_HIDDEN : 0) |
                (spec->rootfs ? F_ROOTFS : 0) | (spec->writable_root ? F_WRITABLE_ROOT : 0) |
-               (spec->pooled ? F_POOLED : 0);
+               (spec->pooled ? F_POOLED : 0) | (spec->attach_later ? F_ATTACH_LATER : 0);
     if (spec->cg_host)
         h->cg_host = *spec->cg_host;
     h->argc = (uint32_t)count_strv(spec->argv);
@@ -162,6 +168,7 @@ static int encode(const struct sbx_spec *spec, struct req_head *h, struct buf *b
         const struct sbx_mount *m = &spec->mounts[i];
         h->mount_root |= m->root ? 1u << i : 0;
         h->mount_writable |= m->writable ? 1u << i : 0;
+        h->mount_file |= m->file ? 1u << i : 0;
         if (put(b, m->host) < 0 || put(b, m->inside) < 0 || (m->root && put(b, m->root) < 0))
             return -1;
     }
@@ -240,6 +247,7 @@ static int decode(const char *msg, size_t len, struct decoded *d)
                            .host_view = h.flags & F_HOST_VIEW,
                            .writable_root = h.flags & F_WRITABLE_ROOT,
                            .pooled = h.flags & F_POOLED,
+                           .attach_later = h.flags & F_ATTACH_LATER,
                            .join_pidfd = -1,
                            .mounts = d->mounts,
                            .n_mounts = h.n_mounts};
@@ -251,6 +259,7 @@ static int decode(const char *msg, size_t len, struct decoded *d)
     for (uint32_t i = 0; i < h.n_mounts; i++) {
         struct sbx_mount *m = &d->mounts[i];
         m->writable = h.mount_writable & (1u << i);
+        m->file = h.mount_file & (1u << i);
         if (!(m->host = take(&p, end)) || !(m->inside = take(&p, end)) ||
             ((h.mount_root & (1u << i)) && !(m->root = take(&p, end))))
             return -1;
@@ -263,26 +272,9 @@ static int decode(const char *msg, size_t len, struct decoded *d)
     return p == end ? 0 : -1;
 }
 
-static int send_reply(int sock, const struct reply *r, const int *fds)
+static int send_reply(int sock, const struct reply *r, const int *fds, size_t nfds)
 {
-    size_t nfds = r->has_netns ? N_FDS_MAX : N_FDS;
-    union {
-        char buf[CMSG_SPACE(N_FDS_MAX * sizeof(int))];
-        struct cmsghdr align;
-    } u = {0};
-    struct iovec iov = {.iov_base = (void *)r, .iov_len = sizeof(*r)};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (fds) {
-        mh.msg_control = u.buf, mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-        memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-    }
-    ssize_t n;
-    while ((n = sendmsg(sock, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
-        ;
+    ssize_t n = sbx_send_with_fds(sock, r, sizeof(*r), fds, fds ? nfds : 0, MSG_NOSIGNAL);
     return n == (ssize_t)sizeof(*r) ? 0 : -1;
 }
 
@@ -308,10 +300,10 @@ static void serve_one(int sock, const char *msg, size_t len, struct reply *r)
     if (decode(msg, len, &d) < 0) {
         r->rc = -1;
         sbx_err_set(&r->err, EPROTO, "spawner: malformed request");
-        (void)send_reply(sock, r, NULL);
+        (void)send_reply(sock, r, NULL, 0);
     } else if (net_prepare(&d.spec, &r->err) < 0 || sbx_sandbox_spawn(&d.spec, &sb, &r->err) < 0) {
         r->rc = -1;
-        (void)send_reply(sock, r, NULL);
+        (void)send_reply(sock, r, NULL, 0);
     } else {
         r->init_pid = sb.init_pid;
         r->cg_made = sb.cg_made;
@@ -319,7 +311,7 @@ static void serve_one(int sock, const char *msg, size_t len, struct reply *r)
         r->has_netns = sb.netns_fd >= 0;
         int fds[N_FDS_MAX] = {sb.pidfd,     sb.sync_fd,   sb.stdin_fd,
                               sb.stdout_fd, sb.stderr_fd, sb.netns_fd};
-        if (send_reply(sock, r, fds) < 0) {
+        if (send_reply(sock, r, fds, r->has_netns ? N_FDS_MAX : N_FDS) < 0) {
             /* Nobody holds the sandbox: it goes. */
             sbx_sandbox_kill(&sb);
             sbx_sandbox_release(&sb, NULL);
@@ -330,6 +322,50 @@ static void serve_one(int sock, const char *msg, size_t len, struct reply *r)
     free(d.argv);
     free(d.envp);
     free(d.hidden);
+}
+
+/* An attach request: its head, then the workspace and each mount's host
+ * path as NUL-terminated text. */
+struct attach_head {
+    uint32_t magic;
+    uint32_t from_base, to_base, uid, gid;
+    uint32_t n_mounts, mount_writable;
+};
+
+static void serve_attach(int sock, const char *msg, size_t len, struct reply *r)
+{
+    struct attach_head h;
+    struct sbx_mount mounts[SBX_MOUNTS_MAX] = {0};
+    const char *p = msg + sizeof(h), *end = msg + len, *ws = NULL;
+    int fds[SBX_MOUNTS_MAX + 1];
+    *r = (struct reply){.magic = MAGIC_REP};
+    memcpy(&h, msg, sizeof(h));
+    bool ok = h.n_mounts <= SBX_MOUNTS_MAX && (ws = take(&p, end));
+    for (uint32_t i = 0; ok && i < h.n_mounts; i++) {
+        mounts[i].writable = h.mount_writable & (1u << i);
+        ok = (mounts[i].host = take(&p, end)) != NULL;
+    }
+    if (!ok || p != end) {
+        r->rc = -1;
+        sbx_err_set(&r->err, EPROTO, "spawner: malformed attach request");
+        (void)send_reply(sock, r, NULL, 0);
+        return;
+    }
+    struct sbx_attach a = {.workspace = ws,
+                           .from_base = h.from_base,
+                           .to_base = h.to_base,
+                           .uid = h.uid,
+                           .gid = h.gid,
+                           .mounts = mounts,
+                           .n_mounts = h.n_mounts};
+    if (sbx_attach_open(&a, fds, &r->err) < 0) {
+        r->rc = -1;
+        (void)send_reply(sock, r, NULL, 0);
+        return;
+    }
+    (void)send_reply(sock, r, fds, h.n_mounts + 1);
+    for (uint32_t i = 0; i <= h.n_mounts; i++)
+        close(fds[i]);
 }
 
 static void on_sigchld(int sig)
@@ -379,7 +415,13 @@ static __attribute__((noreturn)) void spawner_main(int sock, pid_t daemon)
             continue;
         if (n <= 0)
             _exit(0); /* the daemon is gone or done */
-        serve_one(3, msg, (size_t)n, r);
+        uint32_t magic = 0;
+        if ((size_t)n >= sizeof(struct attach_head))
+            memcpy(&magic, msg, sizeof(magic));
+        if (magic == MAGIC_ATTACH)
+            serve_attach(3, msg, (size_t)n, r);
+        else
+            serve_one(3, msg, (size_t)n, r);
     }
 }
 
@@ -526,66 +568,148 @@ int sbx_spawner_request(const struct sbx_spec *spec)
     return 1;
 }
 
-int sbx_spawner_reply(struct sbx_sandbox *sb, sbx_err *err)
+/* A sandbox's reply: its fds, 5 or 6 (recv_reply's want). */
+#define WANT_SANDBOX SIZE_MAX
+
+/* One answer without waiting: 1 with r and its fds (want of them when it
+ * succeeded; the caller owns them), 0 none yet, -2 the spawner is gone
+ * (stopped). */
+static int recv_reply(struct reply *r, int *fds, size_t *nfds, size_t want)
 {
-    if (spawner_fd < 0 || !pending)
-        return 0;
     union {
-        char buf[CMSG_SPACE(N_FDS_MAX * sizeof(int))];
+        char buf[CMSG_SPACE(FDS_IN_REPLY_MAX * sizeof(int))];
         struct cmsghdr align;
     } u;
-    struct reply *r = malloc(sizeof(*r));
-    if (!r)
-        return 0; /* asked again at the next readiness */
     struct iovec iov = {.iov_base = r, .iov_len = sizeof(*r)};
     struct msghdr mh = {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
     ssize_t n;
     while ((n = recvmsg(spawner_fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT)) < 0 && errno == EINTR)
         ;
-    if (n < 0 && errno == EAGAIN) {
-        free(r);
+    if (n < 0 && errno == EAGAIN)
         return 0;
-    }
     struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
-    size_t nfds = 0;
-    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-        nfds = cm->cmsg_len == CMSG_LEN(N_FDS_MAX * sizeof(int)) ? N_FDS_MAX
-               : cm->cmsg_len == CMSG_LEN(N_FDS * sizeof(int))   ? N_FDS
-                                                                 : 0;
-    bool has_fds = nfds > 0;
-    int fds[N_FDS_MAX] = {-1, -1, -1, -1, -1, -1};
-    if (has_fds)
-        memcpy(fds, CMSG_DATA(cm), nfds * sizeof(int));
+    *nfds = 0;
+    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+        cm->cmsg_len >= CMSG_LEN(0))
+        *nfds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    if (*nfds > FDS_IN_REPLY_MAX)
+        *nfds = 0;
+    if (*nfds)
+        memcpy(fds, CMSG_DATA(cm), *nfds * sizeof(int));
     if (n != (ssize_t)sizeof(*r) || r->magic != MAGIC_REP || (mh.msg_flags & MSG_CTRUNC) ||
-        (r->rc == 0 && (!has_fds || nfds != (r->has_netns ? N_FDS_MAX : N_FDS)))) {
-        for (size_t i = 0; i < nfds; i++)
+        (r->rc == 0 && *nfds != (want != WANT_SANDBOX ? want
+                                 : r->has_netns       ? N_FDS_MAX
+                                                      : N_FDS))) {
+        for (size_t i = 0; i < *nfds; i++)
             close(fds[i]);
-        free(r);
         spawner_lost(n <= 0 ? "is gone" : "answered out of turn");
-        return sbx_err_set(err, EPIPE, "the sandbox spawner is gone"), -2;
+        return -2;
     }
     pending--;
     if (r->rc != 0) {
-        for (size_t i = 0; i < nfds; i++)
+        for (size_t i = 0; i < *nfds; i++)
             close(fds[i]);
+        *nfds = 0;
+    }
+    return 1;
+}
+
+/* One answer, as the callers give it: 1 *rp (theirs to free) and its fds,
+ * -1 the spawner could not (err), 0 none yet, -2 the spawner is gone. */
+static int answer(struct reply **rp, int *fds, size_t want, sbx_err *err)
+{
+    if (spawner_fd < 0 || !pending)
+        return 0;
+    struct reply *r = malloc(sizeof(*r));
+    if (!r)
+        return 0; /* asked again at the next readiness */
+    size_t nfds;
+    int got = recv_reply(r, fds, &nfds, want);
+    if (got <= 0) {
+        free(r);
+        return got == 0 ? 0 : (sbx_err_set(err, EPIPE, "the sandbox spawner is gone"), -2);
+    }
+    if (r->rc != 0) {
         if (err)
             *err = r->err;
         errno = r->err.errnum;
         free(r);
         return -1;
     }
+    *rp = r;
+    return 1;
+}
+
+int sbx_spawner_reply(struct sbx_sandbox *sb, sbx_err *err)
+{
+    struct reply *r;
+    int fds[FDS_IN_REPLY_MAX] = {-1, -1, -1, -1, -1, -1};
+    int got = answer(&r, fds, WANT_SANDBOX, err);
+    if (got != 1)
+        return got;
     *sb = (struct sbx_sandbox){.init_pid = r->init_pid,
                                .pidfd = fds[0],
                                .sync_fd = fds[1],
                                .stdin_fd = fds[2],
                                .stdout_fd = fds[3],
                                .stderr_fd = fds[4],
-                               .netns_fd = fds[5],
+                               .netns_fd = r->has_netns ? fds[5] : -1,
                                .cg = r->cg,
                                .cg_made = r->cg_made};
     free(r);
     count_remote();
+    return 1;
+}
+
+/* ---- attach: a clone's mounts for a pooled sandbox ---- */
+
+int sbx_spawner_request_attach(const struct sbx_attach *a)
+{
+    if (spawner_fd < 0 || a->n_mounts > SBX_MOUNTS_MAX)
+        return 0;
+    struct attach_head h = {.magic = MAGIC_ATTACH,
+                            .from_base = a->from_base,
+                            .to_base = a->to_base,
+                            .uid = a->uid,
+                            .gid = a->gid,
+                            .n_mounts = (uint32_t)a->n_mounts};
+    struct buf b = {0};
+    int ok = put(&b, a->workspace) == 0;
+    for (size_t i = 0; ok && i < a->n_mounts; i++) {
+        h.mount_writable |= a->mounts[i].writable ? 1u << i : 0;
+        ok = put(&b, a->mounts[i].host) == 0;
+    }
+    if (!ok) {
+        free(b.p);
+        return 0;
+    }
+    struct iovec iov[2] = {{.iov_base = &h, .iov_len = sizeof(h)},
+                           {.iov_base = b.p, .iov_len = b.len}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+    ssize_t n;
+    while ((n = sendmsg(spawner_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 && errno == EINTR)
+        ;
+    int saved = errno;
+    free(b.p);
+    if (n < 0) {
+        if (saved != EMSGSIZE && saved != ENOBUFS && saved != EAGAIN && !pending)
+            spawner_lost("is gone");
+        return 0;
+    }
+    pending++;
+    return 1;
+}
+
+int sbx_spawner_reply_attach(int *fds, size_t n, sbx_err *err)
+{
+    struct reply *r;
+    int got_fds[FDS_IN_REPLY_MAX];
+    int got = n > FDS_IN_REPLY_MAX ? 0 : answer(&r, got_fds, n, err);
+    if (got != 1)
+        return got;
+    memcpy(fds, got_fds, n * sizeof(int));
+    free(r);
     return 1;
 }
 

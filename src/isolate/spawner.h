@@ -58,6 +58,13 @@ int sbx_spawner_fd(void);
 size_t sbx_spawner_pending(void);
 int sbx_spawner_request(const struct sbx_spec *spec);
 int sbx_spawner_reply(struct sbx_sandbox *sb, sbx_err *err);
+/* A clone's mounts for a pooled sandbox (sbx_attach_open, run by the
+ * spawner), asked and answered in the same order as sandboxes:
+ * request_attach 1 sent, 0 not (no spawner, its socket full);
+ * reply_attach 1 with the n = 1 + a->n_mounts fds (the caller's), -1 the
+ * spawner could not (err), 0 none yet, -2 the spawner is gone. */
+int sbx_spawner_request_attach(const struct sbx_attach *a);
+int sbx_spawner_reply_attach(int *fds, size_t n, sbx_err *err);
 /* A sandbox made the other way, counted (sandbox_spawns_total). */
 int sbx_spawn_local(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_err *err);
 

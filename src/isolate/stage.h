@@ -18,6 +18,7 @@
     X(CLONE, "clone")                                                                              \
     X(USER_NS, "user namespace")                                                                   \
     X(EGRESS, "egress")                                                                            \
+    X(ATTACH, "attach")                                                                            \
     /* child */                                                                                    \
     X(SETUP, "setup")                                                                              \
     X(PDEATHSIG, "pdeathsig")                                                                      \

@@ -83,6 +83,7 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
     }
     rt_metrics_init(rt);
     const struct sbx_pool_settings *ps = &rt->settings.pool;
+    uint32_t n_ids = 0, ids_first = rt_pool_ids(&rt->settings, &n_ids);
     sbx_pool_configure(o->base, &(struct sbx_pool_config){
                                     .enabled = ps->enabled,
                                     .max_idle = ps->size,
@@ -93,7 +94,9 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
                                     .idle_timeout_s = ps->idle_timeout_s,
                                     .net_start = rt_pool_egress_start,
                                     .net_drop = rt_pool_egress_drop,
-                                    .net_ctx = rt});
+                                    .net_ctx = rt,
+                                    .ids_first = ids_first,
+                                    .ids_ranges = n_ids});
     return rt;
 }
 

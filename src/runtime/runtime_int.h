@@ -298,6 +298,9 @@ int rt_task_workspace(struct rt_task *t, sbx_err *err);
  * naming the figures, when a new one would take the state filesystem's
  * reserve): asked when a task is submitted, so that it is refused at once. */
 int rt_workspace_room(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err *err);
+/* The first host id of the warm pool's own ranges (above every clone's) and
+ * their number (*n, 0: none). */
+uint32_t rt_pool_ids(const struct sbx_runtime_settings *set, uint32_t *n);
 /* monitor mode: start and stop measuring the workspaces in use. */
 int rt_monitor_init(struct sbx_runtime *rt, sbx_err *err);
 void rt_monitor_fini(struct sbx_runtime *rt);

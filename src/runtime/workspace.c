@@ -301,6 +301,19 @@ remember:
     return 0;
 }
 
+/* The warm pool's own host id ranges (exec/pool.h): just above the region
+ * the clones' ranges are taken from ([host_id_base, + MAX_CLONES ranges),
+ * store/clones.c), up to the last id below (uid_t)-1, at most
+ * POOL_RANGES_MAX of them. *n 0: no room (a host_id_base that high). */
+#define POOL_RANGES_MAX 1024u
+uint32_t rt_pool_ids(const struct sbx_runtime_settings *set, uint32_t *n)
+{
+    uint64_t first = (uint64_t)set->host_id_base + (uint64_t)MAX_CLONES * CLONE_ID_STRIDE;
+    uint64_t room = first < UINT32_MAX ? ((uint64_t)UINT32_MAX - first) / SBX_ID_RANGE : 0;
+    *n = (uint32_t)(room < POOL_RANGES_MAX ? room : POOL_RANGES_MAX);
+    return *n ? (uint32_t)first : 0;
+}
+
 /* The clone's directory, made, and its host ids. */
 static char *workspace_dir(struct sbx_runtime *rt, const struct sbx_clone *c, uid_t *uid,
                            gid_t *gid, sbx_err *err)

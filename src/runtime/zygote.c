@@ -7,6 +7,9 @@
  * environment (the daemon's base one: no tenant's or task's key), so no
  * task's secret is in any other's process. A task is given one only when
  * the variables its interpreter reads at start are exactly the zygote's.
+ * It enters its working directory again once its command has come: a
+ * sandbox pooled for any clone has its workspace attached (mounted over
+ * that directory) then.
  *
  * Python: in __main__, sys.argv ["-c", ARGS...], the task's whole
  * environment in os.environ, an uncaught exception printed without the
@@ -50,6 +53,8 @@ static const char PROGRAM_TAIL[] = ")):\n"
                                    "    os.close(4)\n"
                                    "    if len(b) < 8:\n"
                                    "        os._exit(0)\n"
+                                   "    os.chdir(os.getcwd())\n"
+                                   "    sys.path_importer_cache.clear()\n"
                                    "    n = int.from_bytes(b[0:4], sys.byteorder)\n"
                                    "    k = int.from_bytes(b[4:8], sys.byteorder)\n"
                                    "    s = bytes(b[8:]).split(b'\\0')\n"
@@ -109,6 +114,7 @@ static const char NODE_TAIL[] =
     "  fs.closeSync(4);\n"
     "  const m = Buffer.concat(c);\n"
     "  if (m.length < 8) process.exit(0);\n"
+    "  process.chdir(process.cwd());\n"
     "  const le = require('os').endianness() === 'LE';\n"
     "  const na = le ? m.readUInt32LE(0) : m.readUInt32BE(0);\n"
     "  const ne = le ? m.readUInt32LE(4) : m.readUInt32BE(4);\n"

@@ -6,7 +6,14 @@ namespace), two clones still run under different host uids, a task with
 other limits or a network is built as before, pooled tasks give the same
 results as cold ones (exit code, streams, stdin, timeout, limits, oom, a
 missing command), idle sandboxes are dropped after idle_timeout, and bad
-pool settings are refused at start naming the key."""
+pool settings are refused at start naming the key.
+
+Pooled for any clone (the clone's workspace attached at take time as an
+idmapped mount): a clone's first task is a hit, what it writes belongs to
+the clone's own host uid on disk and is there for the clone's next cold
+task, two clones' live pooled tasks run under different host uids, none of
+them a clone's, and on a filesystem that cannot be idmapped (ramfs) the task
+is built cold with the same result, that clone pooled per clone after."""
 import os
 import subprocess
 import sys
@@ -54,7 +61,7 @@ def wait_idle(d, n=1, timeout=20):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         p = pool_status(d)
-        if p["idle"] >= n and not p["building"]:
+        if p["idle"] >= n and not p["building"]:  # the one a task needs may be building
             return p
         time.sleep(0.05)
     raise AssertionError("no idle pooled sandbox after %ss: %r" % (timeout, pool_status(d)))
@@ -253,12 +260,17 @@ CASES = [
                     "timeoutSeconds": 20}),
     ("oom", {"command": ["python3", "-c", "b=[]\nwhile True: b.append(bytearray(8<<20))"],
              "timeoutSeconds": 30}),
+    ("the workspace and binds as seen inside", {"command": ["/bin/sh", "-c",
+     "pwd; stat -c '%u %g %a %F' /workspace /run/sandbox /run/sandbox/skill.sock "
+     "/opt/sandbox/bin/claw-skill; echo x > w; stat -c '%u %g %s' w; rm w; "
+     "touch /run/sandbox/y 2>&1 | sed 's/.*: //'; ls -A /workspace"]}),
 ]
 
 
 @S.case
 def pooled_tasks_give_the_same_results_as_cold_ones():
     run(ON, {"command": ["true"]}, "same")
+    any0 = pool_status(ON)["anyCloneHits"]
     for name, body in CASES:
         b1 = hit(ON, body, "same")
         b2 = run(COLD, body, "same")
@@ -266,6 +278,132 @@ def pooled_tasks_give_the_same_results_as_cold_ones():
             print(name, essentials(b1))
         check(essentials(b1) == essentials(b2), name + ": the same from the pool and cold",
               (essentials(b1), essentials(b2)))
+    check(pool_status(ON)["anyCloneHits"] == any0 + len(CASES),
+          "each from a sandbox pooled for any clone", pool_status(ON))
+
+
+def ws_dir(d, clone):
+    return os.path.join(d.state, "workspaces", "pool", clone, "work")
+
+
+def host_base(uid_map_line):
+    """The host id a sandbox's id 0 is (its /proc/self/uid_map line)."""
+    inside, outside, count = uid_map_line.split()
+    check(inside == "0" and count == "65536", "one range mapped", uid_map_line)
+    return int(outside)
+
+
+CLONE_REGION = 60000 * 65536  # the clones' ranges: host_id_base + this many ids
+
+
+@S.case
+def a_new_clones_first_task_is_a_hit_and_writes_as_the_clone():
+    run(ON, {"command": ["true"]}, "prime")
+    wait_idle(ON)
+    p0 = pool_status(ON)
+    b = run(ON, {"command": ["/bin/sh", "-c",
+                             "echo fresh > /workspace/new.txt; mkdir /workspace/d; "
+                             "stat -c '%u %g' /workspace/new.txt; cat /proc/self/uid_map"]},
+            "fresh")
+    p1 = pool_status(ON)
+    check(b["exitCode"] == 0, "ran", b)
+    check(p1["hits"] == p0["hits"] + 1 and p1["anyCloneHits"] == p0["anyCloneHits"] + 1,
+          "the clone's first task is a hit (pooled for any clone)", (p0, p1))
+    lines = b["stdout"].split("\n")
+    check(lines[0] == "10001 10001", "its file is the runner's inside", lines)
+    base = host_base(lines[1])
+    check(base >= ON.host_id_base + CLONE_REGION, "the sandbox's host ids are the pool's, "
+          "above every clone's range", (base, ON.host_id_base))
+    root = os.stat(ws_dir(ON, "fresh"))
+    for name in ("new.txt", "d"):
+        st = os.stat(os.path.join(ws_dir(ON, "fresh"), name))
+        check((st.st_uid, st.st_gid) == (root.st_uid, root.st_gid) and
+              st.st_uid < ON.host_id_base + CLONE_REGION and st.st_uid != base + 10001,
+              name + ": on disk it belongs to the clone's own host uid", (st, root, base))
+    # the clone's next task, cold (other limits): the file is there, its own
+    b = run(ON, {"command": ["/bin/sh", "-c",
+                             "cat new.txt; stat -c '%u' new.txt; cat /proc/self/uid_map"],
+                 "memoryMB": 99}, "fresh")
+    lines = b["stdout"].split("\n")
+    check(b["exitCode"] == 0 and lines[0] == "fresh" and lines[1] == "10001",
+          "the next cold task sees it as its own", b)
+    check(host_base(lines[2]) + 10001 == root.st_uid, "the cold task runs as the clone's uid",
+          (lines, root.st_uid))
+
+
+@S.case
+def two_clones_live_in_pooled_sandboxes_have_different_host_uids():
+    # enough sandboxes ready: concurrent tasks that miss each ask for one
+    threads = [threading.Thread(target=run, args=(ON, {"command": ["true"]}, "w%d" % i))
+               for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wait_idle(ON, 2)
+    p0 = pool_status(ON)
+    out = {}
+
+    def task(clone):
+        out[clone] = run(ON, {"command": ["/bin/sh", "-c", "echo $$ > /workspace/mine; "
+                                          "cat /proc/self/uid_map; sleep 1.5"]}, clone)
+    threads = [threading.Thread(target=task, args=(c,)) for c in ("live1", "live2")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    p1 = pool_status(ON)
+    check(p1["anyCloneHits"] == p0["anyCloneHits"] + 2, "both from the pool", (p0, p1))
+    bases = [host_base(out[c]["stdout"].strip()) for c in ("live1", "live2")]
+    check(bases[0] != bases[1], "two live pooled sandboxes, two host id ranges", bases)
+    owners = [os.stat(os.path.join(ws_dir(ON, c), "mine")).st_uid for c in ("live1", "live2")]
+    check(owners[0] != owners[1] and not {b + 10001 for b in bases} & set(owners),
+          "each file is its clone's, neither a pooled sandbox's", (owners, bases))
+
+
+OVL = os.path.join(TMP, "ovl")
+
+
+@S.case
+def a_filesystem_that_cannot_be_idmapped_is_built_cold_then_pooled_per_clone():
+    # the daemon in a mount namespace of its own, its state dir an overlayfs
+    # there (no idmapped mounts of it): nothing is mounted in the host's
+    # namespace; its files are seen from the host in the upper directory
+    state, upper, work = (os.path.join(OVL, x) for x in ("state", "upper", "work"))
+    for x in (state, upper, work, OVL + "/lower"):
+        os.makedirs(x, exist_ok=True)
+    d = Daemon(state, TOKEN, config=config(
+        "ovl.yaml", POOL.replace("none\n", "none\n  workspace_quota_mode: monitor\n", 1)
+        % "60s"),
+        prefix=["unshare", "-m", "--propagation", "private", "sh", "-c",
+                'mount -t overlay overlay -o "lowerdir=$1/lower,upperdir=$1/upper,'
+                'workdir=$1/work" "$1/state" && shift && exec "$@"', "sh", OVL]).start()
+    try:
+        run(d, {"command": ["true"]}, "r1")
+        wait_idle(d)
+        p0 = pool_status(d)
+        body = {"command": ["/bin/sh", "-c", "echo ok > f; stat -c '%u' f; pwd"]}
+        b = run(d, body, "r2")
+        p1 = pool_status(d)
+        check(b["exitCode"] == 0 and b["stdout"] == "10001\n/workspace\n",
+              "the task ran, cold, with the same result", b)
+        check(p1["hits"] == p0["hits"] and p1["misses"] == p0["misses"] + 1,
+              "counted a miss", (p0, p1))
+        log = d.wait_output(lambda t: "cannot be idmapped" in t)
+        check("cannot be idmapped" in log, "the log says why", log[-2000:])
+        ws = os.path.join(upper, "workspaces", "pool", "r2", "work")
+        check(os.stat(ws + "/f").st_uid == os.stat(ws).st_uid < d.host_id_base + CLONE_REGION,
+              "the file is the clone's", ws)
+        deadline = time.monotonic() + 20
+        while pool_status(d)["building"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        b = run(d, body, "r2")
+        p2 = pool_status(d)
+        check(b["exitCode"] == 0 and b["stdout"] == "10001\n/workspace\n", "same again", b)
+        check(p2["hits"] == p1["hits"] + 1 and p2["anyCloneHits"] == p1["anyCloneHits"],
+              "the clone's next task: a hit of a sandbox pooled per clone", (p1, p2))
+    finally:
+        d.stop()
 
 
 @S.case
@@ -365,6 +503,8 @@ PY_CASES = [
     ("environment", "import os; print(os.environ.get('FOO'), os.environ.get('PATH'))"),
     ("a pre-imported module is not bound", "print(json)"),
     ("identity", "import os; print(os.getuid(), os.getcwd(), open('/proc/1/comm').read())"),
+    ("the workspace", "import os; open('z.py', 'w').write('V = 5'); import z; print(z.V, "
+     "os.stat('z.py').st_uid, sorted(os.listdir('/workspace'))); os.remove('z.py')"),
     ("stderr and exit", "import sys; sys.stderr.write('e\\n'); sys.exit('bye')"),
     ("timeout", "import time; time.sleep(30)"),
     ("oom", "b=[]\nwhile True: b.append(bytearray(8<<20))"),
@@ -382,9 +522,12 @@ def py(d, code, clone="z", env=None, timeout=None):
 
 def zygote_hit(code, clone="z", env=None, timeout=None):
     wait_idle(ZY)
-    before = pool_status(ZY)["zygoteHits"]
+    before = pool_status(ZY)
     b = py(ZY, code, clone, env, timeout)
-    check(pool_status(ZY)["zygoteHits"] == before + 1, "run by a zygote", (code, pool_status(ZY)))
+    after = pool_status(ZY)
+    check(after["zygoteHits"] == before["zygoteHits"] + 1 and
+          after["anyCloneHits"] == before["anyCloneHits"] + 1,
+          "run by a zygote pooled for any clone", (code, after))
     return b
 
 

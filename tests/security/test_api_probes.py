@@ -160,6 +160,7 @@ def errmsg(b):
 
 # ---- the daemon ----
 
+POOLED = os.environ.get("SBX_PROBES_POOL") == "1"
 CFG = os.path.join(TMP, "config.yaml")
 with open(CFG, "w") as f:
     f.write("""\
@@ -171,6 +172,10 @@ server:
 sandbox:
   workspace_quota: 32m
 """ % T2_TOKEN)
+    # SBX_PROBES_POOL=1 (ctest security/api_probes_pool): the same probes with
+    # the warm pool on, tasks served by sandboxes pooled for any clone
+    if POOLED:
+        f.write("pool:\n  enabled: true\n  max_idle: 4\n")
 
 D = Daemon(STATE, config=CFG)
 try:
@@ -306,6 +311,10 @@ def probe21_other_clone_workspace():
         bad.append("t2's token on its own t2/a: GET secret -> %d %r (want 404)" % (st, b))
     check(read_bytes(secret_host).decode() == SECRET, "A's secret still intact")
     check(not bad, "another clone's workspace:\n  " + "\n  ".join(bad))
+    if POOLED:
+        st, b, _ = D.req("GET", "/runtime/status", headers={"X-Sandbox-Extended": "1"})
+        check(st == 200 and b["pool"]["anyCloneHits"] > 0,
+              "the readers ran in sandboxes pooled for any clone", b.get("pool"))
 
 
 # ---- 22: the file API ----

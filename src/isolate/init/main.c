@@ -28,6 +28,12 @@
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#endif
 
 #define SYNC_FD 3
 #define SECCOMP_FD 4
@@ -48,6 +54,9 @@ struct init_opts {
     uint64_t mem_watch; /* rlimit mode: the namespace's memory limit, watched */
     bool tcp_watch;     /* ... with the TCP queues of its own network namespace */
     char **argv;
+    /* attach_later (sandbox.h): where the mounts sent with the command go */
+    const char *attach[SBX_MOUNTS_MAX + 1];
+    size_t n_attach;
 };
 
 static void send_msg(const struct sbx_init_msg *m)
@@ -99,6 +108,12 @@ static int parse_opts(int argc, char **argv, struct init_opts *o, sbx_err *err)
             o->tcp_watch = true;
             continue;
         }
+        if (strncmp(a, "--attach=", 9) == 0) {
+            if (o->n_attach == SBX_ARRAY_LEN(o->attach) || a[9] != '/')
+                return sbx_err_at(err, SBX_STAGE_INIT, EINVAL, "bad argument %s", a);
+            o->attach[o->n_attach++] = a + 9;
+            continue;
+        }
         if (!eq)
             return sbx_err_at(err, SBX_STAGE_INIT, EINVAL, "bad argument %s", a);
         if (sbx_parse_uint(eq + 1, 0, UINT64_MAX, &v, err) < 0)
@@ -147,13 +162,54 @@ static char **unpack_strings(char **at, const char *end, uint32_t n, sbx_err *er
     return v;
 }
 
+/* The command's message, and the mounts sent with it moved where
+ * o->attach says (the workspace first), then into the workspace that is
+ * now there: every process started after this has it as its cwd. Returns
+ * the message's length; 0: our creator is gone. */
+static ssize_t recv_command(const struct init_opts *o, sbx_err *err)
+{
+    union {
+        char buf[CMSG_SPACE((SBX_MOUNTS_MAX + 1) * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {.iov_base = command_msg, .iov_len = sizeof(command_msg) - 1};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    ssize_t n;
+    while ((n = recvmsg(SYNC_FD, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+        ;
+    if (n <= 0)
+        return n;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    int fds[SBX_MOUNTS_MAX + 1];
+    size_t nfds = 0;
+    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+        nfds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    if (nfds > SBX_ARRAY_LEN(fds))
+        nfds = 0;
+    memcpy(fds, cm ? CMSG_DATA(cm) : (unsigned char *)fds, nfds * sizeof(int));
+    if ((mh.msg_flags & MSG_CTRUNC) || nfds != o->n_attach)
+        return sbx_err_at(err, SBX_STAGE_ATTACH, EPROTO, "%zu mounts sent for %zu", nfds,
+                          o->n_attach);
+    for (size_t i = 0; i < nfds; i++) {
+        if (syscall(SYS_move_mount, fds[i], "", AT_FDCWD, o->attach[i], MOVE_MOUNT_F_EMPTY_PATH) <
+            0)
+            return sbx_err_at(err, SBX_STAGE_ATTACH, errno, "move_mount %s", o->attach[i]);
+        close(fds[i]);
+    }
+    if (nfds && chdir("/workspace") < 0)
+        return sbx_err_at(err, SBX_STAGE_CHDIR_WORKSPACE, errno, "/workspace");
+    return n;
+}
+
 /* A zygote's command: passed on as it came, to EOF (the zygote reads it
  * whole); the zygote gone meanwhile ends the write, and its end is reported. */
-static void pass_command(int fd)
+static void pass_command(const struct init_opts *o, int fd)
 {
-    ssize_t n;
-    while ((n = recv(SYNC_FD, command_msg, sizeof(command_msg) - 1, 0)) < 0 && errno == EINTR)
-        ;
+    sbx_err e = {0};
+    ssize_t n = recv_command(o, &e);
+    if (n < 0 && e.msg[0])
+        fail(125, &e);
     if (n == 0)
         _exit(0); /* discarded unused: the zygote dies with us */
     for (ssize_t done = 0; n > 0 && done < n;) {
@@ -169,9 +225,9 @@ static void pass_command(int fd)
 
 static int wait_command(struct init_opts *o, sbx_err *err)
 {
-    ssize_t n;
-    while ((n = recv(SYNC_FD, command_msg, sizeof(command_msg) - 1, 0)) < 0 && errno == EINTR)
-        ;
+    ssize_t n = recv_command(o, err);
+    if (n < 0 && err->msg[0])
+        return -1;
     if (n == 0)
         _exit(0); /* discarded unused */
     uint32_t c[2];
@@ -394,7 +450,7 @@ int main(int argc, char **argv)
         run_task(&o);
     if (o.zygote) {
         close(zpipe[0]);
-        pass_command(zpipe[1]);
+        pass_command(&o, zpipe[1]);
     }
     send_msg(&(struct sbx_init_msg){.kind = SBX_MSG_STARTED, .pid = task});
 

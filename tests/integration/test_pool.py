@@ -194,7 +194,7 @@ def limits_while_running(d, body, clone, pooled):
     box = {}
     th = threading.Thread(target=lambda: box.update(b=run(d, body, clone)))
     th.start()
-    pat = (r"pool: hit for=\S+ sandbox=(\S+)" if pooled
+    pat = (r"pool: hit(?: \(any clone\))? for=\S+ sandbox=(\S+)" if pooled
            else r"task started id=\S+ tenant=\S+ session=\S+ sandbox=(\S+)")
     log = d.wait_output(lambda t: re.search(pat, t[mark:]), timeout=20)
     m = re.search(pat, log[mark:])
@@ -320,10 +320,13 @@ def a_new_clones_first_task_is_a_hit_and_writes_as_the_clone():
         check((st.st_uid, st.st_gid) == (root.st_uid, root.st_gid) and
               st.st_uid < ON.host_id_base + CLONE_REGION and st.st_uid != base + 10001,
               name + ": on disk it belongs to the clone's own host uid", (st, root, base))
-    # the clone's next task, cold (other limits): the file is there, its own
+    # the clone's next task, cold (a command too long for a pooled sandbox's
+    # message, 2 x 70 KiB of arguments): the file is there, its own
+    m0 = pool_status(ON)["misses"]
     b = run(ON, {"command": ["/bin/sh", "-c",
-                             "cat new.txt; stat -c '%u' new.txt; cat /proc/self/uid_map"],
-                 "memoryMB": 99}, "fresh")
+                             "cat new.txt; stat -c '%u' new.txt; cat /proc/self/uid_map",
+                             "sh", "x" * 70000, "y" * 70000]}, "fresh")
+    check(pool_status(ON)["misses"] == m0 + 1, "the next task is built cold", b)
     lines = b["stdout"].split("\n")
     check(b["exitCode"] == 0 and lines[0] == "fresh" and lines[1] == "10001",
           "the next cold task sees it as its own", b)

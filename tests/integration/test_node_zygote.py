@@ -89,6 +89,10 @@ def essentials(b):
 DEEP = "function f(n) { if (!n) throw new Error('deep'); f(n - 1); }\nf(%d);"
 NODE_CASES = [
     ("print", "console.log(1, 'a', {b: [2]})"),
+    ("the workspace as cwd: a relative write lands in the clone's attached workspace",
+     "const fs = require('fs'); fs.writeFileSync('n.txt', 'w');"
+     " console.log(process.cwd(), fs.readFileSync('/workspace/n.txt', 'utf8'),"
+     " fs.statSync('n.txt').uid, fs.readdirSync('.').includes('n.txt'))"),
     ("uncaught exception (node's stack, no program frame)", "throw new Error('x')"),
     ("exception 3 calls deep", DEEP % 3),
     ("exception 8 calls deep (the stack limit cuts inside)", DEEP % 8),

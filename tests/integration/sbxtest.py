@@ -175,6 +175,14 @@ def rmdir_cgroup(path, tries=50):
             time.sleep(0.1)
 
 
+def config_file(directory, name, text):
+    """Writes text to directory/name (a daemon's YAML configuration): its path."""
+    path = os.path.join(directory, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def check(cond, what, res=None):
     if not cond:
         raise AssertionError(what + ("" if res is None else "\n  " + repr(res)))

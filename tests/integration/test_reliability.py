@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import sbxtest  # noqa: E402
-from sbxtest import EXTENDED, ServeDaemon, Suite, check  # noqa: E402
+from sbxtest import EXTENDED, ServeDaemon, Suite, check, config_file  # noqa: E402
 
 S = Suite("reliability")
 # 300 live sessions hold several thousand fds in one daemon: its soft limit
@@ -134,10 +134,7 @@ class SmallFsDaemon(Daemon):
 
 
 def write_config(name, text):
-    path = os.path.join(TMP, name)
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+    return config_file(TMP, name, text)
 
 
 def cg_tag(state):

@@ -17,7 +17,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from sbxtest import SANDBOXD, ServeDaemon, Suite, check  # noqa: E402
+from sbxtest import SANDBOXD, ServeDaemon, Suite, check, config_file  # noqa: E402
 
 S = Suite("spawner")
 TOKEN = "spawn-" + "0123456789abcdef0123456789"
@@ -30,10 +30,7 @@ class Daemon(ServeDaemon):
 
 
 def config(name, text):
-    path = os.path.join(TMP, name)
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+    return config_file(TMP, name, text)
 
 
 def children(pid):

@@ -244,6 +244,33 @@ def flows_belong_to_the_task_that_took_the_sandbox():
 
 
 @S.case
+def a_new_clone_of_another_tenant_gets_its_own_policy_and_audit():
+    # The sandbox is pooled for any clone: built from tenant tP's task, taken
+    # by the first task of a clone of tenant tQ never seen before. What tQ's
+    # task may reach and whose its flows are must be tQ's alone.
+    probe(POOL, ["%s,80" % PUBLIC, "www.public.test,80"], tenant="tP", clone="p1")
+    wait_idle(POOL)
+    p0 = POOL.pool()
+    targets = ["%s,80" % PUBLIC, "www.public.test,80", "dns:private.test,0"]
+    net = {"deny": ["www.public.test"]}
+    got, b = probe(POOL, targets, net, tenant="tQ", clone="q1")
+    p1 = POOL.pool()
+    check(p1["anyCloneHits"] == p0["anyCloneHits"] + 1 and p1["hits"] == p0["hits"] + 1,
+          "the new clone's first task took a sandbox pooled for any clone", (p0, p1))
+    cold, _ = probe(COLD, targets, net, tenant="tQ", clone="q1")
+    check(got == cold, "the same as cold", (got, cold))
+    check(not got["www.public.test,80"].startswith("ok"), "its own deny rule holds", got)
+    tid = b.get("taskId") or b.get("id")
+    deadline = time.monotonic() + 10
+    while len(audit(POOL, tid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    recs = audit(POOL, tid)
+    check(set(a for a, _ in recs) == {"egress_denied", "egress_flow"}, "flows audited", recs)
+    check(all(x["tenantCode"] == "tQ" and x["cloneId"] == "q1" and x["taskId"] == tid
+              for _, x in recs), "under the taker's tenant, clone and id", recs)
+
+
+@S.case
 def the_connection_limit_holds_in_a_pooled_sandbox():
     # max_connections 2: three held connections at once, the third refused
     hold = r'''

@@ -271,6 +271,59 @@ def a_new_clone_of_another_tenant_gets_its_own_policy_and_audit():
 
 
 @S.case
+def a_proxy_task_whose_attach_fails_is_built_cold_with_its_own_rules():
+    # The daemon in the lab's network and a mount namespace of its own, its
+    # state dir an overlayfs (it cannot be idmapped): a new clone's proxy task
+    # takes a sandbox pooled for any clone, its attach fails, and it is built
+    # cold later, from the loop, with the rules its request had (the request's
+    # own copy of them is long gone by then).
+    ovl = os.path.join(TMP, "ovl")
+    for x in ("lower", "upper", "work", "state"):
+        os.makedirs(os.path.join(ovl, x))
+    cfg = os.path.join(ovl, "config.yaml")
+    with open(cfg, "w") as f:
+        f.write("sandbox:\n  workspace_quota_mode: monitor\n"
+                "network:\n  dns:\n    upstream: [\"%s\"]\n"
+                "pool:\n  max_idle: 2\n  idle_timeout: 120s\n" % DNS)
+    d = Daemon.__new__(Daemon)
+    d.dir = ovl
+    d.sock = os.path.join(ovl, "api.sock")
+    d.log = open(os.path.join(ovl, "log"), "w+")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("CLAW_") and not k.startswith("SANDBOX_")}
+    d.proc = subprocess.Popen(
+        lab.nsenter("d") + ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                            'mount -t overlay overlay -o "lowerdir=$1/lower,upperdir=$1/upper,'
+                            'workdir=$1/work" "$1/state" && shift && exec "$@"', "sh", ovl] +
+        lab.sandboxd_argv("serve", "--listen", "unix:" + d.sock, "--state-dir",
+                          os.path.join(ovl, "state"), "--token", TOKEN, "--config", cfg,
+                          "--net", "proxy", "--total-memory", "0", "--total-cpu", "0",
+                          "--total-pids", "0")[len(lab.nsenter("d")):],
+        env=env, stdout=d.log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(d.sock):
+            check(d.proc.poll() is None and time.monotonic() < deadline, "serve started",
+                  d.output())
+            time.sleep(0.05)
+        targets = ["%s,80" % PUBLIC, "www.public.test,80", "dns:private.test,0"]
+        net = {"deny": ["www.public.test"]}
+        probe(d, ["%s,80" % PUBLIC], net, clone="o1")
+        wait_idle(d)
+        for i in range(3):
+            p0 = d.pool()
+            got, b = probe(d, targets, net, clone="o%d" % (i + 2))
+            cold, _ = probe(COLD, targets, net, clone="o%d" % (i + 2))
+            check(got == cold, "built cold after the failed attach: the same as cold",
+                  (got, cold, d.output()[-2000:]))
+            check(d.pool()["anyCloneHits"] == p0["anyCloneHits"], "not an any-clone hit",
+                  (p0, d.pool()))
+        check("cannot be idmapped" in d.output(), "the attach failed", d.output()[-2000:])
+    finally:
+        check(d.stop(), "exit 0 at SIGTERM, no sanitizer report", d.output()[-3000:])
+
+
+@S.case
 def the_connection_limit_holds_in_a_pooled_sandbox():
     # max_connections 2: three held connections at once, the third refused
     hold = r'''

@@ -54,8 +54,10 @@ struct sbx_task {
     bool have_exited, have_setup_error, have_exec_error;
     struct waiter *spawning; /* its sandbox (or its attach) is asked of the spawner */
     int pool_slot;           /* a pooled sandbox's host id range (exec/pool.c), -1 none */
-    struct sbx_mount
-        mounts[SBX_MOUNTS_MAX]; /* the spec's (the caller's may not outlive the start) */
+    /* The spec's binds and rules text, copied: a pooled take's attach and
+     * its cold fallback outlive the caller's (rt_task_start's) copies. */
+    struct sbx_mount mounts[SBX_MOUNTS_MAX];
+    char *net_rules_arg;
     struct timespec t0;
     struct sbx_report report;
 };
@@ -664,6 +666,12 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
         memcpy(t->mounts, o->spec.mounts, o->spec.n_mounts * sizeof(t->mounts[0]));
         t->o.spec.mounts = t->mounts;
     }
+    if (o->spec.net_rules_arg &&
+        !(t->o.spec.net_rules_arg = t->net_rules_arg = strdup(o->spec.net_rules_arg))) {
+        free(t);
+        sbx_err_set(err, ENOMEM, "task");
+        return NULL;
+    }
     t->sb = (struct sbx_sandbox){.init_pid = -1,
                                  .pidfd = -1,
                                  .sync_fd = -1,
@@ -696,6 +704,7 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
         return t; /* on_spawner goes on */
     if (sbx_spawn_local(&t->o.spec, &t->sb, err) < 0) {
         exec_pool_task_count(-1);
+        free(t->net_rules_arg);
         free(t);
         return NULL;
     }
@@ -767,5 +776,6 @@ void sbx_task_free(struct sbx_task *t)
             evbuffer_free(t->out[i].kept);
     if (t->stdin_buf)
         evbuffer_free(t->stdin_buf);
+    free(t->net_rules_arg);
     free(t);
 }

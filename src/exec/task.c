@@ -374,6 +374,16 @@ static int setup_stdin(struct sbx_task *t, sbx_err *err)
     return event_add(t->ev_stdin_r, NULL);
 }
 
+/* Its sandbox killed and released now (bounded, off the normal path); a
+ * pooled sandbox's host id range is given back once nothing is left. */
+static void kill_release_now(struct sbx_task *t)
+{
+    sbx_sandbox_kill(&t->sb);
+    if (sbx_sandbox_release(&t->sb, NULL) == 0)
+        exec_pool_slot_put(t->pool_slot);
+    t->pool_slot = -1;
+}
+
 /* The caller's work on the new sandbox and its watch: on failure the
  * sandbox is gone, t is not freed, and err says why. */
 static int start_watch(struct sbx_task *t, bool pooled, sbx_err *err)
@@ -387,8 +397,7 @@ static int start_watch(struct sbx_task *t, bool pooled, sbx_err *err)
                     ((t->o.fds.init_exe < 0 || t->o.fds.seccomp < 0) &&
                      (!o->prepare || o->prepare(o->ud, &t->o.fds, err) < 0)) ||
                     sbx_sandbox_send_fds(&t->sb, &t->o.fds, err) < 0)) {
-        sbx_sandbox_kill(&t->sb);
-        sbx_sandbox_release(&t->sb, NULL);
+        kill_release_now(t);
         return -1;
     }
     set_nonblock(t->sb.stdout_fd);
@@ -417,8 +426,7 @@ static int start_watch(struct sbx_task *t, bool pooled, sbx_err *err)
         setup_stdin(t, err) < 0) {
         if (!err || !err->msg[0])
             sbx_err_set(err, ENOMEM, "task events");
-        sbx_sandbox_kill(&t->sb);
-        sbx_sandbox_release(&t->sb, NULL);
+        kill_release_now(t);
         return -1;
     }
     return 0;

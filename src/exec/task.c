@@ -3,6 +3,7 @@
 #include <event2/buffer.h>
 #include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -556,12 +557,10 @@ static void on_spawner(evutil_socket_t fd, short what, void *arg)
             continue;
         }
         if (!t) {
-            /* its task is gone: so is the sandbox */
-            if (rc == 1) {
-                sbx_sandbox_kill(&sb);
-                if (sbx_sandbox_release_step(&sb, NULL) < 0)
-                    sbx_sandbox_abandon(&sb);
-            }
+            /* its task is gone: so is the sandbox (its cgroup removed once
+             * empty, from the pool's timer) */
+            if (rc == 1)
+                exec_pool_bury(&sb);
             continue;
         }
         t->spawning = NULL;
@@ -574,6 +573,18 @@ static void on_spawner(evutil_socket_t fd, short what, void *arg)
     }
     if (ev_spawner)
         event_del(ev_spawner);
+}
+
+void exec_spawner_drain(int64_t ms)
+{
+    int64_t deadline = sbx_mono_ms() + ms;
+    while (waiting_head && ev_spawner && sbx_spawner_fd() >= 0) {
+        int64_t left = deadline - sbx_mono_ms();
+        struct pollfd p = {.fd = sbx_spawner_fd(), .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            return;
+        on_spawner(p.fd, EV_READ, NULL);
+    }
 }
 
 /* Queue a request, spec's or (a set) an attach's: its waiter, or NULL (not

@@ -493,6 +493,11 @@ static void attached(struct waiter *w, int rc, int *fds, const sbx_err *e)
     struct sbx_task *t = w->t;
     if (t)
         t->spawning = NULL;
+    if (t && t->canceled) { /* never run: the sandbox goes back untouched */
+        exec_pool_attached(w->pe, NULL, rc, fds, w->nfds, e, NULL, NULL);
+        spawn_failed(t, &(sbx_err){.msg = "canceled"});
+        return;
+    }
     int slot = -1;
     if (exec_pool_attached(w->pe, t ? &t->o : NULL, rc, fds, w->nfds, e, t ? &t->sb : NULL,
                            &slot) != 1) {

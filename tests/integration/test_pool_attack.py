@@ -62,11 +62,15 @@ def settle(d=D, timeout=30):
     """Nothing building, no task running, at least one idle (both ranges
     free again once every task is released)."""
     deadline = time.monotonic() + timeout
+    last = None
     while time.monotonic() < deadline:
         p = status(d)
-        if p["idle"] >= 1 and not p["building"]:
+        # counts that moved meanwhile: a take still being answered
+        now = (p["hits"], p["misses"], p["built"])
+        if p["idle"] >= 1 and not p["building"] and now == last:
             return p
-        time.sleep(0.05)
+        last = now
+        time.sleep(0.1)
     raise AssertionError("the pool did not settle in %ss: %r" % (timeout, status(d)))
 
 

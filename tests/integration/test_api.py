@@ -118,18 +118,34 @@ def case(fn):
     return S.case(wrapped)
 
 
+POOL_REGION = 60000 * 65536  # the pool's host id ranges start this far above host_id_base
+
+
+def task_uids(d, uid):
+    """A task of the clone whose runner is host uid `uid`, in daemon d, runs
+    as that uid, or (in a sandbox the warm pool built for any clone) as the
+    runner of one of the pool's own host id ranges."""
+    lo = d.host_id_base + POOL_REGION
+    return lambda u: u == uid or (lo <= u < lo + 1024 * 65536 and u % 65536 == uid % 65536)
+
+
 def host_sleepers(arg, uid=None):
-    """(pid, uid, args) of host processes running `sleep <arg>` (optionally of uid)."""
-    out = subprocess.run(["ps", "-e", "-o", "pid=,uid=,args="], capture_output=True,
-                         text=True).stdout
+    """(pid, uid, args) of host processes running `sleep <arg>` (optionally of
+    uid: a host uid, or a test of one as task_uids makes)."""
+    match = uid if callable(uid) else (lambda u: uid is None or u == uid)
     found = []
-    for line in out.splitlines():
-        parts = line.split(None, 2)
-        if len(parts) < 3:
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
             continue
-        pid, u, args = int(parts[0]), int(parts[1]), parts[2].strip()
-        if args == "sleep " + arg and (uid is None or u == uid):
-            found.append((pid, u, args))
+        try:
+            with open("/proc/%s/cmdline" % name, "rb") as f:
+                args = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            with open("/proc/%s/status" % name) as f:
+                u = next(int(x.split()[1]) for x in f if x.startswith("Uid:"))
+        except (OSError, StopIteration):
+            continue
+        if args == "sleep " + arg and match(u):
+            found.append((int(name), u, args))
     return found
 
 
@@ -786,11 +802,11 @@ def cancel_running_task_kills_tree():
     h = {"X-Tenant-Code": "cancelt", "X-Clone-Id": "c1"}
     tid = D.submit({"command": ["/bin/sh", "-c", "sleep 30 & sleep 30; wait"]}, headers=h)
     D.wait_status(tid, {"running"}, headers=h)
-    uid = workspace_uid(D.state, "cancelt", "c1")
+    uid = task_uids(D, workspace_uid(D.state, "cancelt", "c1"))
     deadline = time.monotonic() + 5
     while len(host_sleepers("30", uid)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    check(len(host_sleepers("30", uid)) == 2, "two `sleep 30` run as host uid %d" % uid,
+    check(len(host_sleepers("30", uid)) == 2, "two `sleep 30` run as the clone's task",
           host_sleepers("30"))
     cgs = task_cgroups(host_sleepers("30", uid)[0][0])
     check(cgs or not uses_cgroups(D), "the task has cgroups of its own")
@@ -799,7 +815,7 @@ def cancel_running_task_kills_tree():
     t = D.wait_status(tid, FINAL, timeout=5, headers=h)
     check(t["status"] == "canceled", "final status canceled", t)
     check(t["result"] and t["result"]["exitCode"] == 124, "exit code 124", t)
-    check(settles(lambda: host_sleepers("30", uid) == []), "no `sleep 30` of uid %d left" % uid,
+    check(settles(lambda: host_sleepers("30", uid) == []), "no `sleep 30` of the task left",
           host_sleepers("30"))
     check(settles(lambda: not [c for c in cgs if os.path.exists(c)]),
           "the task's cgroups removed", cgs)
@@ -1178,11 +1194,11 @@ def kill9_then_restart_marks_interrupted():
     try:
         tid = d.submit({"command": ["sleep", "60"]}, headers=h)
         d.wait_status(tid, {"running"})
-        uid = workspace_uid(state, "crash", "default")
+        uid = task_uids(d, workspace_uid(state, "crash", "default"))
         deadline = time.monotonic() + 5
         while not host_sleepers("60", uid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        check(host_sleepers("60", uid), "the task runs as uid %d" % uid, host_sleepers("60"))
+        check(host_sleepers("60", uid), "the task runs as the clone's task", host_sleepers("60"))
         cgs = task_cgroups(host_sleepers("60", uid)[0][0])
         check(cgs or not uses_cgroups(d), "the task has cgroups of its own")
         # kill early in a second, so that a restart within it shows whether the
@@ -1221,7 +1237,7 @@ def sigterm_cancels_running_task():
     try:
         tid = d.submit({"command": ["sleep", "45"]}, headers=h)
         d.wait_status(tid, {"running"})
-        uid = workspace_uid(state, "term", "default")
+        uid = task_uids(d, workspace_uid(state, "term", "default"))
         # a synchronous exec in flight, and a task waiting in the queue
         sync = {}
 

@@ -126,12 +126,17 @@ def many_tasks_cannot_pass_the_process_cap():
     # Sandboxes the spawner makes are counted at their fork. One the daemon
     # makes itself (a fallback) joins its cgroup by a move, which cgroup v1
     # does not check against pids.max: the documented gap
-    # (docs/configuration.md). Beyond the cap is a failure unless that
-    # fallback was taken.
+    # (docs/configuration.md). A move also charges its destination before it
+    # uncharges its source (kernel/cgroup/pids.c, pids_can_attach), so a move
+    # between two cgroups under the capped parent (a sandbox's child, forked
+    # in the spawner's cgroup, moved into its own) lifts the parent's count,
+    # and pids.peak, by one for that instant without any process more: the
+    # peak may read the cap + 1. Beyond that is a failure unless the
+    # fallback was taken; the processes really started are checked above.
     _, b, _ = D.req("GET", "/runtime/status")
     in_daemon = ((b or {}).get("spawner") or {}).get("madeInDaemon", 0)
-    check(peak is None or peak <= TOTAL_PIDS or in_daemon > 0,
-          "the parent's peak %s <= %d (sandboxes made in the daemon: %s)"
+    check(peak is None or peak <= TOTAL_PIDS + 1 or in_daemon > 0,
+          "the parent's peak %s <= %d + 1 (sandboxes made in the daemon: %s)"
           % (peak, TOTAL_PIDS, in_daemon))
 
 

@@ -22,3 +22,10 @@ add_test(NAME security/api_probes_pool
 set_tests_properties(security/api_probes_pool PROPERTIES
   ENVIRONMENT "SANDBOXD=$<TARGET_FILE:sandboxd>;SBX_HELPERS=${CMAKE_BINARY_DIR}/helpers;SBX_PROBES_POOL=1"
   TIMEOUT 600)
+# The in-sandbox probes in sandboxes pooled for any clone (serve, default
+# pool): attach, moved mounts and limits written at take.
+add_test(NAME security/pool_probes
+         COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/security/test_pool_probes.py)
+set_tests_properties(security/pool_probes PROPERTIES
+  ENVIRONMENT "SANDBOXD=$<TARGET_FILE:sandboxd>;SBX_HELPERS=${CMAKE_BINARY_DIR}/helpers"
+  TIMEOUT 600)

@@ -191,6 +191,11 @@ static void bury(struct sbx_sandbox *sb, int slot)
     arm_tick();
 }
 
+void exec_pool_bury(struct sbx_sandbox *sb)
+{
+    bury(sb, -1);
+}
+
 /* An entry ends unused: its sandbox (if any) is killed, its answer (if
  * awaited) will be. */
 static void discard(struct pool_entry *pe)
@@ -286,8 +291,12 @@ void sbx_pool_configure(struct event_base *base, const struct sbx_pool_config *c
         P.cfg.enabled = false;
 }
 
+/* How long the shutdown waits for the spawner's answers still due. */
+#define DRAIN_BOUND_MS 3000
+
 void sbx_pool_shutdown(void)
 {
+    exec_spawner_drain(DRAIN_BOUND_MS);
     while (P.head) {
         struct pool_entry *pe = P.head;
         if (!pe->ready && pe->waiter) { /* its answer must not find it */

@@ -35,3 +35,10 @@ int exec_spawner_ask_for_pool(struct event_base *base, const struct sbx_spec *sp
 void exec_spawner_detach(void *waiter);
 /* The spawner's answer for pe: rc 1 sb is made, otherwise it is not. */
 void exec_pool_arrived(struct pool_entry *pe, int rc, struct sbx_sandbox *sb);
+/* A sandbox nobody wants any more (its task or entry went first): killed
+ * now, released from the pool's timer (at its shutdown: waited for). */
+void exec_pool_bury(struct sbx_sandbox *sb);
+/* At shutdown: the spawner's answers still due, taken as they come for at
+ * most ms (each goes where it would have gone), so that no sandbox the
+ * spawner makes meanwhile is left behind when it stops. */
+void exec_spawner_drain(int64_t ms);

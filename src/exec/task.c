@@ -3,6 +3,7 @@
 #include <event2/buffer.h>
 #include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,8 +55,10 @@ struct sbx_task {
     bool have_exited, have_setup_error, have_exec_error;
     struct waiter *spawning; /* its sandbox (or its attach) is asked of the spawner */
     int pool_slot;           /* a pooled sandbox's host id range (exec/pool.c), -1 none */
-    struct sbx_mount
-        mounts[SBX_MOUNTS_MAX]; /* the spec's (the caller's may not outlive the start) */
+    /* The spec's binds and rules text, copied: a pooled take's attach and
+     * its cold fallback outlive the caller's (rt_task_start's) copies. */
+    struct sbx_mount mounts[SBX_MOUNTS_MAX];
+    char *net_rules_arg;
     struct timespec t0;
     struct sbx_report report;
 };
@@ -372,6 +375,16 @@ static int setup_stdin(struct sbx_task *t, sbx_err *err)
     return event_add(t->ev_stdin_r, NULL);
 }
 
+/* Its sandbox killed and released now (bounded, off the normal path); a
+ * pooled sandbox's host id range is given back once nothing is left. */
+static void kill_release_now(struct sbx_task *t)
+{
+    sbx_sandbox_kill(&t->sb);
+    if (sbx_sandbox_release(&t->sb, NULL) == 0)
+        exec_pool_slot_put(t->pool_slot);
+    t->pool_slot = -1;
+}
+
 /* The caller's work on the new sandbox and its watch: on failure the
  * sandbox is gone, t is not freed, and err says why. */
 static int start_watch(struct sbx_task *t, bool pooled, sbx_err *err)
@@ -385,8 +398,7 @@ static int start_watch(struct sbx_task *t, bool pooled, sbx_err *err)
                     ((t->o.fds.init_exe < 0 || t->o.fds.seccomp < 0) &&
                      (!o->prepare || o->prepare(o->ud, &t->o.fds, err) < 0)) ||
                     sbx_sandbox_send_fds(&t->sb, &t->o.fds, err) < 0)) {
-        sbx_sandbox_kill(&t->sb);
-        sbx_sandbox_release(&t->sb, NULL);
+        kill_release_now(t);
         return -1;
     }
     set_nonblock(t->sb.stdout_fd);
@@ -415,8 +427,7 @@ static int start_watch(struct sbx_task *t, bool pooled, sbx_err *err)
         setup_stdin(t, err) < 0) {
         if (!err || !err->msg[0])
             sbx_err_set(err, ENOMEM, "task events");
-        sbx_sandbox_kill(&t->sb);
-        sbx_sandbox_release(&t->sb, NULL);
+        kill_release_now(t);
         return -1;
     }
     return 0;
@@ -482,6 +493,11 @@ static void attached(struct waiter *w, int rc, int *fds, const sbx_err *e)
     struct sbx_task *t = w->t;
     if (t)
         t->spawning = NULL;
+    if (t && t->canceled) { /* never run: the sandbox goes back untouched */
+        exec_pool_attached(w->pe, NULL, rc, fds, w->nfds, e, NULL, NULL);
+        spawn_failed(t, &(sbx_err){.msg = "canceled"});
+        return;
+    }
     int slot = -1;
     if (exec_pool_attached(w->pe, t ? &t->o : NULL, rc, fds, w->nfds, e, t ? &t->sb : NULL,
                            &slot) != 1) {
@@ -546,12 +562,10 @@ static void on_spawner(evutil_socket_t fd, short what, void *arg)
             continue;
         }
         if (!t) {
-            /* its task is gone: so is the sandbox */
-            if (rc == 1) {
-                sbx_sandbox_kill(&sb);
-                if (sbx_sandbox_release_step(&sb, NULL) < 0)
-                    sbx_sandbox_abandon(&sb);
-            }
+            /* its task is gone: so is the sandbox (its cgroup removed once
+             * empty, from the pool's timer) */
+            if (rc == 1)
+                exec_pool_bury(&sb);
             continue;
         }
         t->spawning = NULL;
@@ -564,6 +578,18 @@ static void on_spawner(evutil_socket_t fd, short what, void *arg)
     }
     if (ev_spawner)
         event_del(ev_spawner);
+}
+
+void exec_spawner_drain(int64_t ms)
+{
+    int64_t deadline = sbx_mono_ms() + ms;
+    while (waiting_head && ev_spawner && sbx_spawner_fd() >= 0) {
+        int64_t left = deadline - sbx_mono_ms();
+        struct pollfd p = {.fd = sbx_spawner_fd(), .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            return;
+        on_spawner(p.fd, EV_READ, NULL);
+    }
 }
 
 /* Queue a request, spec's or (a set) an attach's: its waiter, or NULL (not
@@ -664,6 +690,12 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
         memcpy(t->mounts, o->spec.mounts, o->spec.n_mounts * sizeof(t->mounts[0]));
         t->o.spec.mounts = t->mounts;
     }
+    if (o->spec.net_rules_arg &&
+        !(t->o.spec.net_rules_arg = t->net_rules_arg = strdup(o->spec.net_rules_arg))) {
+        free(t);
+        sbx_err_set(err, ENOMEM, "task");
+        return NULL;
+    }
     t->sb = (struct sbx_sandbox){.init_pid = -1,
                                  .pidfd = -1,
                                  .sync_fd = -1,
@@ -696,6 +728,7 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
         return t; /* on_spawner goes on */
     if (sbx_spawn_local(&t->o.spec, &t->sb, err) < 0) {
         exec_pool_task_count(-1);
+        free(t->net_rules_arg);
         free(t);
         return NULL;
     }
@@ -767,5 +800,6 @@ void sbx_task_free(struct sbx_task *t)
             evbuffer_free(t->out[i].kept);
     if (t->stdin_buf)
         evbuffer_free(t->stdin_buf);
+    free(t->net_rules_arg);
     free(t);
 }

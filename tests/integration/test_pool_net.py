@@ -244,6 +244,86 @@ def flows_belong_to_the_task_that_took_the_sandbox():
 
 
 @S.case
+def a_new_clone_of_another_tenant_gets_its_own_policy_and_audit():
+    # The sandbox is pooled for any clone: built from tenant tP's task, taken
+    # by the first task of a clone of tenant tQ never seen before. What tQ's
+    # task may reach and whose its flows are must be tQ's alone.
+    probe(POOL, ["%s,80" % PUBLIC, "www.public.test,80"], tenant="tP", clone="p1")
+    wait_idle(POOL)
+    p0 = POOL.pool()
+    targets = ["%s,80" % PUBLIC, "www.public.test,80", "dns:private.test,0"]
+    net = {"deny": ["www.public.test"]}
+    got, b = probe(POOL, targets, net, tenant="tQ", clone="q1")
+    p1 = POOL.pool()
+    check(p1["anyCloneHits"] == p0["anyCloneHits"] + 1 and p1["hits"] == p0["hits"] + 1,
+          "the new clone's first task took a sandbox pooled for any clone", (p0, p1))
+    cold, _ = probe(COLD, targets, net, tenant="tQ", clone="q1")
+    check(got == cold, "the same as cold", (got, cold))
+    check(not got["www.public.test,80"].startswith("ok"), "its own deny rule holds", got)
+    tid = b.get("taskId") or b.get("id")
+    deadline = time.monotonic() + 10
+    while len(audit(POOL, tid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    recs = audit(POOL, tid)
+    check(set(a for a, _ in recs) == {"egress_denied", "egress_flow"}, "flows audited", recs)
+    check(all(x["tenantCode"] == "tQ" and x["cloneId"] == "q1" and x["taskId"] == tid
+              for _, x in recs), "under the taker's tenant, clone and id", recs)
+
+
+@S.case
+def a_proxy_task_whose_attach_fails_is_built_cold_with_its_own_rules():
+    # The daemon in the lab's network and a mount namespace of its own, its
+    # state dir an overlayfs (it cannot be idmapped): a new clone's proxy task
+    # takes a sandbox pooled for any clone, its attach fails, and it is built
+    # cold later, from the loop, with the rules its request had (the request's
+    # own copy of them is long gone by then).
+    ovl = os.path.join(TMP, "ovl")
+    for x in ("lower", "upper", "work", "state"):
+        os.makedirs(os.path.join(ovl, x))
+    cfg = os.path.join(ovl, "config.yaml")
+    with open(cfg, "w") as f:
+        f.write("sandbox:\n  workspace_quota_mode: monitor\n"
+                "network:\n  dns:\n    upstream: [\"%s\"]\n"
+                "pool:\n  max_idle: 2\n  idle_timeout: 120s\n" % DNS)
+    d = Daemon.__new__(Daemon)
+    d.dir = ovl
+    d.sock = os.path.join(ovl, "api.sock")
+    d.log = open(os.path.join(ovl, "log"), "w+")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("CLAW_") and not k.startswith("SANDBOX_")}
+    d.proc = subprocess.Popen(
+        lab.nsenter("d") + ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                            'mount -t overlay overlay -o "lowerdir=$1/lower,upperdir=$1/upper,'
+                            'workdir=$1/work" "$1/state" && shift && exec "$@"', "sh", ovl] +
+        lab.sandboxd_argv("serve", "--listen", "unix:" + d.sock, "--state-dir",
+                          os.path.join(ovl, "state"), "--token", TOKEN, "--config", cfg,
+                          "--net", "proxy", "--total-memory", "0", "--total-cpu", "0",
+                          "--total-pids", "0")[len(lab.nsenter("d")):],
+        env=env, stdout=d.log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(d.sock):
+            check(d.proc.poll() is None and time.monotonic() < deadline, "serve started",
+                  d.output())
+            time.sleep(0.05)
+        targets = ["%s,80" % PUBLIC, "www.public.test,80", "dns:private.test,0"]
+        net = {"deny": ["www.public.test"]}
+        probe(d, ["%s,80" % PUBLIC], net, clone="o1")
+        wait_idle(d)
+        for i in range(3):
+            p0 = d.pool()
+            got, b = probe(d, targets, net, clone="o%d" % (i + 2))
+            cold, _ = probe(COLD, targets, net, clone="o%d" % (i + 2))
+            check(got == cold, "built cold after the failed attach: the same as cold",
+                  (got, cold, d.output()[-2000:]))
+            check(d.pool()["anyCloneHits"] == p0["anyCloneHits"], "not an any-clone hit",
+                  (p0, d.pool()))
+        check("cannot be idmapped" in d.output(), "the attach failed", d.output()[-2000:])
+    finally:
+        check(d.stop(), "exit 0 at SIGTERM, no sanitizer report", d.output()[-3000:])
+
+
+@S.case
 def the_connection_limit_holds_in_a_pooled_sandbox():
     # max_connections 2: three held connections at once, the third refused
     hold = r'''

@@ -21,7 +21,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from sbxtest import ServeDaemon, Suite, check  # noqa: E402
+from sbxtest import ServeDaemon, Suite, check, config_file  # noqa: E402
 
 S = Suite("pool_attack")
 TOKEN = "attack-" + "0123456789abcdef0123456789ab"
@@ -39,10 +39,7 @@ class Daemon(ServeDaemon):
 
 
 def config(name, text):
-    path = os.path.join(TMP, name)
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+    return config_file(TMP, name, text)
 
 
 CONF = ("sandbox:\n  network_policy: none\n  workspace_quota_mode: monitor\n"

@@ -182,6 +182,8 @@ int sbx_runtime_set_network(struct sbx_runtime *rt, const char *id, int net_defa
     if (!t || !t->t)
         return sbx_err_set(err, ENOENT, "task %s is not running", id);
     struct sbx_egress *eg = t->eg;
+    if (!eg && t->net == SBX_NET_PROXY) /* its sandbox (or its attach) is not answered yet */
+        return sbx_err_set(err, EAGAIN, "task %s's egress is still being set up: try again", id);
     if (!eg)
         return sbx_err_set(err, ENOTSUP, "task %s has no egress (its policy is not proxy)", id);
     struct sbx_task_request req = {.net_default = net_default, .allow = allow, .deny = deny};

@@ -151,6 +151,13 @@ static void unlink_entry(struct pool_entry *pe)
     pe->prev = pe->next = NULL;
 }
 
+static void link_tail(struct pool_entry *pe)
+{
+    *(P.tail ? &P.tail->next : &P.head) = pe;
+    pe->prev = P.tail;
+    P.tail = pe;
+}
+
 static void free_entry(struct pool_entry *pe)
 {
     free(pe->key);
@@ -332,30 +339,26 @@ void sbx_pool_shutdown(void)
     P.cfg.ids_ranges = 0;
 }
 
-static bool under(const char *path, const char *dir, size_t n)
+/* path is dir or beneath it (dir's trailing slashes aside). */
+static bool under(const char *path, const char *dir)
 {
-    return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    return path && strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
 static bool target_under(const struct pool_target *t, const void *arg)
 {
-    const char *dir = arg;
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/')
-        n--;
-    return t->tmpl && t->tmpl->workspace && under(t->tmpl->workspace, dir, n);
+    return t->tmpl && under(t->tmpl->workspace, arg);
 }
 
 void sbx_pool_forget_workspace(const char *dir)
 {
     targets_sweep_if(target_under, dir); /* no refill on it either */
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/')
-        n--;
     for (struct pool_entry *pe = P.head, *next; pe; pe = next) {
         next = pe->next;
-        if (pe->workspace && strncmp(pe->workspace, dir, n) == 0 &&
-            (pe->workspace[n] == '\0' || pe->workspace[n] == '/'))
+        if (under(pe->workspace, dir))
             discard(pe);
     }
 }
@@ -589,9 +592,7 @@ static int ask_one(const struct sbx_task_opts *o, const char *key, const struct 
         free_entry(pe);
         return 0;
     }
-    *(P.tail ? &P.tail->next : &P.head) = pe;
-    pe->prev = P.tail;
-    P.tail = pe;
+    link_tail(pe);
     return 1;
 }
 
@@ -758,13 +759,9 @@ void exec_pool_arrived(struct pool_entry *pe, int rc, struct sbx_sandbox *sb)
     }
     sbx_err e = {0};
     /* its egress first, as a cold task's (on_spawn), while its root is built */
-    if (rc == 1 && pe->spec.net_rules &&
-        !(pe->net = P.cfg.net_start(P.cfg.net_ctx, sb->netns_fd, &e))) {
-        bury(sb, pe->slot);
-        pe->slot = -1;
-        rc = -1;
-    }
-    if (rc == 1 && sbx_sandbox_send_fds(sb, &pe->fds, &e) < 0) {
+    if (rc == 1 &&
+        ((pe->spec.net_rules && !(pe->net = P.cfg.net_start(P.cfg.net_ctx, sb->netns_fd, &e))) ||
+         sbx_sandbox_send_fds(sb, &pe->fds, &e) < 0)) {
         if (pe->net)
             P.cfg.net_drop(P.cfg.net_ctx, sbx_steal_pointer(&pe->net));
         bury(sb, pe->slot);
@@ -925,9 +922,7 @@ int exec_pool_attached(struct pool_entry *pe, const struct sbx_task_opts *o, int
         return 0;
     }
     /* untouched (init still waits): back in the pool */
-    *(P.tail ? &P.tail->next : &P.head) = pe;
-    pe->prev = P.tail;
-    P.tail = pe;
+    link_tail(pe);
     return 0;
 }
 
@@ -940,8 +935,9 @@ int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struc
     bool files[SBX_MOUNTS_MAX] = {false};
     if (stat(o->spec.workspace, &ws) < 0)
         return 0;
-    if (sbx_spawner_fd() >= 0 && sbx_sandbox_send_command_fits(o->spec.argv, o->spec.envp) &&
-        any_clone_ok(o, &ws, files)) {
+    /* a command too long for init's message is built cold (a miss) */
+    bool fits = sbx_sandbox_send_command_fits(o->spec.argv, o->spec.envp);
+    if (sbx_spawner_fd() >= 0 && fits && any_clone_ok(o, &ws, files)) {
         cleanup_free char *akey = any_clone_key(o, files);
         if (!akey)
             return 0;
@@ -957,13 +953,11 @@ int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struc
     int got = 0;
     char made_as[SBX_CG_NAME_MAX + 1] = "";
     bool zygote = false;
-    for (struct pool_entry *pe = P.head, *next; pe && !got; pe = next) {
+    for (struct pool_entry *pe = fits ? P.head : NULL, *next; pe && !got; pe = next) {
         next = pe->next;
         if (!pe->ready || strcmp(pe->key, key) != 0)
             continue;
         sbx_err e = {0};
-        if (sbx_sandbox_send_command_fits(o->spec.argv, o->spec.envp) == false)
-            break; /* a miss, built as usual; pe stays */
         /* A workspace made again at the same path, a sandbox that died
          * idle: never served. */
         if (pe->dev != ws.st_dev || pe->ino != ws.st_ino || !still_fresh(pe) ||

@@ -9,7 +9,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,17 +22,6 @@
 #ifndef OPEN_TREE_CLOEXEC
 #define OPEN_TREE_CLOEXEC O_CLOEXEC
 #endif
-
-static int write_idmap(pid_t pid, const char *file, uint32_t from, uint32_t to, sbx_err *err)
-{
-    char path[64], line[64];
-    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
-    int n = snprintf(line, sizeof(line), "%u %u %u\n", from, to, SBX_ID_RANGE);
-    cleanup_fd int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || write(fd, line, (size_t)n) != n)
-        return sbx_err_at(err, SBX_STAGE_ATTACH, errno, "write %s", path);
-    return 0;
-}
 
 /* A user namespace whose ids from..from+65535 are the host's to..to+65535:
  * a child made in it waits (on a pipe) while its maps are written and the
@@ -58,8 +46,8 @@ static int idmap_userns(uint32_t from, uint32_t to, sbx_err *err)
     }
     char ns[64];
     snprintf(ns, sizeof(ns), "/proc/%d/ns/user", (int)pid);
-    if (write_idmap(pid, "uid_map", from, to, err) == 0 &&
-        write_idmap(pid, "gid_map", from, to, err) == 0 &&
+    if (sbx_id_map_write(pid, "uid_map", from, to, SBX_STAGE_ATTACH, err) == 0 &&
+        sbx_id_map_write(pid, "gid_map", from, to, SBX_STAGE_ATTACH, err) == 0 &&
         (fd = open(ns, O_RDONLY | O_CLOEXEC)) < 0)
         sbx_err_at(err, SBX_STAGE_ATTACH, errno, "open %s", ns);
     close(p[1]);
@@ -119,16 +107,8 @@ int sbx_attach_open(const struct sbx_attach *a, int *fds, sbx_err *err)
     if (a->n_mounts > SBX_MOUNTS_MAX)
         return sbx_err_at(err, SBX_STAGE_ATTACH, E2BIG, "%zu mounts", a->n_mounts);
     /* The workspace's root is the clone's runner's, as a cold spawn makes it. */
-    uint32_t uid = a->from_base + a->uid, gid = a->from_base + a->gid;
-    {
-        cleanup_fd int ws = open(a->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        struct stat st;
-        if (ws < 0)
-            return sbx_err_at(err, SBX_STAGE_WORKSPACE, errno, "open %s", a->workspace);
-        if (fstat(ws, &st) < 0 || ((st.st_uid != uid || st.st_gid != gid) &&
-                                   fchownat(ws, "", uid, gid, AT_EMPTY_PATH) < 0))
-            return sbx_err_at(err, SBX_STAGE_WORKSPACE, errno, "chown %s to %u", a->workspace, uid);
-    }
+    if (sbx_workspace_own(a->workspace, a->from_base + a->uid, a->from_base + a->gid, err) < 0)
+        return -1;
     int userns = userns_for(a->from_base, a->to_base, err);
     if (userns < 0)
         return -1;

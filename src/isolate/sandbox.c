@@ -444,14 +444,15 @@ static __attribute__((noreturn)) void join_main(const struct child_ctx *c)
     _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 125);
 }
 
-static int write_map(pid_t pid, const char *file, uint32_t base, sbx_err *err)
+int sbx_id_map_write(pid_t pid, const char *file, uint32_t inside, uint32_t outside,
+                     enum sbx_stage stage, sbx_err *err)
 {
     char path[64], line[64];
-    snprintf(path, sizeof(path), "/proc/%d/%s", pid, file);
-    int n = snprintf(line, sizeof(line), "0 %u %u\n", base, SBX_ID_RANGE);
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+    int n = snprintf(line, sizeof(line), "%u %u %u\n", inside, outside, SBX_ID_RANGE);
     cleanup_fd int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0 || write(fd, line, (size_t)n) != n)
-        return sbx_err_at(err, SBX_STAGE_USER_NS, errno, "write %s", path);
+        return sbx_err_at(err, stage, errno, "write %s", path);
     return 0;
 }
 
@@ -552,6 +553,18 @@ struct spawn {
 
 /* ---- the parent's steps, in the order of sandbox.h ---- */
 
+int sbx_workspace_own(const char *workspace, uint32_t uid, uint32_t gid, sbx_err *err)
+{
+    cleanup_fd int ws = open(workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (ws < 0)
+        return sbx_err_at(err, SBX_STAGE_WORKSPACE, errno, "open %s", workspace);
+    struct stat st;
+    if (fstat(ws, &st) < 0 ||
+        ((st.st_uid != uid || st.st_gid != gid) && fchownat(ws, "", uid, gid, AT_EMPTY_PATH) < 0))
+        return sbx_err_at(err, SBX_STAGE_WORKSPACE, errno, "chown %s to %u", workspace, uid);
+    return 0;
+}
+
 /* Checked and chowned here, opened again by the child for its bind: the
  * workspace root belongs to the sandbox's runner on the host. */
 static int own_workspace(struct spawn *s, sbx_err *err)
@@ -559,16 +572,8 @@ static int own_workspace(struct spawn *s, sbx_err *err)
     const struct sbx_spec *spec = s->spec;
     if (spec->attach_later) /* chowned when attached (sbx_attach_open) */
         return 0;
-    uint32_t host_uid = spec->host_id_base + spec->uid, host_gid = spec->host_id_base + spec->gid;
-    cleanup_fd int ws = open(spec->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (ws < 0)
-        return sbx_err_at(err, SBX_STAGE_WORKSPACE, errno, "open %s", spec->workspace);
-    struct stat st;
-    if (fstat(ws, &st) < 0 || ((st.st_uid != host_uid || st.st_gid != host_gid) &&
-                               fchownat(ws, "", host_uid, host_gid, AT_EMPTY_PATH) < 0))
-        return sbx_err_at(err, SBX_STAGE_WORKSPACE, errno, "chown %s to %u", spec->workspace,
-                          host_uid);
-    return 0;
+    return sbx_workspace_own(spec->workspace, spec->host_id_base + spec->uid,
+                             spec->host_id_base + spec->gid, err);
 }
 
 static int make_cgroup(struct spawn *s, sbx_err *err)
@@ -689,8 +694,9 @@ static int map_ids(struct sbx_sandbox *sb, const struct sbx_spec *spec, sbx_err 
     snprintf(ns, sizeof(ns), "/proc/%d/ns/net", (int)sb->init_pid);
     if (!spec->host_net && (sb->netns_fd = open(ns, O_RDONLY | O_CLOEXEC)) < 0)
         return sbx_err_at(err, SBX_STAGE_SPAWN, errno, "open %s", ns);
-    if (write_map(sb->init_pid, "uid_map", spec->host_id_base, err) < 0 ||
-        write_map(sb->init_pid, "gid_map", spec->host_id_base, err) < 0)
+    uint32_t base = spec->host_id_base;
+    if (sbx_id_map_write(sb->init_pid, "uid_map", 0, base, SBX_STAGE_USER_NS, err) < 0 ||
+        sbx_id_map_write(sb->init_pid, "gid_map", 0, base, SBX_STAGE_USER_NS, err) < 0)
         return -1;
     if (write(sb->sync_fd, "u", 1) != 1)
         return sbx_err_at(err, SBX_STAGE_SPAWN, errno, "release child");

@@ -268,6 +268,14 @@ struct sbx_attach {
     size_t n_mounts;
 };
 int sbx_attach_open(const struct sbx_attach *a, int *fds, sbx_err *err);
+
+/* Shared by a sandbox's spawn and an attach (isolate/ only):
+ * /proc/PID/FILE (uid_map or gid_map) maps ids inside..+SBX_ID_RANGE to
+ * the host's outside..; a failure is reported at stage. */
+int sbx_id_map_write(pid_t pid, const char *file, uint32_t inside, uint32_t outside,
+                     enum sbx_stage stage, sbx_err *err);
+/* The workspace's root owned by host uid:gid (chowned when it is not). */
+int sbx_workspace_own(const char *workspace, uint32_t uid, uint32_t gid, sbx_err *err);
 /* SIGKILL the whole sandbox: freeze where a freezer exists (without waiting
  * for it to settle), kill init (and so its pid namespace), thaw. Never waits;
  * safe to call more than once. */

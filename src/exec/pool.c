@@ -403,14 +403,31 @@ static bool limits_live(const struct sbx_spec *s)
     return s->cg_host && s->cg_host->mode != SBX_CG_RLIMIT;
 }
 
-static void key_fixed_limits(const struct sbx_spec *s, char *out, size_t len)
+/* Without cgroups, a pooled sandbox with no zygote takes the task's memory
+ * and process rlimits (and its memory watch) with the command
+ * (spec.limits_at_command): init has set none before. A zygote's are set
+ * when it starts, so they stay in the key. */
+static bool limits_by_command(const struct sbx_task_opts *o)
 {
+    return o->spec.cg_host && o->spec.cg_host->mode == SBX_CG_RLIMIT && !o->zygote_argv;
+}
+
+static void key_fixed_limits(const struct sbx_task_opts *o, char *out, size_t len)
+{
+    const struct sbx_spec *s = &o->spec;
     const struct sbx_cg_limits *l = &s->cg_limits;
     int n = snprintf(out, len, "%llu %llu %llu", (unsigned long long)s->file_size_bytes,
                      (unsigned long long)s->tmp_size_bytes, (unsigned long long)s->nofile);
-    if (!limits_live(s) && n > 0 && (size_t)n < len)
+    if (!limits_live(s) && !limits_by_command(o) && n > 0 && (size_t)n < len)
         snprintf(out + n, len - (size_t)n, " %llu %llu %.17g", (unsigned long long)l->memory_bytes,
                  (unsigned long long)l->pids, l->cpu_cores);
+}
+
+/* The limits a pooled sandbox's command carries (NULL: none). */
+static const struct sbx_cg_limits *command_limits(const struct pool_entry *pe,
+                                                  const struct sbx_spec *s)
+{
+    return pe->spec.limits_at_command ? &s->cg_limits : NULL;
 }
 
 /* The task's cgroup limits on the pooled sandbox pe, before its command. */
@@ -455,7 +472,7 @@ static char *spec_key(const struct sbx_task_opts *o)
     hex[2 * blen] = '\0';
     free(binds);
     char fixed[128];
-    key_fixed_limits(s, fixed, sizeof(fixed));
+    key_fixed_limits(o, fixed, sizeof(fixed));
     /* An egress: its nftables rules hold the policy's address sets, made
      * with the sandbox; the rest of the policy is bound at take. */
     const char *rules = s->net_rules ? s->net_rules_arg : "";
@@ -532,6 +549,7 @@ static struct pool_entry *make_entry(const struct sbx_task_opts *o, const char *
         pe->spec.envp = pe->zygote_envp;
     }
     pe->spec.pooled = true;
+    pe->spec.limits_at_command = limits_by_command(o);
     pe->spec.workspace = pe->workspace;
     pe->spec.rootfs = pe->rootfs;
     pe->spec.name = pe->name;
@@ -878,7 +896,8 @@ int exec_pool_attached(struct pool_entry *pe, const struct sbx_task_opts *o, int
     /* the task's limits and egress policy, then its command with its mounts */
     int sent = rc == 1 && o && still_fresh(pe) && live_limits(pe, &o->spec, &se) == 0 &&
                bind_net(pe, o, &se) == 0 &&
-               sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp, fds, n, &se) == 0;
+               sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp,
+                                            command_limits(pe, &o->spec), fds, n, &se) == 0;
     for (size_t i = 0; rc == 1 && i < n; i++)
         close(fds[i]);
     if (sent) {
@@ -962,7 +981,8 @@ int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struc
          * idle: never served. */
         if (pe->dev != ws.st_dev || pe->ino != ws.st_ino || !still_fresh(pe) ||
             live_limits(pe, &o->spec, &e) < 0 || bind_net(pe, o, &e) < 0 ||
-            sbx_sandbox_send_command(&pe->sb, o->spec.argv, o->spec.envp, &e) < 0) {
+            sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp,
+                                         command_limits(pe, &o->spec), NULL, 0, &e) < 0) {
             if (e.msg[0])
                 sbx_log(SBX_LOG_INFO, "pool: a ready sandbox could not serve: %s", e.msg);
             discard(pe);

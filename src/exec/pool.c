@@ -443,6 +443,14 @@ static int live_limits(struct pool_entry *pe, const struct sbx_spec *s, sbx_err 
     return 0;
 }
 
+/* A task's address sets are made its own at take (net_sets): every pooled
+ * egress is built with the placeholder's rules. */
+static bool sets_at_take(void)
+{
+    return P.cfg.net_rules && P.cfg.net_sets && P.cfg.net_sets_fd && P.cfg.net_sets_end &&
+           P.cfg.net_sets_abort;
+}
+
 static char *spec_key(const struct sbx_task_opts *o)
 {
     const struct sbx_spec *s = &o->spec;
@@ -473,9 +481,10 @@ static char *spec_key(const struct sbx_task_opts *o)
     free(binds);
     char fixed[128];
     key_fixed_limits(o, fixed, sizeof(fixed));
-    /* An egress: its nftables rules hold the policy's address sets, made
-     * with the sandbox; the rest of the policy is bound at take. */
-    const char *rules = s->net_rules ? s->net_rules_arg : "";
+    /* An egress: its policy is bound at take, its address sets made the
+     * task's then (sets_at_take); otherwise they are made with the sandbox
+     * and its rules are part of the key. */
+    const char *rules = s->net_rules && !sets_at_take() ? s->net_rules_arg : "";
     if (asprintf(&k, "%s\n%u %u %u\n%s\n%d %s\n%p %d %d\n%s\n%d %zu\n%s", s->workspace,
                  (unsigned)s->host_id_base, (unsigned)s->uid, (unsigned)s->gid,
                  s->rootfs ? s->rootfs : "", (int)s->writable_root, fixed, (const void *)s->cg_host,
@@ -486,13 +495,24 @@ static char *spec_key(const struct sbx_task_opts *o)
 }
 
 /* The task's egress policy on pe's egress (the task's from now on), before
- * its command is sent. */
-static int bind_net(struct pool_entry *pe, const struct sbx_task_opts *o, sbx_err *err)
+ * its command is sent; when the task's nftables rules are not those pe was
+ * built with, its address sets are made the task's: *job (the command
+ * waits for its end, exec_pool_sets_done). */
+static int bind_net(struct pool_entry *pe, const struct sbx_task_opts *o, void **job, sbx_err *err)
 {
+    *job = NULL;
     if (!pe->net)
         return 0;
     void *net = sbx_steal_pointer(&pe->net);
-    return o->on_take(o->ud, net, err);
+    if (o->on_take(o->ud, net, err) < 0)
+        return -1;
+    if (!o->spec.net_rules_arg || !pe->net_rules_arg ||
+        strcmp(o->spec.net_rules_arg, pe->net_rules_arg) == 0)
+        return 0;
+    if (!sets_at_take()) /* cannot happen: such rules are in the key */
+        return sbx_err_set(err, EINVAL, "a pooled sandbox with other address sets");
+    *job = P.cfg.net_sets(P.cfg.net_ctx, net, err);
+    return *job ? 0 : -1;
 }
 
 /* Still waiting for its command: init alive, nothing said on the socket
@@ -571,8 +591,9 @@ static struct pool_entry *make_entry(const struct sbx_task_opts *o, const char *
     }
     pe->spec.mounts = pe->mounts;
     pe->spec.net_rules_arg = NULL;
-    if (o->spec.net_rules) {
-        if (!(pe->net_rules_arg = strdup(o->spec.net_rules_arg))) {
+    if (o->spec.net_rules) { /* the placeholder's, or (in the key) the task's */
+        if (!(pe->net_rules_arg =
+                  strdup(sets_at_take() ? P.cfg.net_rules : o->spec.net_rules_arg))) {
             free_entry(pe);
             return NULL;
         }
@@ -889,15 +910,24 @@ static void count_take(const struct sbx_task_opts *o, bool got, bool zygote, boo
             o->spec.name, got ? made_as : o->spec.name);
 }
 
-int exec_pool_attached(struct pool_entry *pe, const struct sbx_task_opts *o, int rc, int *fds,
-                       size_t n, const sbx_err *e, struct sbx_sandbox *sb, int *slot)
+int exec_pool_attached(struct pool_entry *pe, struct sbx_task *t, const struct sbx_task_opts *o,
+                       int rc, int *fds, size_t n, const sbx_err *e, struct sbx_sandbox *sb,
+                       int *slot)
 {
     sbx_err se = {0};
-    /* the task's limits and egress policy, then its command with its mounts */
+    void *job = NULL;
+    /* the task's limits and egress policy, then its command with its mounts
+     * (after its address sets, when they are being made the task's) */
     int sent = rc == 1 && o && still_fresh(pe) && live_limits(pe, &o->spec, &se) == 0 &&
-               bind_net(pe, o, &se) == 0 &&
-               sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp,
-                                            command_limits(pe, &o->spec), fds, n, &se) == 0;
+               bind_net(pe, o, &job, &se) == 0 &&
+               (job || sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp,
+                                                    command_limits(pe, &o->spec), fds, n,
+                                                    &se) == 0);
+    if (sent && job) {
+        if (exec_task_wait_sets(t, pe, job, fds, n) == 0)
+            return 2;
+        return exec_pool_sets_done(pe, NULL, job, fds, n, NULL, NULL);
+    }
     for (size_t i = 0; rc == 1 && i < n; i++)
         close(fds[i]);
     if (sent) {
@@ -930,9 +960,9 @@ int exec_pool_attached(struct pool_entry *pe, const struct sbx_task_opts *o, int
     }
     if (o)
         count_take(o, false, false, true, NULL);
-    if (rc == -2 || !still_fresh(pe) || se.msg[0]) {
+    if (rc == -2 || !still_fresh(pe) || se.msg[0] || !pe->net != !pe->spec.net_rules) {
         /* the spawner is gone, the sandbox died, or its limits, egress or
-         * command were not taken: it goes */
+         * command were not taken (its egress may be the task's): it goes */
         if (pe->net)
             P.cfg.net_drop(P.cfg.net_ctx, sbx_steal_pointer(&pe->net));
         bury(&pe->sb, pe->slot);
@@ -977,18 +1007,27 @@ int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struc
         if (!pe->ready || strcmp(pe->key, key) != 0)
             continue;
         sbx_err e = {0};
+        void *job = NULL;
         /* A workspace made again at the same path, a sandbox that died
          * idle: never served. */
         if (pe->dev != ws.st_dev || pe->ino != ws.st_ino || !still_fresh(pe) ||
-            live_limits(pe, &o->spec, &e) < 0 || bind_net(pe, o, &e) < 0 ||
-            sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp,
-                                         command_limits(pe, &o->spec), NULL, 0, &e) < 0) {
+            live_limits(pe, &o->spec, &e) < 0 || bind_net(pe, o, &job, &e) < 0 ||
+            (!job && sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp,
+                                                  command_limits(pe, &o->spec), NULL, 0,
+                                                  &e) < 0)) {
             if (e.msg[0])
                 sbx_log(SBX_LOG_INFO, "pool: a ready sandbox could not serve: %s", e.msg);
             discard(pe);
             continue;
         }
         unlink_entry(pe);
+        if (job) { /* its command waits for its address sets; counted then */
+            got = exec_task_wait_sets(t, pe, job, NULL, 0) == 0
+                      ? 2
+                      : exec_pool_sets_done(pe, NULL, job, NULL, 0, NULL, NULL);
+            refill(o, key, &ws, !got, false, files);
+            return got;
+        }
         *sb = pe->sb;
         snprintf(made_as, sizeof(made_as), "%s", pe->name);
         zygote = pe->zygote_argv != NULL;
@@ -998,4 +1037,44 @@ int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struc
     count_take(o, got, zygote, false, made_as);
     refill(o, key, &ws, !got, false, files);
     return got;
+}
+
+int exec_pool_sets_fd(void *job)
+{
+    return P.cfg.net_sets_fd(job);
+}
+
+int exec_pool_sets_done(struct pool_entry *pe, const struct sbx_task_opts *o, void *job, int *fds,
+                        size_t n, struct sbx_sandbox *sb, int *slot)
+{
+    sbx_err e = {0};
+    int sent = -1;
+    if (!o)
+        P.cfg.net_sets_abort(job);
+    else if (P.cfg.net_sets_end(job, &e) == 0 && still_fresh(pe))
+        sent = sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp,
+                                            command_limits(pe, &o->spec), fds, n, &e);
+    else if (!e.msg[0])
+        sbx_err_set(&e, ESRCH, "the sandbox ended while they were set");
+    for (size_t i = 0; i < n; i++)
+        close(fds[i]);
+    if (sent == 0) {
+        *sb = pe->sb;
+        *slot = pe->slot;
+        count_take(o, true, pe->zygote_argv != NULL, pe->any, pe->name);
+        free_entry(pe);
+        return 1;
+    }
+    if (o) { /* fails closed: this sandbox never runs the task */
+        char msg[600];
+        sbx_log(SBX_LOG_WARN,
+                "pool: a pooled sandbox's address sets were not made the task's (%s): it is "
+                "discarded, the task built cold",
+                sbx_err_format(&e, msg, sizeof(msg)));
+        count_take(o, false, false, pe->any, NULL);
+    }
+    bury(&pe->sb, pe->slot);
+    P.st.discarded++;
+    free_entry(pe);
+    return 0;
 }

@@ -46,6 +46,20 @@ struct sbx_pool_config {
     void *(*net_start)(void *net_ctx, int netns_fd, sbx_err *err);
     void (*net_drop)(void *net_ctx, void *net);
     void *net_ctx;
+    /* The placeholder's nftables rules (its address sets): every pooled
+     * sandbox with an egress is built with them, whatever its description.
+     * A task whose rules differ (rules by address, the operator's CIDRs)
+     * has net_sets(net_ctx, net) make the sandbox's sets its own once its
+     * egress is bound: a job whose net_sets_fd is readable once it ended;
+     * net_sets_end then says 0 (the sets are the task's: its command may
+     * be sent) or -1 (the sandbox is discarded, the task built cold), and
+     * frees it; net_sets_abort kills and frees it. NULL net_rules or
+     * net_sets: the rules are part of the description instead. */
+    const char *net_rules;
+    void *(*net_sets)(void *net_ctx, void *net, sbx_err *err);
+    int (*net_sets_fd)(void *job);
+    int (*net_sets_end)(void *job, sbx_err *err);
+    void (*net_sets_abort)(void *job);
     /* The pool's own host id ranges (SBX_ID_RANGE ids each), apart from
      * every clone's: [ids_first, ids_first + ids_ranges * SBX_ID_RANGE).
      * 0 ranges: sandboxes are pooled per clone only. */

@@ -33,6 +33,10 @@ struct pool_entry {
     char **zygote_argv, **zygote_envp;
     char *net_rules_arg; /* its egress's nftables rules (the policy's sets) */
     void *net;           /* ready: its egress, under the placeholder (net_start) */
+    /* Taken for any clone: its task's sets begun at take, while the spawner
+     * attaches (net_sets' job), or its egress could not be bound then. */
+    void *job;
+    bool unbound;
     struct sbx_spec spec;
     struct sbx_sandbox_fds fds;
     struct sbx_sandbox sb;
@@ -443,12 +447,18 @@ static int live_limits(struct pool_entry *pe, const struct sbx_spec *s, sbx_err 
     return 0;
 }
 
-/* A task's address sets are made its own at take (net_sets): every pooled
- * egress is built with the placeholder's rules. */
+/* A task's address sets are made its own at take (net_sets) when the
+ * sandbox it takes was built with others. */
 static bool sets_at_take(void)
 {
-    return P.cfg.net_rules && P.cfg.net_sets && P.cfg.net_sets_fd && P.cfg.net_sets_end &&
-           P.cfg.net_sets_abort;
+    return P.cfg.net_sets && P.cfg.net_sets_fd && P.cfg.net_sets_end && P.cfg.net_sets_abort;
+}
+
+/* pe was built with the nftables rules o's task would have (no swap). */
+static bool same_rules(const struct pool_entry *pe, const struct sbx_task_opts *o)
+{
+    return !o->spec.net_rules_arg || !pe->net_rules_arg ||
+           strcmp(o->spec.net_rules_arg, pe->net_rules_arg) == 0;
 }
 
 static char *spec_key(const struct sbx_task_opts *o)
@@ -506,8 +516,7 @@ static int bind_net(struct pool_entry *pe, const struct sbx_task_opts *o, void *
     void *net = sbx_steal_pointer(&pe->net);
     if (o->on_take(o->ud, net, err) < 0)
         return -1;
-    if (!o->spec.net_rules_arg || !pe->net_rules_arg ||
-        strcmp(o->spec.net_rules_arg, pe->net_rules_arg) == 0)
+    if (same_rules(pe, o))
         return 0;
     if (!sets_at_take()) /* cannot happen: such rules are in the key */
         return sbx_err_set(err, EINVAL, "a pooled sandbox with other address sets");
@@ -591,9 +600,8 @@ static struct pool_entry *make_entry(const struct sbx_task_opts *o, const char *
     }
     pe->spec.mounts = pe->mounts;
     pe->spec.net_rules_arg = NULL;
-    if (o->spec.net_rules) { /* the placeholder's, or (in the key) the task's */
-        if (!(pe->net_rules_arg =
-                  strdup(sets_at_take() ? P.cfg.net_rules : o->spec.net_rules_arg))) {
+    if (o->spec.net_rules) {
+        if (!(pe->net_rules_arg = strdup(o->spec.net_rules_arg))) {
             free_entry(pe);
             return NULL;
         }
@@ -774,6 +782,15 @@ static void refill(const struct sbx_task_opts *o, const char *key, const struct 
     if (!t || (!t->tmpl && !(t->tmpl = make_entry(o, key, ws, any, files))))
         return;
     t->last_ms = sbx_mono_ms();
+    /* refills get the rules of the latest take: a description used with
+     * one set of rules by address takes its sandboxes without a swap */
+    char *rules =
+        o->spec.net_rules && !same_rules(t->tmpl, o) ? strdup(o->spec.net_rules_arg) : NULL;
+    if (rules) {
+        free(t->tmpl->net_rules_arg);
+        t->tmpl->net_rules_arg = rules;
+        t->tmpl->spec.net_rules_arg = rules;
+    }
     /* a description seen once gets one sandbox: most one-off clones never
      * come back; from its second task on, max_idle */
     if (!known)
@@ -867,31 +884,48 @@ static char *any_clone_key(const struct sbx_task_opts *o, const bool *files)
     return spec_key(&k);
 }
 
-/* An idle one for key is taken for t, and the clone's mounts are asked of
- * the spawner: 1, or 0 (none idle, or the spawner cannot be asked). */
+/* pe taken for t: its clone's mounts asked of the spawner, and meanwhile its
+ * egress bound and its address sets begun (the command waits for both): 1,
+ * or 0 (the spawner cannot be asked: pe stays). */
+static int take_attach(struct event_base *base, const struct sbx_task_opts *o,
+                       struct pool_entry *pe, struct sbx_task *t)
+{
+    struct sbx_attach a = {.workspace = o->spec.workspace,
+                           .from_base = o->spec.host_id_base,
+                           .to_base = slot_base(pe->slot),
+                           .uid = o->spec.uid,
+                           .gid = o->spec.gid,
+                           .mounts = o->spec.mounts,
+                           .n_mounts = o->spec.n_mounts};
+    if (exec_spawner_ask_attach(base, &a, pe, t) != 1)
+        return 0;
+    unlink_entry(pe);
+    sbx_err e = {0};
+    if (bind_net(pe, o, &pe->job, &e) < 0) { /* exec_pool_attached fails closed */
+        pe->unbound = true;
+        sbx_log(SBX_LOG_INFO, "pool: a taken sandbox's egress was not bound: %s", e.msg);
+    }
+    return 1;
+}
+
+/* An idle one for key is taken for t (one built with the task's own rules
+ * first: no swap), and the clone's mounts are asked of the spawner: 1, or 0
+ * (none idle, or the spawner cannot be asked). */
 static int take_any_clone(struct event_base *base, const struct sbx_task_opts *o, const char *key,
                           struct sbx_task *t)
 {
-    for (struct pool_entry *pe = P.head, *next; pe; pe = next) {
-        next = pe->next;
-        if (!pe->ready || pe->slot < 0 || strcmp(pe->key, key) != 0)
-            continue;
-        if (!still_fresh(pe)) {
-            discard(pe);
-            continue;
+    for (int pass = 0; pass < 2; pass++)
+        for (struct pool_entry *pe = P.head, *next; pe; pe = next) {
+            next = pe->next;
+            if (!pe->ready || pe->slot < 0 || strcmp(pe->key, key) != 0 ||
+                same_rules(pe, o) == (pass == 1))
+                continue;
+            if (!still_fresh(pe)) {
+                discard(pe);
+                continue;
+            }
+            return take_attach(base, o, pe, t);
         }
-        struct sbx_attach a = {.workspace = o->spec.workspace,
-                               .from_base = o->spec.host_id_base,
-                               .to_base = slot_base(pe->slot),
-                               .uid = o->spec.uid,
-                               .gid = o->spec.gid,
-                               .mounts = o->spec.mounts,
-                               .n_mounts = o->spec.n_mounts};
-        if (exec_spawner_ask_attach(base, &a, pe, t) != 1)
-            return 0;
-        unlink_entry(pe);
-        return 1;
-    }
     return 0;
 }
 
@@ -915,19 +949,24 @@ int exec_pool_attached(struct pool_entry *pe, struct sbx_task *t, const struct s
                        int *slot)
 {
     sbx_err se = {0};
-    void *job = NULL;
-    /* the task's limits and egress policy, then its command with its mounts
-     * (after its address sets, when they are being made the task's) */
-    int sent = rc == 1 && o && still_fresh(pe) && live_limits(pe, &o->spec, &se) == 0 &&
-               bind_net(pe, o, &job, &se) == 0 &&
-               (job || sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp,
-                                                    command_limits(pe, &o->spec), fds, n,
-                                                    &se) == 0);
+    void *job = sbx_steal_pointer(&pe->job); /* begun at take */
+    if (pe->unbound)
+        sbx_err_set(&se, EIO, "its egress was not bound");
+    /* the task's limits and egress policy (bound at take), then its command
+     * with its mounts (after its address sets, when they are being made the
+     * task's) */
+    int sent =
+        rc == 1 && o && !se.msg[0] && still_fresh(pe) && live_limits(pe, &o->spec, &se) == 0 &&
+        (job || bind_net(pe, o, &job, &se) == 0) &&
+        (job || sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp,
+                                             command_limits(pe, &o->spec), fds, n, &se) == 0);
     if (sent && job) {
         if (exec_task_wait_sets(t, pe, job, fds, n) == 0)
             return 2;
         return exec_pool_sets_done(pe, NULL, job, fds, n, NULL, NULL);
     }
+    if (job) /* not sent: the sets no longer matter */
+        P.cfg.net_sets_abort(job);
     for (size_t i = 0; rc == 1 && i < n; i++)
         close(fds[i]);
     if (sent) {
@@ -1002,38 +1041,40 @@ int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struc
     int got = 0;
     char made_as[SBX_CG_NAME_MAX + 1] = "";
     bool zygote = false;
-    for (struct pool_entry *pe = fits ? P.head : NULL, *next; pe && !got; pe = next) {
-        next = pe->next;
-        if (!pe->ready || strcmp(pe->key, key) != 0)
-            continue;
-        sbx_err e = {0};
-        void *job = NULL;
-        /* A workspace made again at the same path, a sandbox that died
-         * idle: never served. */
-        if (pe->dev != ws.st_dev || pe->ino != ws.st_ino || !still_fresh(pe) ||
-            live_limits(pe, &o->spec, &e) < 0 || bind_net(pe, o, &job, &e) < 0 ||
-            (!job && sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp,
-                                                  command_limits(pe, &o->spec), NULL, 0,
-                                                  &e) < 0)) {
-            if (e.msg[0])
-                sbx_log(SBX_LOG_INFO, "pool: a ready sandbox could not serve: %s", e.msg);
-            discard(pe);
-            continue;
+    /* one built with the task's own rules first (no swap), then any */
+    for (int pass = 0; pass < 2 && !got; pass++)
+        for (struct pool_entry *pe = fits ? P.head : NULL, *next; pe && !got; pe = next) {
+            next = pe->next;
+            if (!pe->ready || strcmp(pe->key, key) != 0 || same_rules(pe, o) == (pass == 1))
+                continue;
+            sbx_err e = {0};
+            void *job = NULL;
+            /* A workspace made again at the same path, a sandbox that died
+             * idle: never served. */
+            if (pe->dev != ws.st_dev || pe->ino != ws.st_ino || !still_fresh(pe) ||
+                live_limits(pe, &o->spec, &e) < 0 || bind_net(pe, o, &job, &e) < 0 ||
+                (!job &&
+                 sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp,
+                                              command_limits(pe, &o->spec), NULL, 0, &e) < 0)) {
+                if (e.msg[0])
+                    sbx_log(SBX_LOG_INFO, "pool: a ready sandbox could not serve: %s", e.msg);
+                discard(pe);
+                continue;
+            }
+            unlink_entry(pe);
+            if (job) { /* its command waits for its address sets; counted then */
+                got = exec_task_wait_sets(t, pe, job, NULL, 0) == 0
+                          ? 2
+                          : exec_pool_sets_done(pe, NULL, job, NULL, 0, NULL, NULL);
+                refill(o, key, &ws, !got, false, files);
+                return got;
+            }
+            *sb = pe->sb;
+            snprintf(made_as, sizeof(made_as), "%s", pe->name);
+            zygote = pe->zygote_argv != NULL;
+            free_entry(pe);
+            got = 1;
         }
-        unlink_entry(pe);
-        if (job) { /* its command waits for its address sets; counted then */
-            got = exec_task_wait_sets(t, pe, job, NULL, 0) == 0
-                      ? 2
-                      : exec_pool_sets_done(pe, NULL, job, NULL, 0, NULL, NULL);
-            refill(o, key, &ws, !got, false, files);
-            return got;
-        }
-        *sb = pe->sb;
-        snprintf(made_as, sizeof(made_as), "%s", pe->name);
-        zygote = pe->zygote_argv != NULL;
-        free_entry(pe);
-        got = 1;
-    }
     count_take(o, got, zygote, false, made_as);
     refill(o, key, &ws, !got, false, files);
     return got;

@@ -504,8 +504,8 @@ static void on_sets(evutil_socket_t fd, short what, void *arg)
     struct sets_wait *w = sbx_steal_pointer(&t->sets);
     event_free(w->ev);
     int slot = -1;
-    int rc = exec_pool_sets_done(w->pe, t->canceled ? NULL : &t->o, w->job, w->fds, w->nfds,
-                                 &t->sb, &slot);
+    int rc = exec_pool_sets_done(w->pe, t->canceled ? NULL : &t->o, w->job, w->fds, w->nfds, &t->sb,
+                                 &slot);
     free(w);
     if (t->canceled) /* never run: the sandbox is gone */
         spawn_failed(t, &(sbx_err){.msg = "canceled"});
@@ -549,8 +549,8 @@ static void attached(struct waiter *w, int rc, int *fds, const sbx_err *e)
         return;
     }
     int slot = -1;
-    int got = exec_pool_attached(w->pe, t, t ? &t->o : NULL, rc, fds, w->nfds, e,
-                                 t ? &t->sb : NULL, &slot);
+    int got = exec_pool_attached(w->pe, t, t ? &t->o : NULL, rc, fds, w->nfds, e, t ? &t->sb : NULL,
+                                 &slot);
     if (got == 2) /* on_sets goes on */
         return;
     if (got != 1) {

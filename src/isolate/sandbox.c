@@ -481,7 +481,7 @@ static __attribute__((format(printf, 1, 2))) char *fmt(const char *f, ...)
  * strings go in a pooled sandbox's command (spec.limits_at_command). */
 #define LIMIT_ARGS 5
 #define LIMIT_ARG_LEN 40
-_Static_assert(LIMIT_ARGS * LIMIT_ARG_LEN <= SBX_COMMAND_LIMITS_MAX, "a command's limits fit");
+_Static_assert((LIMIT_ARGS * LIMIT_ARG_LEN) <= SBX_COMMAND_LIMITS_MAX, "a command's limits fit");
 static size_t limit_args(const struct sbx_cg_limits *lim, bool host_net,
                          char out[LIMIT_ARGS][LIMIT_ARG_LEN])
 {

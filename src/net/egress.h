@@ -94,7 +94,7 @@ void sbx_egress_bind(struct sbx_egress *eg, const struct sbx_policy *policy, sbx
  * as a live update does (a helper process in its network namespace, one
  * transaction: all of the new sets or none), for a command that must not
  * run before: a handle, or NULL (err; nothing started). Live updates asked
- * meanwhile wait for it. Its fd (a pidfd) is readable once it ended;
+ * meanwhile wait for it. Its fd is readable once it answered (or ended);
  * sbx_egress_sets_end then says 0 (the sets are policy's) or -1 (they may
  * not be: the sandbox must not run the task), and frees it;
  * sbx_egress_sets_abort kills it and frees it. The egress freed first

@@ -235,19 +235,6 @@ static int pool_policy(struct sbx_runtime *rt, sbx_err *err)
     return 0;
 }
 
-char *rt_pool_egress_rules(struct sbx_runtime *rt)
-{
-    sbx_err e = {0};
-    char *text = pool_policy(rt, &e) == 0 ? sbx_egress_rules_text(rt->pool_policy, &e) : NULL;
-    if (!text) {
-        char msg[600];
-        sbx_log(SBX_LOG_WARN, "pool: no placeholder nftables rules (%s): a proxy task's rules "
-                "are part of its sandbox's description",
-                sbx_err_format(&e, msg, sizeof(msg)));
-    }
-    return text;
-}
-
 void *rt_pool_egress_start(void *ctx, int netns_fd, sbx_err *err)
 {
     struct sbx_runtime *rt = ctx;

@@ -84,8 +84,6 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
     rt_metrics_init(rt);
     const struct sbx_pool_settings *ps = &rt->settings.pool;
     uint32_t n_ids = 0, ids_first = rt_pool_ids(&rt->settings, &n_ids);
-    if (ps->enabled)
-        rt->pool_rules = rt_pool_egress_rules(rt);
     sbx_pool_configure(o->base, &(struct sbx_pool_config){
                                     .enabled = ps->enabled,
                                     .max_idle = ps->size,
@@ -97,7 +95,6 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
                                     .net_start = rt_pool_egress_start,
                                     .net_drop = rt_pool_egress_drop,
                                     .net_ctx = rt,
-                                    .net_rules = rt->pool_rules,
                                     .net_sets = rt_pool_egress_sets,
                                     .net_sets_fd = rt_pool_sets_fd,
                                     .net_sets_end = rt_pool_sets_end,
@@ -128,7 +125,6 @@ void sbx_runtime_free(struct sbx_runtime *rt)
         return;
     sbx_pool_shutdown();                                  /* its sandboxes hold workspaces */
     sbx_policy_free(sbx_steal_pointer(&rt->pool_policy)); /* after its egresses */
-    free(sbx_steal_pointer(&rt->pool_rules));
     rt_zygote_free(rt);
     rt_snapshots_free(rt); /* before the workspaces are unmounted */
     rt_metrics_fini(rt);

@@ -191,7 +191,6 @@ struct sbx_runtime {
     unsigned egress_conns;  /* live egress connections of all sandboxes */
     /* the warm pool's egresses wait under this: deny everything (egress.c) */
     struct sbx_policy *pool_policy;
-    char *pool_rules; /* its nftables rules: every pooled egress is built with them */
     struct mounted_ws *mounted; /* workspace images this daemon mounted */
     struct rt_format *formats;  /* workspace images being formatted */
     /* monitor mode: the periodic measure and the helper child measuring */
@@ -353,11 +352,8 @@ int rt_task_egress_take(void *ud, void *net, sbx_err *err);
  * logged. */
 void *rt_pool_egress_start(void *ctx, int netns_fd, sbx_err *err);
 void rt_pool_egress_drop(void *ctx, void *net);
-/* The nftables rules every pooled egress is built with (rt->pool_policy's;
- * the caller frees them), NULL when they cannot be made (logged); and the
- * hooks that make a taken sandbox's address sets its task's (exec/pool.h
- * net_sets, net_sets_fd, net_sets_end, net_sets_abort). */
-char *rt_pool_egress_rules(struct sbx_runtime *rt);
+/* The hooks that make a taken sandbox's address sets its task's
+ * (exec/pool.h net_sets, net_sets_fd, net_sets_end, net_sets_abort). */
 void *rt_pool_egress_sets(void *ctx, void *net, sbx_err *err);
 int rt_pool_sets_fd(void *job);
 int rt_pool_sets_end(void *job, sbx_err *err);

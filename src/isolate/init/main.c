@@ -45,12 +45,12 @@ struct init_opts {
     uid_t uid;
     gid_t gid;
     struct sbx_seccomp_progs seccomp;
-    bool session;  /* hold a session's namespaces: no task of our own */
-    bool sub;      /* a task of a session, started inside its namespaces */
-    bool pooled;   /* built ahead: the command comes on the sync socket */
-    bool zygote;   /* pooled, with argv started ahead: the command goes to it */
+    bool session;           /* hold a session's namespaces: no task of our own */
+    bool sub;               /* a task of a session, started inside its namespaces */
+    bool pooled;            /* built ahead: the command comes on the sync socket */
+    bool zygote;            /* pooled, with argv started ahead: the command goes to it */
     bool limits_at_command; /* pooled: data, nproc, as, mem-watch come with it */
-    int zygote_fd; /* the task's fd 4 (ZYGOTE_FD) in the zygote; init's write end */
+    int zygote_fd;          /* the task's fd 4 (ZYGOTE_FD) in the zygote; init's write end */
     uint64_t fsize, nofile, data, nproc, as;
     uint64_t mem_watch; /* rlimit mode: the namespace's memory limit, watched */
     bool tcp_watch;     /* ... with the TCP queues of its own network namespace */

@@ -410,7 +410,8 @@ static bool limits_live(const struct sbx_spec *s)
 /* Without cgroups, a pooled sandbox with no zygote takes the task's memory
  * and process rlimits (and its memory watch) with the command
  * (spec.limits_at_command): init has set none before. A zygote's are set
- * when it starts, so they stay in the key. */
+ * when it starts, so they stay in the key; so does the size of the tmpfs
+ * mounts, which a memory limit below it bounds (key_fixed_limits). */
 static bool limits_by_command(const struct sbx_task_opts *o)
 {
     return o->spec.cg_host && o->spec.cg_host->mode == SBX_CG_RLIMIT && !o->zygote_argv;
@@ -420,8 +421,10 @@ static void key_fixed_limits(const struct sbx_task_opts *o, char *out, size_t le
 {
     const struct sbx_spec *s = &o->spec;
     const struct sbx_cg_limits *l = &s->cg_limits;
+    /* the tmpfs as mounted: without cgroups, no larger than the memory limit */
+    uint64_t tmp = sbx_sandbox_tmp_size(s, s->cg_host ? s->cg_host->mode : SBX_CG_V1);
     int n = snprintf(out, len, "%llu %llu %llu", (unsigned long long)s->file_size_bytes,
-                     (unsigned long long)s->tmp_size_bytes, (unsigned long long)s->nofile);
+                     (unsigned long long)tmp, (unsigned long long)s->nofile);
     if (!limits_live(s) && !limits_by_command(o) && n > 0 && (size_t)n < len)
         snprintf(out + n, len - (size_t)n, " %llu %llu %.17g", (unsigned long long)l->memory_bytes,
                  (unsigned long long)l->pids, l->cpu_cores);

@@ -1,7 +1,9 @@
 """The warm pool without cgroups (sandbox.cgroup_mode: rlimit): a pooled
 sandbox's init is started with no memory or process limit and takes the
 task's from its command (spec.limits_at_command), so a task with other
-limits than the sandbox's description is still a hit.
+limits than the sandbox's description is still a hit (but a memory limit
+below sandbox.tmp_size, which bounds the tmpfs mounts made with the
+sandbox: that is its own description).
 
 Checked against a daemon without the pool, same requests: the rlimits the
 task runs under (/proc/self/limits: data, address space, processes, file
@@ -29,7 +31,7 @@ class Daemon(ServeDaemon):
 
 
 BASE = ("sandbox:\n  network_policy: none\n  cgroup_mode: rlimit\n"
-        "  file_size_limit: 5m\n")
+        "  file_size_limit: 5m\n  tmp_size: 16m\n")
 ON = Daemon(os.path.join(TMP, "on"), TOKEN, config=config_file(
     TMP, "on.yaml", BASE + "pool:\n  enabled: true\n  max_idle: 3\n  idle_timeout: 60s\n")).start()
 COLD = Daemon(os.path.join(TMP, "cold"), TOKEN, config=config_file(
@@ -105,6 +107,28 @@ def the_rlimits_are_a_cold_builds():
         if lim:
             data = [x for x in b1["stdout"].splitlines() if x.startswith("Max data size")][0]
             check(str(lim["memoryMB"] << 20) in data, "the task's own memory limit", data)
+
+
+@S.case
+def a_memory_limit_below_the_tmpfs_size_is_its_own_description():
+    # Without cgroups a tmpfs is no larger than the memory limit: mounted
+    # with the sandbox, so such a limit is part of the description.
+    body = {"command": ["/bin/sh", "-c", "df -k /tmp | tail -1 | awk '{print $2}'"],
+            "memoryMB": 12}
+    p0 = pool_status(ON)
+    b = run(ON, body, "tmp")
+    check(pool_status(ON)["misses"] == p0["misses"] + 1, "its first task: a miss", pool_status(ON))
+    b1 = hit(body, "tmp")
+    b2 = run(COLD, body, "tmp")
+    check(essentials(b) == essentials(b1) == essentials(b2) and
+          int(b1["stdout"]) == 12 << 10, "/tmp sized by the memory limit, as cold",
+          (essentials(b1), essentials(b2)))
+    for mem in (16, 300):  # at or above tmp_size: the 16m tmpfs, one description
+        body = dict(body, memoryMB=mem)
+        b1 = hit(body, "tmp")
+        b2 = run(COLD, body, "tmp")
+        check(essentials(b1) == essentials(b2) and int(b1["stdout"]) == 16 << 10,
+              "/tmp at tmp_size, as cold", (essentials(b1), essentials(b2)))
 
 
 @S.case

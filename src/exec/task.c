@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "base/time.h"
 #include "exec/pool_int.h"
 #include "isolate/spawner.h"
@@ -497,15 +498,24 @@ struct sets_wait {
     size_t nfds;
 };
 
+/* A helper that has not answered by then is killed: the task is built cold. */
+#define SETS_WAIT_S 10
+
 static void on_sets(evutil_socket_t fd, short what, void *arg)
 {
-    (void)fd, (void)what;
+    (void)fd;
     struct sbx_task *t = arg;
     struct sets_wait *w = sbx_steal_pointer(&t->sets);
     event_free(w->ev);
     int slot = -1;
-    int rc = exec_pool_sets_done(w->pe, t->canceled ? NULL : &t->o, w->job, w->fds, w->nfds, &t->sb,
-                                 &slot);
+    bool late = what & EV_TIMEOUT;
+    if (late)
+        sbx_log(SBX_LOG_WARN,
+                "pool: a pooled sandbox's address sets took over %ds: it is "
+                "discarded, the task built cold",
+                SETS_WAIT_S);
+    int rc = exec_pool_sets_done(w->pe, t->canceled || late ? NULL : &t->o, w->job, w->fds, w->nfds,
+                                 &t->sb, &slot);
     free(w);
     if (t->canceled) /* never run: the sandbox is gone */
         spawn_failed(t, &(sbx_err){.msg = "canceled"});
@@ -523,7 +533,8 @@ int exec_task_wait_sets(struct sbx_task *t, struct pool_entry *pe, void *job, co
     struct sets_wait *w = n <= SBX_FDS_PASS_MAX ? calloc(1, sizeof(*w)) : NULL;
     if (w)
         w->ev = event_new(t->base, exec_pool_sets_fd(job), EV_READ, on_sets, t);
-    if (!w || !w->ev || event_add(w->ev, NULL) < 0) {
+    struct timeval tv = {.tv_sec = SETS_WAIT_S};
+    if (!w || !w->ev || event_add(w->ev, &tv) < 0) {
         if (w && w->ev)
             event_free(w->ev);
         free(w);

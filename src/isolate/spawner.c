@@ -576,34 +576,19 @@ int sbx_spawner_request(const struct sbx_spec *spec)
  * (stopped). */
 static int recv_reply(struct reply *r, int *fds, size_t *nfds, size_t want)
 {
-    union {
-        char buf[CMSG_SPACE(FDS_IN_REPLY_MAX * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct iovec iov = {.iov_base = r, .iov_len = sizeof(*r)};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-    ssize_t n;
-    while ((n = recvmsg(spawner_fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT)) < 0 && errno == EINTR)
-        ;
+    ssize_t n =
+        sbx_recv_with_fds(spawner_fd, r, sizeof(*r), fds, FDS_IN_REPLY_MAX, nfds, MSG_DONTWAIT);
     if (n < 0 && errno == EAGAIN)
         return 0;
-    struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
-    *nfds = 0;
-    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-        cm->cmsg_len >= CMSG_LEN(0))
-        *nfds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    if (*nfds > FDS_IN_REPLY_MAX)
-        *nfds = 0;
-    if (*nfds)
-        memcpy(fds, CMSG_DATA(cm), *nfds * sizeof(int));
-    if (n != (ssize_t)sizeof(*r) || r->magic != MAGIC_REP || (mh.msg_flags & MSG_CTRUNC) ||
+    /* -1 EPROTO: a reply with more fds than any has */
+    bool gone = n == 0 || (n < 0 && errno != EPROTO);
+    if (n != (ssize_t)sizeof(*r) || r->magic != MAGIC_REP ||
         (r->rc == 0 && *nfds != (want != WANT_SANDBOX ? want
                                  : r->has_netns       ? N_FDS_MAX
                                                       : N_FDS))) {
         for (size_t i = 0; i < *nfds; i++)
             close(fds[i]);
-        spawner_lost(n <= 0 ? "is gone" : "answered out of turn");
+        spawner_lost(gone ? "is gone" : "answered out of turn");
         return -2;
     }
     pending--;

@@ -535,6 +535,27 @@ size_t sbx_spawner_pending(void)
     return pending;
 }
 
+/* A request (its head, then its text) without waiting: 1 sent, its reply to
+ * come; 0 not, the caller makes it in-process. */
+static int send_request(const void *head, size_t head_len, const struct buf *b)
+{
+    struct iovec iov[2] = {{.iov_base = (void *)head, .iov_len = head_len},
+                           {.iov_base = b->p, .iov_len = b->len}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = b->len ? 2 : 1};
+    ssize_t n;
+    while ((n = sendmsg(spawner_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 && errno == EINTR)
+        ;
+    if (n < 0) {
+        /* Too large, or the socket's buffer is full of requests: this one is
+         * made in-process. Anything else: the spawner is gone. */
+        if (errno != EMSGSIZE && errno != ENOBUFS && errno != EAGAIN && !pending)
+            spawner_lost("is gone");
+        return 0;
+    }
+    pending++;
+    return 1;
+}
+
 int sbx_spawner_request(const struct sbx_spec *spec)
 {
     if (spawner_fd < 0 || spec->join_pidfd >= 0)
@@ -547,25 +568,12 @@ int sbx_spawner_request(const struct sbx_spec *spec)
         counts.fallbacks++;
         return 0;
     }
-    struct iovec iov[2] = {{.iov_base = h, .iov_len = sizeof(*h)},
-                           {.iov_base = b.p, .iov_len = b.len}};
-    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = b.len ? 2 : 1};
-    ssize_t n;
-    while ((n = sendmsg(spawner_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 && errno == EINTR)
-        ;
-    int saved = errno;
+    int sent = send_request(h, sizeof(*h), &b);
     free(h);
     free(b.p);
-    if (n < 0) {
+    if (!sent)
         counts.fallbacks++;
-        /* Too large, or the socket's buffer is full of requests: this one is
-         * made in-process. Anything else: the spawner is gone. */
-        if (saved != EMSGSIZE && saved != ENOBUFS && saved != EAGAIN && !pending)
-            spawner_lost("is gone");
-        return 0;
-    }
-    pending++;
-    return 1;
+    return sent;
 }
 
 /* A sandbox's reply: its fds, 5 or 6 (recv_reply's want). */
@@ -669,21 +677,9 @@ int sbx_spawner_request_attach(const struct sbx_attach *a)
         free(b.p);
         return 0;
     }
-    struct iovec iov[2] = {{.iov_base = &h, .iov_len = sizeof(h)},
-                           {.iov_base = b.p, .iov_len = b.len}};
-    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
-    ssize_t n;
-    while ((n = sendmsg(spawner_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 && errno == EINTR)
-        ;
-    int saved = errno;
+    int sent = send_request(&h, sizeof(h), &b);
     free(b.p);
-    if (n < 0) {
-        if (saved != EMSGSIZE && saved != ENOBUFS && saved != EAGAIN && !pending)
-            spawner_lost("is gone");
-        return 0;
-    }
-    pending++;
-    return 1;
+    return sent;
 }
 
 int sbx_spawner_reply_attach(int *fds, size_t n, sbx_err *err)

@@ -128,9 +128,30 @@ static size_t count_strv(char *const *v)
     return n;
 }
 
+/* What of spec the request carries (the strings of it in the text). */
+static uint32_t spec_flags(const struct sbx_spec *spec)
+{
+    return (spec->argv ? F_ARGV : 0) | (spec->envp ? F_ENVP : 0) |
+           (spec->workspace ? F_WORKSPACE : 0) | (spec->name ? F_NAME : 0) |
+           (spec->net_rules_arg ? F_NET_ARG : 0) | (spec->cg_host ? F_CG_HOST : 0) |
+           (spec->host_net ? F_HOST_NET : 0) | (spec->session ? F_SESSION : 0) |
+           (spec->host_view ? F_HOST_VIEW : 0) | (spec->host_view_hidden ? F_HIDDEN : 0) |
+           (spec->rootfs ? F_ROOTFS : 0) | (spec->writable_root ? F_WRITABLE_ROOT : 0) |
+           (spec->pooled ? F_POOLED : 0) | (spec->attach_later ? F_ATTACH_LATER : 0);
+}
+
+static int put_strv(struct buf *b, const char *const *v, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (put(b, v[i]) < 0)
+            return -1;
+    return 0;
+}
+
 static int encode(const struct sbx_spec *spec, struct req_head *h, struct buf *b)
 {
     *h = (struct req_head){.magic = MAGIC_REQ,
+                           .flags = spec_flags(spec),
                            .uid = spec->uid,
                            .gid = spec->gid,
                            .host_id_base = spec->host_id_base,
@@ -140,13 +161,6 @@ static int encode(const struct sbx_spec *spec, struct req_head *h, struct buf *b
                            .file_size_bytes = spec->file_size_bytes,
                            .tmp_size_bytes = spec->tmp_size_bytes,
                            .nofile = spec->nofile};
-    h->flags = (spec->argv ? F_ARGV : 0) | (spec->envp ? F_ENVP : 0) |
-               (spec->workspace ? F_WORKSPACE : 0) | (spec->name ? F_NAME : 0) |
-               (spec->net_rules_arg ? F_NET_ARG : 0) | (spec->cg_host ? F_CG_HOST : 0) |
-               (spec->host_net ? F_HOST_NET : 0) | (spec->session ? F_SESSION : 0) |
-               (spec->host_view ? F_HOST_VIEW : 0) | (spec->host_view_hidden ? F_HIDDEN : 0) |
-               (spec->rootfs ? F_ROOTFS : 0) | (spec->writable_root ? F_WRITABLE_ROOT : 0) |
-               (spec->pooled ? F_POOLED : 0) | (spec->attach_later ? F_ATTACH_LATER : 0);
     if (spec->cg_host)
         h->cg_host = *spec->cg_host;
     h->argc = (uint32_t)count_strv(spec->argv);
@@ -154,12 +168,9 @@ static int encode(const struct sbx_spec *spec, struct req_head *h, struct buf *b
     h->n_hidden = (uint32_t)count_strv((char *const *)spec->host_view_hidden);
     if (spec->n_mounts > SBX_MOUNTS_MAX)
         return -1;
-    for (uint32_t i = 0; i < h->argc; i++)
-        if (put(b, spec->argv[i]) < 0)
-            return -1;
-    for (uint32_t i = 0; i < h->envc; i++)
-        if (put(b, spec->envp[i]) < 0)
-            return -1;
+    if (put_strv(b, (const char *const *)spec->argv, h->argc) < 0 ||
+        put_strv(b, (const char *const *)spec->envp, h->envc) < 0)
+        return -1;
     const char *one[] = {spec->workspace, spec->name, spec->net_rules_arg, spec->rootfs};
     for (size_t i = 0; i < SBX_ARRAY_LEN(one); i++)
         if (one[i] && put(b, one[i]) < 0)
@@ -172,10 +183,7 @@ static int encode(const struct sbx_spec *spec, struct req_head *h, struct buf *b
         if (put(b, m->host) < 0 || put(b, m->inside) < 0 || (m->root && put(b, m->root) < 0))
             return -1;
     }
-    for (uint32_t i = 0; i < h->n_hidden; i++)
-        if (put(b, spec->host_view_hidden[i]) < 0)
-            return -1;
-    return 0;
+    return put_strv(b, spec->host_view_hidden, h->n_hidden);
 }
 
 /* ---- the spawner's side ---- */

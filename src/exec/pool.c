@@ -947,6 +947,30 @@ static void count_take(const struct sbx_task_opts *o, bool got, bool zygote, boo
             o->spec.name, got ? made_as : o->spec.name);
 }
 
+/* The spawner could not attach o's clone: said in the log; a filesystem
+ * that cannot be idmapped is pooled per clone from now on. */
+static void attach_failed(const struct sbx_task_opts *o, const sbx_err *e)
+{
+    struct stat ws;
+    char msg[400];
+    if (strcmp(e->stage, sbx_stage_name(SBX_STAGE_ATTACH)) == 0 &&
+        strncmp(e->msg, "idmap ", 6) == 0 && stat(o->spec.workspace, &ws) == 0 &&
+        !no_idmap(ws.st_dev) && P.n_no_idmap < NO_IDMAP_MAX) {
+        P.no_idmap[P.n_no_idmap++] = ws.st_dev;
+        sbx_log(SBX_LOG_WARN,
+                "pool: workspaces on this filesystem cannot be idmapped (%s): their sandboxes "
+                "are pooled per clone",
+                sbx_err_format(e, msg, sizeof(msg)));
+        cleanup_free char *key = spec_key(o); /* this clone's next task */
+        bool files[SBX_MOUNTS_MAX] = {false};
+        if (key)
+            refill(o, key, &ws, false, false, files);
+    } else {
+        sbx_log(SBX_LOG_WARN, "pool: a workspace was not attached: %s",
+                sbx_err_format(e, msg, sizeof(msg)));
+    }
+}
+
 int exec_pool_attached(struct pool_entry *pe, struct sbx_task *t, const struct sbx_task_opts *o,
                        int rc, int *fds, size_t n, const sbx_err *e, struct sbx_sandbox *sb,
                        int *slot)
@@ -979,27 +1003,8 @@ int exec_pool_attached(struct pool_entry *pe, struct sbx_task *t, const struct s
         free_entry(pe);
         return 1;
     }
-    if (rc == -1 && o) {
-        /* a filesystem that cannot be idmapped: pooled per clone from now on */
-        struct stat ws;
-        char msg[400];
-        if (strcmp(e->stage, sbx_stage_name(SBX_STAGE_ATTACH)) == 0 &&
-            strncmp(e->msg, "idmap ", 6) == 0 && stat(o->spec.workspace, &ws) == 0 &&
-            !no_idmap(ws.st_dev) && P.n_no_idmap < NO_IDMAP_MAX) {
-            P.no_idmap[P.n_no_idmap++] = ws.st_dev;
-            sbx_log(SBX_LOG_WARN,
-                    "pool: workspaces on this filesystem cannot be idmapped (%s): their sandboxes "
-                    "are pooled per clone",
-                    sbx_err_format(e, msg, sizeof(msg)));
-            cleanup_free char *key = spec_key(o); /* this clone's next task */
-            bool files[SBX_MOUNTS_MAX] = {false};
-            if (key)
-                refill(o, key, &ws, false, false, files);
-        } else {
-            sbx_log(SBX_LOG_WARN, "pool: a workspace was not attached: %s",
-                    sbx_err_format(e, msg, sizeof(msg)));
-        }
-    }
+    if (rc == -1 && o)
+        attach_failed(o, e);
     if (o)
         count_take(o, false, false, true, NULL);
     if (rc == -2 || !still_fresh(pe) || se.msg[0] || !pe->net != !pe->spec.net_rules) {
@@ -1014,6 +1019,46 @@ int exec_pool_attached(struct pool_entry *pe, struct sbx_task *t, const struct s
     }
     /* untouched (init still waits): back in the pool */
     link_tail(pe);
+    return 0;
+}
+
+/* A ready sandbox of key, pooled for o's clone (one built with the task's
+ * own rules first: no swap), taken for t: 1 its command is sent (*sb; its
+ * name in made_as, SBX_CG_NAME_MAX + 1 bytes), 2 it waits for its address
+ * sets (exec_task_wait_sets), 0 none. */
+static int take_own_clone(const struct sbx_task_opts *o, const char *key, const struct stat *ws,
+                          struct sbx_task *t, struct sbx_sandbox *sb, char *made_as, bool *zygote)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (struct pool_entry *pe = P.head, *next; pe; pe = next) {
+            next = pe->next;
+            if (!pe->ready || strcmp(pe->key, key) != 0 || same_rules(pe, o) == (pass == 1))
+                continue;
+            sbx_err e = {0};
+            void *job = NULL;
+            /* A workspace made again at the same path, a sandbox that died
+             * idle: never served. */
+            if (pe->dev != ws->st_dev || pe->ino != ws->st_ino || !still_fresh(pe) ||
+                live_limits(pe, &o->spec, &e) < 0 || bind_net(pe, o, &job, &e) < 0 ||
+                (!job &&
+                 sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp,
+                                              command_limits(pe, &o->spec), NULL, 0, &e) < 0)) {
+                if (e.msg[0])
+                    sbx_log(SBX_LOG_INFO, "pool: a ready sandbox could not serve: %s", e.msg);
+                discard(pe);
+                continue;
+            }
+            unlink_entry(pe);
+            if (job) /* its command waits for its address sets */
+                return exec_task_wait_sets(t, pe, job, NULL, 0) == 0
+                           ? 2
+                           : exec_pool_sets_done(pe, NULL, job, NULL, 0, NULL, NULL);
+            *sb = pe->sb;
+            snprintf(made_as, SBX_CG_NAME_MAX + 1, "%s", pe->name);
+            *zygote = pe->zygote_argv != NULL;
+            free_entry(pe);
+            return 1;
+        }
     return 0;
 }
 
@@ -1041,44 +1086,11 @@ int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struc
     cleanup_free char *key = spec_key(o);
     if (!key)
         return 0;
-    int got = 0;
     char made_as[SBX_CG_NAME_MAX + 1] = "";
     bool zygote = false;
-    /* one built with the task's own rules first (no swap), then any */
-    for (int pass = 0; pass < 2 && !got; pass++)
-        for (struct pool_entry *pe = fits ? P.head : NULL, *next; pe && !got; pe = next) {
-            next = pe->next;
-            if (!pe->ready || strcmp(pe->key, key) != 0 || same_rules(pe, o) == (pass == 1))
-                continue;
-            sbx_err e = {0};
-            void *job = NULL;
-            /* A workspace made again at the same path, a sandbox that died
-             * idle: never served. */
-            if (pe->dev != ws.st_dev || pe->ino != ws.st_ino || !still_fresh(pe) ||
-                live_limits(pe, &o->spec, &e) < 0 || bind_net(pe, o, &job, &e) < 0 ||
-                (!job &&
-                 sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp,
-                                              command_limits(pe, &o->spec), NULL, 0, &e) < 0)) {
-                if (e.msg[0])
-                    sbx_log(SBX_LOG_INFO, "pool: a ready sandbox could not serve: %s", e.msg);
-                discard(pe);
-                continue;
-            }
-            unlink_entry(pe);
-            if (job) { /* its command waits for its address sets; counted then */
-                got = exec_task_wait_sets(t, pe, job, NULL, 0) == 0
-                          ? 2
-                          : exec_pool_sets_done(pe, NULL, job, NULL, 0, NULL, NULL);
-                refill(o, key, &ws, !got, false, files);
-                return got;
-            }
-            *sb = pe->sb;
-            snprintf(made_as, sizeof(made_as), "%s", pe->name);
-            zygote = pe->zygote_argv != NULL;
-            free_entry(pe);
-            got = 1;
-        }
-    count_take(o, got, zygote, false, made_as);
+    int got = fits ? take_own_clone(o, key, &ws, t, sb, made_as, &zygote) : 0;
+    if (got != 2) /* a wait for its sets is counted at its end */
+        count_take(o, got, zygote, false, made_as);
     refill(o, key, &ws, !got, false, files);
     return got;
 }

@@ -72,6 +72,7 @@
  *     workspace_quota_mode: auto # auto|loop|project|monitor: how it is enforced
  *     workspace_idle_unmount: 300s # an image unused this long is unmounted (loop mode)
  *     cgroup_parent: sandboxd  # the sandboxes' parent cgroup, beneath the daemon's own
+ *     cgroup_mode: auto        # auto|rlimit: rlimit forces the no-cgroup fallback
  *     max_clones_per_tenant: 1000
  *     idle_timeout: 600s       # CLAW_IDLE_TIMEOUT_SEC: a session idle this long is stopped
  *     network_policy: proxy    # none|proxy|host (seed's `bridge` = proxy);
@@ -232,6 +233,7 @@ struct sbx_config {
      * (0: none); the seed's container of 2 cores, 3 GB, 512 processes. */
     uint64_t total_memory_bytes, total_pids;
     char *cgroup_parent; /* that parent's name beneath the daemon's own cgroup */
+    bool cgroup_rlimit;  /* cgroup_mode rlimit: no cgroups, limits by rlimits */
     double total_cpu_cores;
     uint64_t max_clones_per_tenant; /* workspaces (and host id ranges) a tenant may have */
     double idle_timeout_s;          /* of a session */

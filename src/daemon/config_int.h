@@ -50,6 +50,7 @@ enum kind {
     K_NETBOOL,     /* enum sbx_net_policy from true/false */
     K_SECCOMP,     /* enum sbx_seccomp_profile */
     K_WSQUOTA,     /* enum sbx_ws_quota_mode */
+    K_CGMODE,      /* bool: true for rlimit, false for auto */
     K_DEFAULT,     /* enum sbx_default */
     K_CPU,         /* double cores, or "N%" */
     K_CPU0,        /* same, or 0: none */

@@ -98,6 +98,7 @@ const struct setting cfg_settings[] = {
     {"sandbox", "total_pids", NULL, NULL, 0, "--total-pids", K_UINT, OFF(total_pids), 0, 1u << 22,
      -1},
     {"sandbox", "cgroup_parent", NULL, NULL, 0, NULL, K_SEGMENT, OFF(cgroup_parent), 0, 0, -1},
+    {"sandbox", "cgroup_mode", NULL, NULL, 0, NULL, K_CGMODE, OFF(cgroup_rlimit), 0, 0, -1},
     {"sandbox", "total_cpu", NULL, NULL, 0, "--total-cpu", K_CPU0, OFF(total_cpu_cores), 0, 1024,
      -1},
     {"sandbox", "max_clones_per_tenant", NULL, NULL, 0, NULL, K_UINT, OFF(max_clones_per_tenant), 1,

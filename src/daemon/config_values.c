@@ -438,6 +438,10 @@ static int parse_kind(struct loader *L, enum kind k, void *dst, uint64_t min, ui
         return *(enum sbx_net_policy *)dst = b ? SBX_NET_PROXY : SBX_NET_NONE, 0;
     case K_SECCOMP:
         return sbx_seccomp_profile_parse(text, dst, e);
+    case K_CGMODE:
+        if (strcmp(text, "auto") != 0 && strcmp(text, "rlimit") != 0)
+            return sbx_err_set(e, EINVAL, "'%s' is not auto or rlimit", text);
+        return *(bool *)dst = text[0] == 'r', 0;
     case K_WSQUOTA:
         return sbx_ws_quota_mode_parse(text, dst, e);
     case K_DEFAULT:

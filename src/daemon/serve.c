@@ -413,7 +413,7 @@ static int setup_engine(struct serve *s, sbx_err *err)
 {
     if (sbx_cg_set_base_name(s->cfg.cgroup_parent) < 0)
         return sbx_err_set(err, EINVAL, "sandbox.cgroup_parent %s", s->cfg.cgroup_parent);
-    if (sbx_cg_host_detect(false, &s->cg_host, err) < 0)
+    if (sbx_cg_host_detect(s->cfg.cgroup_rlimit, &s->cg_host, err) < 0)
         return -1;
     apply_totals(s);
     for (int p = 0; p < 2; p++) {

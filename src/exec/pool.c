@@ -33,6 +33,10 @@ struct pool_entry {
     char **zygote_argv, **zygote_envp;
     char *net_rules_arg; /* its egress's nftables rules (the policy's sets) */
     void *net;           /* ready: its egress, under the placeholder (net_start) */
+    /* Taken for any clone: its task's sets begun at take, while the spawner
+     * attaches (net_sets' job), or its egress could not be bound then. */
+    void *job;
+    bool unbound;
     struct sbx_spec spec;
     struct sbx_sandbox_fds fds;
     struct sbx_sandbox sb;
@@ -403,14 +407,34 @@ static bool limits_live(const struct sbx_spec *s)
     return s->cg_host && s->cg_host->mode != SBX_CG_RLIMIT;
 }
 
-static void key_fixed_limits(const struct sbx_spec *s, char *out, size_t len)
+/* Without cgroups, a pooled sandbox with no zygote takes the task's memory
+ * and process rlimits (and its memory watch) with the command
+ * (spec.limits_at_command): init has set none before. A zygote's are set
+ * when it starts, so they stay in the key; so does the size of the tmpfs
+ * mounts, which a memory limit below it bounds (key_fixed_limits). */
+static bool limits_by_command(const struct sbx_task_opts *o)
 {
+    return o->spec.cg_host && o->spec.cg_host->mode == SBX_CG_RLIMIT && !o->zygote_argv;
+}
+
+static void key_fixed_limits(const struct sbx_task_opts *o, char *out, size_t len)
+{
+    const struct sbx_spec *s = &o->spec;
     const struct sbx_cg_limits *l = &s->cg_limits;
+    /* the tmpfs as mounted: without cgroups, no larger than the memory limit */
+    uint64_t tmp = sbx_sandbox_tmp_size(s, s->cg_host ? s->cg_host->mode : SBX_CG_V1);
     int n = snprintf(out, len, "%llu %llu %llu", (unsigned long long)s->file_size_bytes,
-                     (unsigned long long)s->tmp_size_bytes, (unsigned long long)s->nofile);
-    if (!limits_live(s) && n > 0 && (size_t)n < len)
+                     (unsigned long long)tmp, (unsigned long long)s->nofile);
+    if (!limits_live(s) && !limits_by_command(o) && n > 0 && (size_t)n < len)
         snprintf(out + n, len - (size_t)n, " %llu %llu %.17g", (unsigned long long)l->memory_bytes,
                  (unsigned long long)l->pids, l->cpu_cores);
+}
+
+/* The limits a pooled sandbox's command carries (NULL: none). */
+static const struct sbx_cg_limits *command_limits(const struct pool_entry *pe,
+                                                  const struct sbx_spec *s)
+{
+    return pe->spec.limits_at_command ? &s->cg_limits : NULL;
 }
 
 /* The task's cgroup limits on the pooled sandbox pe, before its command. */
@@ -424,6 +448,20 @@ static int live_limits(struct pool_entry *pe, const struct sbx_spec *s, sbx_err 
         return -1;
     pe->spec.cg_limits = *lim;
     return 0;
+}
+
+/* A task's address sets are made its own at take (net_sets) when the
+ * sandbox it takes was built with others. */
+static bool sets_at_take(void)
+{
+    return P.cfg.net_sets && P.cfg.net_sets_fd && P.cfg.net_sets_end && P.cfg.net_sets_abort;
+}
+
+/* pe was built with the nftables rules o's task would have (no swap). */
+static bool same_rules(const struct pool_entry *pe, const struct sbx_task_opts *o)
+{
+    return !o->spec.net_rules_arg || !pe->net_rules_arg ||
+           strcmp(o->spec.net_rules_arg, pe->net_rules_arg) == 0;
 }
 
 static char *spec_key(const struct sbx_task_opts *o)
@@ -455,10 +493,11 @@ static char *spec_key(const struct sbx_task_opts *o)
     hex[2 * blen] = '\0';
     free(binds);
     char fixed[128];
-    key_fixed_limits(s, fixed, sizeof(fixed));
-    /* An egress: its nftables rules hold the policy's address sets, made
-     * with the sandbox; the rest of the policy is bound at take. */
-    const char *rules = s->net_rules ? s->net_rules_arg : "";
+    key_fixed_limits(o, fixed, sizeof(fixed));
+    /* An egress: its policy is bound at take, its address sets made the
+     * task's then (sets_at_take); otherwise they are made with the sandbox
+     * and its rules are part of the key. */
+    const char *rules = s->net_rules && !sets_at_take() ? s->net_rules_arg : "";
     if (asprintf(&k, "%s\n%u %u %u\n%s\n%d %s\n%p %d %d\n%s\n%d %zu\n%s", s->workspace,
                  (unsigned)s->host_id_base, (unsigned)s->uid, (unsigned)s->gid,
                  s->rootfs ? s->rootfs : "", (int)s->writable_root, fixed, (const void *)s->cg_host,
@@ -469,13 +508,23 @@ static char *spec_key(const struct sbx_task_opts *o)
 }
 
 /* The task's egress policy on pe's egress (the task's from now on), before
- * its command is sent. */
-static int bind_net(struct pool_entry *pe, const struct sbx_task_opts *o, sbx_err *err)
+ * its command is sent; when the task's nftables rules are not those pe was
+ * built with, its address sets are made the task's: *job (the command
+ * waits for its end, exec_pool_sets_done). */
+static int bind_net(struct pool_entry *pe, const struct sbx_task_opts *o, void **job, sbx_err *err)
 {
+    *job = NULL;
     if (!pe->net)
         return 0;
     void *net = sbx_steal_pointer(&pe->net);
-    return o->on_take(o->ud, net, err);
+    if (o->on_take(o->ud, net, err) < 0)
+        return -1;
+    if (same_rules(pe, o))
+        return 0;
+    if (!sets_at_take()) /* cannot happen: such rules are in the key */
+        return sbx_err_set(err, EINVAL, "a pooled sandbox with other address sets");
+    *job = P.cfg.net_sets(P.cfg.net_ctx, net, err);
+    return *job ? 0 : -1;
 }
 
 /* Still waiting for its command: init alive, nothing said on the socket
@@ -532,6 +581,7 @@ static struct pool_entry *make_entry(const struct sbx_task_opts *o, const char *
         pe->spec.envp = pe->zygote_envp;
     }
     pe->spec.pooled = true;
+    pe->spec.limits_at_command = limits_by_command(o);
     pe->spec.workspace = pe->workspace;
     pe->spec.rootfs = pe->rootfs;
     pe->spec.name = pe->name;
@@ -735,6 +785,15 @@ static void refill(const struct sbx_task_opts *o, const char *key, const struct 
     if (!t || (!t->tmpl && !(t->tmpl = make_entry(o, key, ws, any, files))))
         return;
     t->last_ms = sbx_mono_ms();
+    /* refills get the rules of the latest take: a description used with
+     * one set of rules by address takes its sandboxes without a swap */
+    char *rules =
+        o->spec.net_rules && !same_rules(t->tmpl, o) ? strdup(o->spec.net_rules_arg) : NULL;
+    if (rules) {
+        free(t->tmpl->net_rules_arg);
+        t->tmpl->net_rules_arg = rules;
+        t->tmpl->spec.net_rules_arg = rules;
+    }
     /* a description seen once gets one sandbox: most one-off clones never
      * come back; from its second task on, max_idle */
     if (!known)
@@ -828,31 +887,48 @@ static char *any_clone_key(const struct sbx_task_opts *o, const bool *files)
     return spec_key(&k);
 }
 
-/* An idle one for key is taken for t, and the clone's mounts are asked of
- * the spawner: 1, or 0 (none idle, or the spawner cannot be asked). */
+/* pe taken for t: its clone's mounts asked of the spawner, and meanwhile its
+ * egress bound and its address sets begun (the command waits for both): 1,
+ * or 0 (the spawner cannot be asked: pe stays). */
+static int take_attach(struct event_base *base, const struct sbx_task_opts *o,
+                       struct pool_entry *pe, struct sbx_task *t)
+{
+    struct sbx_attach a = {.workspace = o->spec.workspace,
+                           .from_base = o->spec.host_id_base,
+                           .to_base = slot_base(pe->slot),
+                           .uid = o->spec.uid,
+                           .gid = o->spec.gid,
+                           .mounts = o->spec.mounts,
+                           .n_mounts = o->spec.n_mounts};
+    if (exec_spawner_ask_attach(base, &a, pe, t) != 1)
+        return 0;
+    unlink_entry(pe);
+    sbx_err e = {0};
+    if (bind_net(pe, o, &pe->job, &e) < 0) { /* exec_pool_attached fails closed */
+        pe->unbound = true;
+        sbx_log(SBX_LOG_INFO, "pool: a taken sandbox's egress was not bound: %s", e.msg);
+    }
+    return 1;
+}
+
+/* An idle one for key is taken for t (one built with the task's own rules
+ * first: no swap), and the clone's mounts are asked of the spawner: 1, or 0
+ * (none idle, or the spawner cannot be asked). */
 static int take_any_clone(struct event_base *base, const struct sbx_task_opts *o, const char *key,
                           struct sbx_task *t)
 {
-    for (struct pool_entry *pe = P.head, *next; pe; pe = next) {
-        next = pe->next;
-        if (!pe->ready || pe->slot < 0 || strcmp(pe->key, key) != 0)
-            continue;
-        if (!still_fresh(pe)) {
-            discard(pe);
-            continue;
+    for (int pass = 0; pass < 2; pass++)
+        for (struct pool_entry *pe = P.head, *next; pe; pe = next) {
+            next = pe->next;
+            if (!pe->ready || pe->slot < 0 || strcmp(pe->key, key) != 0 ||
+                same_rules(pe, o) == (pass == 1))
+                continue;
+            if (!still_fresh(pe)) {
+                discard(pe);
+                continue;
+            }
+            return take_attach(base, o, pe, t);
         }
-        struct sbx_attach a = {.workspace = o->spec.workspace,
-                               .from_base = o->spec.host_id_base,
-                               .to_base = slot_base(pe->slot),
-                               .uid = o->spec.uid,
-                               .gid = o->spec.gid,
-                               .mounts = o->spec.mounts,
-                               .n_mounts = o->spec.n_mounts};
-        if (exec_spawner_ask_attach(base, &a, pe, t) != 1)
-            return 0;
-        unlink_entry(pe);
-        return 1;
-    }
     return 0;
 }
 
@@ -871,14 +947,53 @@ static void count_take(const struct sbx_task_opts *o, bool got, bool zygote, boo
             o->spec.name, got ? made_as : o->spec.name);
 }
 
-int exec_pool_attached(struct pool_entry *pe, const struct sbx_task_opts *o, int rc, int *fds,
-                       size_t n, const sbx_err *e, struct sbx_sandbox *sb, int *slot)
+/* The spawner could not attach o's clone: said in the log; a filesystem
+ * that cannot be idmapped is pooled per clone from now on. */
+static void attach_failed(const struct sbx_task_opts *o, const sbx_err *e)
+{
+    struct stat ws;
+    char msg[400];
+    if (strcmp(e->stage, sbx_stage_name(SBX_STAGE_ATTACH)) == 0 &&
+        strncmp(e->msg, "idmap ", 6) == 0 && stat(o->spec.workspace, &ws) == 0 &&
+        !no_idmap(ws.st_dev) && P.n_no_idmap < NO_IDMAP_MAX) {
+        P.no_idmap[P.n_no_idmap++] = ws.st_dev;
+        sbx_log(SBX_LOG_WARN,
+                "pool: workspaces on this filesystem cannot be idmapped (%s): their sandboxes "
+                "are pooled per clone",
+                sbx_err_format(e, msg, sizeof(msg)));
+        cleanup_free char *key = spec_key(o); /* this clone's next task */
+        bool files[SBX_MOUNTS_MAX] = {false};
+        if (key)
+            refill(o, key, &ws, false, false, files);
+    } else {
+        sbx_log(SBX_LOG_WARN, "pool: a workspace was not attached: %s",
+                sbx_err_format(e, msg, sizeof(msg)));
+    }
+}
+
+int exec_pool_attached(struct pool_entry *pe, struct sbx_task *t, const struct sbx_task_opts *o,
+                       int rc, int *fds, size_t n, const sbx_err *e, struct sbx_sandbox *sb,
+                       int *slot)
 {
     sbx_err se = {0};
-    /* the task's limits and egress policy, then its command with its mounts */
-    int sent = rc == 1 && o && still_fresh(pe) && live_limits(pe, &o->spec, &se) == 0 &&
-               bind_net(pe, o, &se) == 0 &&
-               sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp, fds, n, &se) == 0;
+    void *job = sbx_steal_pointer(&pe->job); /* begun at take */
+    if (pe->unbound)
+        sbx_err_set(&se, EIO, "its egress was not bound");
+    /* the task's limits and egress policy (bound at take), then its command
+     * with its mounts (after its address sets, when they are being made the
+     * task's) */
+    int sent =
+        rc == 1 && o && !se.msg[0] && still_fresh(pe) && live_limits(pe, &o->spec, &se) == 0 &&
+        (job || bind_net(pe, o, &job, &se) == 0) &&
+        (job || sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp,
+                                             command_limits(pe, &o->spec), fds, n, &se) == 0);
+    if (sent && job) {
+        if (exec_task_wait_sets(t, pe, job, fds, n) == 0)
+            return 2;
+        return exec_pool_sets_done(pe, NULL, job, fds, n, NULL, NULL);
+    }
+    if (job) /* not sent: the sets no longer matter */
+        P.cfg.net_sets_abort(job);
     for (size_t i = 0; rc == 1 && i < n; i++)
         close(fds[i]);
     if (sent) {
@@ -888,32 +1003,13 @@ int exec_pool_attached(struct pool_entry *pe, const struct sbx_task_opts *o, int
         free_entry(pe);
         return 1;
     }
-    if (rc == -1 && o) {
-        /* a filesystem that cannot be idmapped: pooled per clone from now on */
-        struct stat ws;
-        char msg[400];
-        if (strcmp(e->stage, sbx_stage_name(SBX_STAGE_ATTACH)) == 0 &&
-            strncmp(e->msg, "idmap ", 6) == 0 && stat(o->spec.workspace, &ws) == 0 &&
-            !no_idmap(ws.st_dev) && P.n_no_idmap < NO_IDMAP_MAX) {
-            P.no_idmap[P.n_no_idmap++] = ws.st_dev;
-            sbx_log(SBX_LOG_WARN,
-                    "pool: workspaces on this filesystem cannot be idmapped (%s): their sandboxes "
-                    "are pooled per clone",
-                    sbx_err_format(e, msg, sizeof(msg)));
-            cleanup_free char *key = spec_key(o); /* this clone's next task */
-            bool files[SBX_MOUNTS_MAX] = {false};
-            if (key)
-                refill(o, key, &ws, false, false, files);
-        } else {
-            sbx_log(SBX_LOG_WARN, "pool: a workspace was not attached: %s",
-                    sbx_err_format(e, msg, sizeof(msg)));
-        }
-    }
+    if (rc == -1 && o)
+        attach_failed(o, e);
     if (o)
         count_take(o, false, false, true, NULL);
-    if (rc == -2 || !still_fresh(pe) || se.msg[0]) {
+    if (rc == -2 || !still_fresh(pe) || se.msg[0] || !pe->net != !pe->spec.net_rules) {
         /* the spawner is gone, the sandbox died, or its limits, egress or
-         * command were not taken: it goes */
+         * command were not taken (its egress may be the task's): it goes */
         if (pe->net)
             P.cfg.net_drop(P.cfg.net_ctx, sbx_steal_pointer(&pe->net));
         bury(&pe->sb, pe->slot);
@@ -923,6 +1019,46 @@ int exec_pool_attached(struct pool_entry *pe, const struct sbx_task_opts *o, int
     }
     /* untouched (init still waits): back in the pool */
     link_tail(pe);
+    return 0;
+}
+
+/* A ready sandbox of key, pooled for o's clone (one built with the task's
+ * own rules first: no swap), taken for t: 1 its command is sent (*sb; its
+ * name in made_as, SBX_CG_NAME_MAX + 1 bytes), 2 it waits for its address
+ * sets (exec_task_wait_sets), 0 none. */
+static int take_own_clone(const struct sbx_task_opts *o, const char *key, const struct stat *ws,
+                          struct sbx_task *t, struct sbx_sandbox *sb, char *made_as, bool *zygote)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (struct pool_entry *pe = P.head, *next; pe; pe = next) {
+            next = pe->next;
+            if (!pe->ready || strcmp(pe->key, key) != 0 || same_rules(pe, o) == (pass == 1))
+                continue;
+            sbx_err e = {0};
+            void *job = NULL;
+            /* A workspace made again at the same path, a sandbox that died
+             * idle: never served. */
+            if (pe->dev != ws->st_dev || pe->ino != ws->st_ino || !still_fresh(pe) ||
+                live_limits(pe, &o->spec, &e) < 0 || bind_net(pe, o, &job, &e) < 0 ||
+                (!job &&
+                 sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp,
+                                              command_limits(pe, &o->spec), NULL, 0, &e) < 0)) {
+                if (e.msg[0])
+                    sbx_log(SBX_LOG_INFO, "pool: a ready sandbox could not serve: %s", e.msg);
+                discard(pe);
+                continue;
+            }
+            unlink_entry(pe);
+            if (job) /* its command waits for its address sets */
+                return exec_task_wait_sets(t, pe, job, NULL, 0) == 0
+                           ? 2
+                           : exec_pool_sets_done(pe, NULL, job, NULL, 0, NULL, NULL);
+            *sb = pe->sb;
+            snprintf(made_as, SBX_CG_NAME_MAX + 1, "%s", pe->name);
+            *zygote = pe->zygote_argv != NULL;
+            free_entry(pe);
+            return 1;
+        }
     return 0;
 }
 
@@ -950,32 +1086,51 @@ int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struc
     cleanup_free char *key = spec_key(o);
     if (!key)
         return 0;
-    int got = 0;
     char made_as[SBX_CG_NAME_MAX + 1] = "";
     bool zygote = false;
-    for (struct pool_entry *pe = fits ? P.head : NULL, *next; pe && !got; pe = next) {
-        next = pe->next;
-        if (!pe->ready || strcmp(pe->key, key) != 0)
-            continue;
-        sbx_err e = {0};
-        /* A workspace made again at the same path, a sandbox that died
-         * idle: never served. */
-        if (pe->dev != ws.st_dev || pe->ino != ws.st_ino || !still_fresh(pe) ||
-            live_limits(pe, &o->spec, &e) < 0 || bind_net(pe, o, &e) < 0 ||
-            sbx_sandbox_send_command(&pe->sb, o->spec.argv, o->spec.envp, &e) < 0) {
-            if (e.msg[0])
-                sbx_log(SBX_LOG_INFO, "pool: a ready sandbox could not serve: %s", e.msg);
-            discard(pe);
-            continue;
-        }
-        unlink_entry(pe);
-        *sb = pe->sb;
-        snprintf(made_as, sizeof(made_as), "%s", pe->name);
-        zygote = pe->zygote_argv != NULL;
-        free_entry(pe);
-        got = 1;
-    }
-    count_take(o, got, zygote, false, made_as);
+    int got = fits ? take_own_clone(o, key, &ws, t, sb, made_as, &zygote) : 0;
+    if (got != 2) /* a wait for its sets is counted at its end */
+        count_take(o, got, zygote, false, made_as);
     refill(o, key, &ws, !got, false, files);
     return got;
+}
+
+int exec_pool_sets_fd(void *job)
+{
+    return P.cfg.net_sets_fd(job);
+}
+
+int exec_pool_sets_done(struct pool_entry *pe, const struct sbx_task_opts *o, void *job, int *fds,
+                        size_t n, struct sbx_sandbox *sb, int *slot)
+{
+    sbx_err e = {0};
+    int sent = -1;
+    if (!o)
+        P.cfg.net_sets_abort(job);
+    else if (P.cfg.net_sets_end(job, &e) == 0 && still_fresh(pe))
+        sent = sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp,
+                                            command_limits(pe, &o->spec), fds, n, &e);
+    else if (!e.msg[0])
+        sbx_err_set(&e, ESRCH, "the sandbox ended while they were set");
+    for (size_t i = 0; i < n; i++)
+        close(fds[i]);
+    if (sent == 0) {
+        *sb = pe->sb;
+        *slot = pe->slot;
+        count_take(o, true, pe->zygote_argv != NULL, pe->any, pe->name);
+        free_entry(pe);
+        return 1;
+    }
+    if (o) { /* fails closed: this sandbox never runs the task */
+        char msg[600];
+        sbx_log(SBX_LOG_WARN,
+                "pool: a pooled sandbox's address sets were not made the task's (%s): it is "
+                "discarded, the task built cold",
+                sbx_err_format(&e, msg, sizeof(msg)));
+        count_take(o, false, false, pe->any, NULL);
+    }
+    bury(&pe->sb, pe->slot);
+    P.st.discarded++;
+    free_entry(pe);
+    return 0;
 }

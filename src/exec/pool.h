@@ -46,6 +46,19 @@ struct sbx_pool_config {
     void *(*net_start)(void *net_ctx, int netns_fd, sbx_err *err);
     void (*net_drop)(void *net_ctx, void *net);
     void *net_ctx;
+    /* A pooled sandbox with an egress is built with the nftables rules
+     * (address sets) of its description's latest take. A task whose rules
+     * differ from the taken sandbox's (rules by address) has
+     * net_sets(net_ctx, net) make its sets the task's once its egress is
+     * bound: a job whose net_sets_fd is readable once it answered;
+     * net_sets_end then says 0 (the sets are the task's: its command may be
+     * sent) or -1 (the sandbox is discarded, the task built cold), and
+     * frees it; net_sets_abort kills and frees it. NULL: the rules are part
+     * of the description instead. */
+    void *(*net_sets)(void *net_ctx, void *net, sbx_err *err);
+    int (*net_sets_fd)(void *job);
+    int (*net_sets_end)(void *job, sbx_err *err);
+    void (*net_sets_abort)(void *job);
     /* The pool's own host id ranges (SBX_ID_RANGE ids each), apart from
      * every clone's: [ids_first, ids_first + ids_ranges * SBX_ID_RANGE).
      * 0 ranges: sandboxes are pooled per clone only. */

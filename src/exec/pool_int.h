@@ -8,16 +8,31 @@ struct pool_entry;
 /* task.c asks: 1 the task got a pooled sandbox (sb; its command is sent),
  * 0 it did not (build it as usual), 2 it gets a sandbox pooled for any clone
  * once the clone's mounts are made (exec_spawner_ask_attach for t: the
- * answer comes to exec_pool_attached). Either way a refill may be asked. */
+ * answer comes to exec_pool_attached), or once its address sets are made
+ * its own (exec_task_wait_sets). Either way a refill may be asked. */
 int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struct sbx_sandbox *sb,
                    struct sbx_task *t);
 /* The attach's answer (rc as sbx_spawner_reply_attach's; fds its n fds,
- * closed here) for pe, taken for the task whose options are o (NULL: the
- * task is gone): 1 the command is sent, *sb is the sandbox and *slot its
- * host id range (exec_pool_slot_put once it is all gone); 0 not (the task
- * is built cold; pe is back in the pool or gone). */
-int exec_pool_attached(struct pool_entry *pe, const struct sbx_task_opts *o, int rc, int *fds,
-                       size_t n, const sbx_err *e, struct sbx_sandbox *sb, int *slot);
+ * closed here, or t's while it waits) for pe, taken for the task t whose
+ * options are o (NULL: the task is gone): 1 the command is sent, *sb is the
+ * sandbox and *slot its host id range (exec_pool_slot_put once it is all
+ * gone); 2 t waits for its address sets (exec_task_wait_sets); 0 not (the
+ * task is built cold; pe is back in the pool or gone). */
+int exec_pool_attached(struct pool_entry *pe, struct sbx_task *t, const struct sbx_task_opts *o,
+                       int rc, int *fds, size_t n, const sbx_err *e, struct sbx_sandbox *sb,
+                       int *slot);
+/* exec_pool_take and exec_pool_attached may also leave t waiting (2) for
+ * its address sets in the sandbox of pe (net_sets' job): task.c watches
+ * exec_pool_sets_fd(job) (0 watched: fds, n of them, are t's until then;
+ * -1 not), then calls exec_pool_sets_done with t's options (NULL: the
+ * task is gone or canceled): 1 the command is sent (*sb, *slot as
+ * exec_pool_attached's), 0 not (the sandbox is gone; build the task cold).
+ * Either way the job and fds are closed. */
+int exec_task_wait_sets(struct sbx_task *t, struct pool_entry *pe, void *job, const int *fds,
+                        size_t n);
+int exec_pool_sets_fd(void *job);
+int exec_pool_sets_done(struct pool_entry *pe, const struct sbx_task_opts *o, void *job, int *fds,
+                        size_t n, struct sbx_sandbox *sb, int *slot);
 /* A pooled sandbox's host id range is free again (its sandbox is gone). */
 void exec_pool_slot_put(int slot);
 /* task.c queues an attach (a) of the spawner for t and pe: 1 asked, 0 not. */

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "base/time.h"
 #include "exec/pool_int.h"
 #include "isolate/spawner.h"
@@ -54,6 +55,7 @@ struct sbx_task {
     struct sbx_init_msg exited, setup_error, exec_error;
     bool have_exited, have_setup_error, have_exec_error;
     struct waiter *spawning; /* its sandbox (or its attach) is asked of the spawner */
+    struct sets_wait *sets;  /* its pooled sandbox's address sets are being made its own */
     int pool_slot;           /* a pooled sandbox's host id range (exec/pool.c), -1 none */
     /* The spec's binds and rules text, copied: a pooled take's attach and
      * its cold fallback outlive the caller's (rt_task_start's) copies. */
@@ -486,6 +488,65 @@ static struct waiter *waiter_pop(void)
 
 static void start_cold(struct sbx_task *t);
 
+/* A pooled sandbox taken for t whose command waits for its address sets
+ * (exec_pool_sets_done): the job, and the attach's mounts to send with it. */
+struct sets_wait {
+    struct pool_entry *pe;
+    void *job;
+    struct event *ev;
+    int fds[SBX_FDS_PASS_MAX];
+    size_t nfds;
+};
+
+/* A helper that has not answered by then is killed: the task is built cold. */
+#define SETS_WAIT_S 10
+
+static void on_sets(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    struct sbx_task *t = arg;
+    struct sets_wait *w = sbx_steal_pointer(&t->sets);
+    event_free(w->ev);
+    int slot = -1;
+    bool late = what & EV_TIMEOUT;
+    if (late)
+        sbx_log(SBX_LOG_WARN,
+                "pool: a pooled sandbox's address sets took over %ds: it is "
+                "discarded, the task built cold",
+                SETS_WAIT_S);
+    int rc = exec_pool_sets_done(w->pe, t->canceled || late ? NULL : &t->o, w->job, w->fds, w->nfds,
+                                 &t->sb, &slot);
+    free(w);
+    if (t->canceled) /* never run: the sandbox is gone */
+        spawn_failed(t, &(sbx_err){.msg = "canceled"});
+    else if (rc == 1) {
+        t->pool_slot = slot;
+        watch_or_fail(t, true);
+    } else {
+        start_cold(t);
+    }
+}
+
+int exec_task_wait_sets(struct sbx_task *t, struct pool_entry *pe, void *job, const int *fds,
+                        size_t n)
+{
+    struct sets_wait *w = n <= SBX_FDS_PASS_MAX ? calloc(1, sizeof(*w)) : NULL;
+    if (w)
+        w->ev = event_new(t->base, exec_pool_sets_fd(job), EV_READ, on_sets, t);
+    struct timeval tv = {.tv_sec = SETS_WAIT_S};
+    if (!w || !w->ev || event_add(w->ev, &tv) < 0) {
+        if (w && w->ev)
+            event_free(w->ev);
+        free(w);
+        return -1;
+    }
+    w->pe = pe, w->job = job, w->nfds = n;
+    if (n)
+        memcpy(w->fds, fds, n * sizeof(fds[0]));
+    t->sets = w;
+    return 0;
+}
+
 /* The clone's mounts for the pooled sandbox w->pe taken for w->t: it runs
  * there, or (its answer a failure, the sandbox gone) is built cold. */
 static void attached(struct waiter *w, int rc, int *fds, const sbx_err *e)
@@ -494,13 +555,16 @@ static void attached(struct waiter *w, int rc, int *fds, const sbx_err *e)
     if (t)
         t->spawning = NULL;
     if (t && t->canceled) { /* never run: the sandbox goes back untouched */
-        exec_pool_attached(w->pe, NULL, rc, fds, w->nfds, e, NULL, NULL);
+        exec_pool_attached(w->pe, NULL, NULL, rc, fds, w->nfds, e, NULL, NULL);
         spawn_failed(t, &(sbx_err){.msg = "canceled"});
         return;
     }
     int slot = -1;
-    if (exec_pool_attached(w->pe, t ? &t->o : NULL, rc, fds, w->nfds, e, t ? &t->sb : NULL,
-                           &slot) != 1) {
+    int got = exec_pool_attached(w->pe, t, t ? &t->o : NULL, rc, fds, w->nfds, e, t ? &t->sb : NULL,
+                                 &slot);
+    if (got == 2) /* on_sets goes on */
+        return;
+    if (got != 1) {
         if (t)
             start_cold(t);
         return;
@@ -715,7 +779,7 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
     int pooled = exec_pool_take(base, &t->o, &t->sb, t);
     t->o.zygote_argv = t->o.zygote_envp = NULL; /* the caller's, for the take only */
     if (pooled == 2)
-        return t;      /* attached() goes on */
+        return t;      /* attached() or on_sets() goes on */
     if (pooled == 1) { /* built ahead, command sent */
         if (start_watch(t, true, err) < 0) {
             t->finished = t->released = true;
@@ -784,6 +848,12 @@ void sbx_task_free(struct sbx_task *t)
     exec_pool_task_count(-1);
     if (t->spawning) /* the sandbox that comes for it is killed */
         t->spawning->t = NULL;
+    if (t->sets) { /* so is the one whose sets are being made */
+        event_free(t->sets->ev);
+        exec_pool_sets_done(t->sets->pe, NULL, t->sets->job, t->sets->fds, t->sets->nfds, NULL,
+                            NULL);
+        free(sbx_steal_pointer(&t->sets));
+    }
     /* Off the normal path (the caller gives up on a live task, or on one whose
      * release is still retrying): the bounded synchronous release. */
     if (!t->finished)

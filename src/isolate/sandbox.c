@@ -467,6 +467,27 @@ static __attribute__((format(printf, 1, 2))) char *fmt(const char *f, ...)
     return n < 0 ? NULL : s;
 }
 
+/* Without cgroups, memory and processes fall back to rlimits, and init
+ * watches the namespace's memory (isolate/init/memwatch.h): init's
+ * arguments for them, from lim (NULL: none), into out; how many. The same
+ * strings go in a pooled sandbox's command (spec.limits_at_command). */
+#define LIMIT_ARGS 5
+#define LIMIT_ARG_LEN 40
+_Static_assert((LIMIT_ARGS * LIMIT_ARG_LEN) <= SBX_COMMAND_LIMITS_MAX, "a command's limits fit");
+static size_t limit_args(const struct sbx_cg_limits *lim, bool host_net,
+                         char out[LIMIT_ARGS][LIMIT_ARG_LEN])
+{
+    unsigned long long mem = lim ? (unsigned long long)lim->memory_bytes : 0ULL;
+    size_t n = 0;
+    snprintf(out[n++], LIMIT_ARG_LEN, "--data=%llu", mem);
+    snprintf(out[n++], LIMIT_ARG_LEN, "--nproc=%llu", lim ? (unsigned long long)lim->pids : 0ULL);
+    snprintf(out[n++], LIMIT_ARG_LEN, "--as=%llu", mem ? mem + SBX_RLIMIT_AS_HEADROOM : 0ULL);
+    snprintf(out[n++], LIMIT_ARG_LEN, "--mem-watch=%llu", mem);
+    if (mem && !host_net)
+        snprintf(out[n++], LIMIT_ARG_LEN, "--tcp-watch");
+    return n;
+}
+
 static char **build_init_argv(const struct sbx_spec *spec, const struct sbx_cgroup *cg)
 {
     size_t argc = 0;
@@ -477,20 +498,19 @@ static char **build_init_argv(const struct sbx_spec *spec, const struct sbx_cgro
         return NULL;
     size_t i = 0;
     bool rl = cg->mode == SBX_CG_RLIMIT;
+    /* pooled in rlimit mode: the limits come with the command */
+    bool later = rl && spec->limits_at_command && spec->pooled && !argc;
     v[i++] = strdup(SBX_INIT_ARGV0);
     v[i++] = fmt("--uid=%u", (unsigned)spec->uid);
     v[i++] = fmt("--gid=%u", (unsigned)spec->gid);
     v[i++] = fmt("--fsize=%llu", (unsigned long long)spec->file_size_bytes);
     v[i++] = fmt("--nofile=%llu", (unsigned long long)spec->nofile);
-    /* Without cgroups, memory and processes fall back to rlimits, and init
-     * watches the namespace's memory (isolate/init/memwatch.h). */
-    unsigned long long mem = rl ? (unsigned long long)spec->cg_limits.memory_bytes : 0ULL;
-    v[i++] = fmt("--data=%llu", mem);
-    v[i++] = fmt("--nproc=%llu", rl ? (unsigned long long)spec->cg_limits.pids : 0ULL);
-    v[i++] = fmt("--as=%llu", mem ? mem + SBX_RLIMIT_AS_HEADROOM : 0ULL);
-    v[i++] = fmt("--mem-watch=%llu", mem);
-    if (mem && !spec->host_net)
-        v[i++] = strdup("--tcp-watch");
+    char lim[LIMIT_ARGS][LIMIT_ARG_LEN];
+    size_t nl = limit_args(rl && !later ? &spec->cg_limits : NULL, spec->host_net, lim);
+    for (size_t l = 0; l < nl; l++)
+        v[i++] = strdup(lim[l]);
+    if (later)
+        v[i++] = strdup("--limits-at-command");
     if (spec->attach_later) { /* where the mounts sent with its command go */
         v[i++] = strdup("--attach=/workspace");
         for (size_t m = 0; m < spec->n_mounts && m < SBX_MOUNTS_MAX; m++)
@@ -779,21 +799,26 @@ bool sbx_sandbox_send_command_fits(char *const *argv, char *const *envp)
 {
     char *const *lists[2] = {argv, envp};
     uint32_t n[2];
-    return command_len(lists, n) <= SBX_COMMAND_MAX;
+    return command_len(lists, n) + SBX_COMMAND_LIMITS_MAX <= SBX_COMMAND_MAX;
 }
 
 int sbx_sandbox_send_command(struct sbx_sandbox *sb, char *const *argv, char *const *envp,
                              sbx_err *err)
 {
-    return sbx_sandbox_send_command_fds(sb, argv, envp, NULL, 0, err);
+    return sbx_sandbox_send_command_fds(sb, argv, envp, NULL, NULL, 0, err);
 }
 
 int sbx_sandbox_send_command_fds(struct sbx_sandbox *sb, char *const *argv, char *const *envp,
-                                 const int *fds, size_t nfds, sbx_err *err)
+                                 const struct sbx_cg_limits *lim, const int *fds, size_t nfds,
+                                 sbx_err *err)
 {
     uint32_t n[2];
     char *const *lists[2] = {argv, envp};
     size_t len = command_len(lists, n);
+    char lims[LIMIT_ARGS][LIMIT_ARG_LEN];
+    size_t nl = lim ? limit_args(lim, false, lims) : 0;
+    for (size_t l = 0; l < nl; l++)
+        len += strlen(lims[l]) + 1;
     if (!n[0])
         return sbx_err_at(err, SBX_STAGE_SPAWN, EINVAL, "no command");
     if (len > SBX_COMMAND_MAX)
@@ -809,6 +834,12 @@ int sbx_sandbox_send_command_fds(struct sbx_sandbox *sb, char *const *argv, char
             memcpy(msg + at, lists[l][i], sl);
             at += sl;
         }
+    /* after the environment: what a cold init's arguments would say */
+    for (size_t l = 0; l < nl; l++) {
+        size_t sl = strlen(lims[l]) + 1;
+        memcpy(msg + at, lims[l], sl);
+        at += sl;
+    }
     if (nfds > SBX_FDS_PASS_MAX)
         return sbx_err_at(err, SBX_STAGE_SPAWN, E2BIG, "%zu mounts", nfds);
     if (sbx_send_with_fds(sb->sync_fd, msg, len, fds, nfds, MSG_NOSIGNAL | MSG_DONTWAIT) !=

@@ -146,6 +146,11 @@ struct sbx_spec {
      * and init, given its command, moves there the detached mounts sent with
      * it (sbx_attach_open), workspace first, then the mounts in order. */
     bool attach_later;
+    /* Pooled without a zygote, in rlimit mode (no cgroup): init is started
+     * with no memory or process limit and takes them from its command
+     * (sbx_sandbox_send_command_fds's lim), refusing a command without
+     * them; the task gets exactly what a cold init's arguments give it. */
+    bool limits_at_command;
 };
 
 /* What init is exec'd from and the task's seccomp programs. They reach the
@@ -236,9 +241,14 @@ int sbx_sandbox_send_command(struct sbx_sandbox *sb, char *const *argv, char *co
 int sbx_sandbox_relimit(struct sbx_sandbox *sb, const struct sbx_cg_limits *was,
                         const struct sbx_cg_limits *lim, sbx_err *err);
 /* The same with the detached mounts of an attach_later sandbox (fds, in its
- * order; they stay the caller's). */
+ * order; they stay the caller's) and, for a sandbox made with
+ * spec.limits_at_command, the task's limits (lim, NULL otherwise): after
+ * the environment, the strings init's arguments would hold for them
+ * (SBX_COMMAND_LIMITS_MAX bytes at most, within SBX_COMMAND_MAX). */
+#define SBX_COMMAND_LIMITS_MAX 200u
 int sbx_sandbox_send_command_fds(struct sbx_sandbox *sb, char *const *argv, char *const *envp,
-                                 const int *fds, size_t nfds, sbx_err *err);
+                                 const struct sbx_cg_limits *lim, const int *fds, size_t nfds,
+                                 sbx_err *err);
 
 /* One message of len bytes on sock with nfds fds (SCM_RIGHTS, at most
  * SBX_FDS_PASS_MAX; none when nfds is 0), once, EINTR retried: sendmsg's

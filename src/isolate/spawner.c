@@ -50,6 +50,7 @@ enum {
     F_WRITABLE_ROOT = 1 << 11,
     F_POOLED = 1 << 12,
     F_ATTACH_LATER = 1 << 13,
+    F_LIMITS_AT_COMMAND = 1 << 14,
 };
 
 /* A spec by value; its strings follow as NUL-terminated text, in the order
@@ -137,7 +138,8 @@ static uint32_t spec_flags(const struct sbx_spec *spec)
            (spec->host_net ? F_HOST_NET : 0) | (spec->session ? F_SESSION : 0) |
            (spec->host_view ? F_HOST_VIEW : 0) | (spec->host_view_hidden ? F_HIDDEN : 0) |
            (spec->rootfs ? F_ROOTFS : 0) | (spec->writable_root ? F_WRITABLE_ROOT : 0) |
-           (spec->pooled ? F_POOLED : 0) | (spec->attach_later ? F_ATTACH_LATER : 0);
+           (spec->pooled ? F_POOLED : 0) | (spec->attach_later ? F_ATTACH_LATER : 0) |
+           (spec->limits_at_command ? F_LIMITS_AT_COMMAND : 0);
 }
 
 static int put_strv(struct buf *b, const char *const *v, uint32_t n)
@@ -256,6 +258,7 @@ static int decode(const char *msg, size_t len, struct decoded *d)
                            .writable_root = h.flags & F_WRITABLE_ROOT,
                            .pooled = h.flags & F_POOLED,
                            .attach_later = h.flags & F_ATTACH_LATER,
+                           .limits_at_command = h.flags & F_LIMITS_AT_COMMAND,
                            .join_pidfd = -1,
                            .mounts = d->mounts,
                            .n_mounts = h.n_mounts};

@@ -84,10 +84,25 @@ void sbx_egress_set_policy(struct sbx_egress *eg, const struct sbx_policy *polic
  * task's command runs: every connection begun meanwhile is closed (it
  * reports its flow to the placeholder's on_flow), then new connections, DNS
  * questions and held SYNs are judged by policy and reported to on_flow(ud).
- * The nftables address sets are not changed: the sandbox was built with
- * the rules of policy (the pool matches on their text). The caller keeps
- * policy alive until the egress is freed. */
+ * The nftables address sets are not changed here: when the sandbox was
+ * built with other sets than policy's, sbx_egress_sets_start makes them
+ * policy's before the command is sent. The caller keeps policy alive until
+ * the egress is freed. */
 void sbx_egress_bind(struct sbx_egress *eg, const struct sbx_policy *policy, sbx_flow_cb on_flow,
                      void *ud);
+/* The sandbox's nftables address sets made its policy's (the bound one),
+ * as a live update does (a helper process in its network namespace, one
+ * transaction: all of the new sets or none), for a command that must not
+ * run before: a handle, or NULL (err; nothing started). Live updates asked
+ * meanwhile wait for it. Its fd is readable once it answered (or ended);
+ * sbx_egress_sets_end then says 0 (the sets are policy's) or -1 (they may
+ * not be: the sandbox must not run the task), and frees it;
+ * sbx_egress_sets_abort kills it and frees it. The egress freed first
+ * kills the helper: its end is then -1. */
+struct sbx_egress_sets;
+struct sbx_egress_sets *sbx_egress_sets_start(struct sbx_egress *eg, sbx_err *err);
+int sbx_egress_sets_fd(const struct sbx_egress_sets *s);
+int sbx_egress_sets_end(struct sbx_egress_sets *s, sbx_err *err);
+void sbx_egress_sets_abort(struct sbx_egress_sets *s);
 /* Close the listeners and every live connection (each reports its flow). */
 void sbx_egress_free(struct sbx_egress *eg);

@@ -221,19 +221,48 @@ static void pool_flow(void *ud, const struct sbx_flow *f)
             sbx_log_safe(f->rule, rule, sizeof(rule)));
 }
 
+/* The placeholder policy of the pool's egresses: no allow rule, no allowed
+ * CIDR or target, default deny (made once). */
+static int pool_policy(struct sbx_runtime *rt, sbx_err *err)
+{
+    if (!rt->o.policy_opts)
+        return sbx_err_set(err, EINVAL, "no policy options");
+    struct sbx_policy_opts po = {.def = SBX_DEFAULT_DENY,
+                                 .own_addrs = rt->o.policy_opts->own_addrs,
+                                 .n_own_addrs = rt->o.policy_opts->n_own_addrs};
+    if (!rt->pool_policy && !(rt->pool_policy = sbx_policy_new(&po, err)))
+        return -1;
+    return 0;
+}
+
 void *rt_pool_egress_start(void *ctx, int netns_fd, sbx_err *err)
 {
     struct sbx_runtime *rt = ctx;
-    if (!rt->pool_policy) {
-        /* no allow rule, no allowed CIDR or target, default deny */
-        struct sbx_policy_opts po = {.def = SBX_DEFAULT_DENY,
-                                     .own_addrs = rt->o.policy_opts->own_addrs,
-                                     .n_own_addrs = rt->o.policy_opts->n_own_addrs};
-        if (!(rt->pool_policy = sbx_policy_new(&po, err)))
-            return NULL;
-    }
+    if (pool_policy(rt, err) < 0)
+        return NULL;
     struct sbx_egress_opts o = rt_egress_opts(rt, rt->pool_policy, pool_flow, NULL);
     return sbx_egress_start(&o, netns_fd, err);
+}
+
+void *rt_pool_egress_sets(void *ctx, void *net, sbx_err *err)
+{
+    (void)ctx;
+    return sbx_egress_sets_start(net, err);
+}
+
+int rt_pool_sets_fd(void *job)
+{
+    return sbx_egress_sets_fd(job);
+}
+
+int rt_pool_sets_end(void *job, sbx_err *err)
+{
+    return sbx_egress_sets_end(job, err);
+}
+
+void rt_pool_sets_abort(void *job)
+{
+    sbx_egress_sets_abort(job);
 }
 
 void rt_pool_egress_drop(void *ctx, void *net)

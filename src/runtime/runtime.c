@@ -95,6 +95,10 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
                                     .net_start = rt_pool_egress_start,
                                     .net_drop = rt_pool_egress_drop,
                                     .net_ctx = rt,
+                                    .net_sets = rt_pool_egress_sets,
+                                    .net_sets_fd = rt_pool_sets_fd,
+                                    .net_sets_end = rt_pool_sets_end,
+                                    .net_sets_abort = rt_pool_sets_abort,
                                     .ids_first = ids_first,
                                     .ids_ranges = n_ids});
     return rt;

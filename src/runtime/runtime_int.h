@@ -352,5 +352,11 @@ int rt_task_egress_take(void *ud, void *net, sbx_err *err);
  * logged. */
 void *rt_pool_egress_start(void *ctx, int netns_fd, sbx_err *err);
 void rt_pool_egress_drop(void *ctx, void *net);
+/* The hooks that make a taken sandbox's address sets its task's
+ * (exec/pool.h net_sets, net_sets_fd, net_sets_end, net_sets_abort). */
+void *rt_pool_egress_sets(void *ctx, void *net, sbx_err *err);
+int rt_pool_sets_fd(void *job);
+int rt_pool_sets_end(void *job, sbx_err *err);
+void rt_pool_sets_abort(void *job);
 /* The egress of a session reports its flows on the session's stream. */
 void rt_session_flow(void *ud, const struct sbx_flow *f);

@@ -10,20 +10,33 @@ connects and what is refused (by address, by name, by port, the deny-list,
 the daemon's own address), DNS through the egress, the proxies, a task's own
 deny rule after a task that allowed more (nothing of an earlier binding
 leaks), the audit records naming the task's tenant, the connection limit; and
-that these tasks were served from the pool."""
+that these tasks were served from the pool.
+
+Rules by address (IPv4 and IPv6 addresses and CIDRs, allowed and denied):
+every pooled sandbox is built with the placeholder's nftables address sets,
+and a task whose sets differ has them made its own (one transaction, by a
+helper in the sandbox's namespace) before its command is sent: such tasks
+are hits, the sets read from inside the sandbox while the task runs are a
+cold sandbox's, the task's first connection already sees them, another
+tenant's earlier rules are never there, and a swap that fails (the
+sandbox's table removed beforehand) fails closed: the sandbox is discarded
+and the task built cold, with the same result."""
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import netlab  # noqa: E402
-from netlab import DAEMON, DNS, INTERNAL, METADATA, PUBLIC  # noqa: E402
+from netlab import (DAEMON, DNS, INTERNAL, INTERNAL_172, METADATA, PUBLIC,  # noqa: E402
+                    PUBLIC6, ULA)
 from sbxtest import Suite, check  # noqa: E402
 
 S = Suite("pool_net")
@@ -117,12 +130,9 @@ def wait_idle(d, timeout=30):
         time.sleep(0.05)
 
 
-def pooled_probe(targets, network=None, tenant="pn", clone="c1", extra=None, warm=False):
-    """Run from the pool. warm: a task with these rules runs first (rules by
-    address are in the nftables sets, made with the sandbox: part of the
-    pool's key, so the first such task is a miss)."""
-    if warm:
-        probe(POOL, ["%s,80" % PUBLIC], network, tenant, clone)
+def pooled_probe(targets, network=None, tenant="pn", clone="c1", extra=None):
+    """Run from the pool (whatever its rules: rules by address too are bound
+    at take)."""
     wait_idle(POOL)
     before = POOL.pool()["hits"]
     got, b = probe(POOL, targets, network, tenant, clone, extra)
@@ -154,7 +164,7 @@ def proxy_tasks_are_served_from_the_pool_as_cold():
     probe(POOL, ["%s,80" % PUBLIC])  # the clone's first task: a miss, refills
     for what, net in POLICIES:
         mark = lab.mark()
-        got1, b1 = pooled_probe(TARGETS, net, warm=True)
+        got1, b1 = pooled_probe(TARGETS, net)
         saw1 = arrived(mark)
         mark = lab.mark()
         got2, b2 = probe(COLD, TARGETS, net)
@@ -173,12 +183,11 @@ def an_earlier_binding_leaves_nothing_behind():
     # A task allowed the internal server; the next, from the pool, denies the
     # public one: neither rule crosses.
     probe(POOL, ["%s,80" % PUBLIC], clone="c2")
-    got, _ = pooled_probe(["%s,5432" % INTERNAL], {"allow": [INTERNAL + ":5432"]}, clone="c2",
-                          warm=True)
+    got, _ = pooled_probe(["%s,5432" % INTERNAL], {"allow": [INTERNAL + ":5432"]}, clone="c2")
     check(got["%s,5432" % INTERNAL].startswith("ok"), "the first task reached its server", got)
     mark = lab.mark()
     got, _ = pooled_probe(["%s,5432" % INTERNAL, "%s,80" % PUBLIC], {"deny": [PUBLIC]},
-                          clone="c2", warm=True)
+                          clone="c2")
     check(not got["%s,5432" % INTERNAL].startswith("ok") and
           not got["%s,80" % PUBLIC].startswith("ok"),
           "the next task has its own rules only", got)
@@ -200,7 +209,7 @@ def audit(d, task_id):
 def flows_belong_to_the_task_that_took_the_sandbox():
     probe(POOL, ["%s,80" % PUBLIC], tenant="tA", clone="ca")
     _, b = pooled_probe(["%s,80" % PUBLIC, "dns:private.test,0", "www.public.test,80"],
-                        {"deny": ["www.public.test"]}, tenant="tA", clone="ca", warm=True)
+                        {"deny": ["www.public.test"]}, tenant="tA", clone="ca")
     tid = b.get("taskId") or b.get("id")
     check(tid, "the task has an id", b)
     deadline = time.monotonic() + 10
@@ -326,6 +335,172 @@ print(" ".join(res))
             check(POOL.pool()["hits"] == before + 1, "served from the pool", POOL.pool())
         results.append(b["stdout"].strip())
     check(results[0] == results[1] == "ok ok err", "the same from the pool and cold", results)
+
+
+def sandbox_pid(name):
+    """A process of the sandbox whose cgroup is `name` (its init)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cgroup" % pid) as f:
+                if any(line.rstrip("\n").endswith("/" + name) for line in f):
+                    return int(pid)
+        except OSError:
+            continue
+    return None
+
+
+def nft_sets(pid):
+    """The address sets of the sandbox's nftables table, read from the host."""
+    p = subprocess.run(["nsenter", "-t", str(pid), "-n", "nft", "-j", "list", "table", "inet",
+                        "sandbox"], capture_output=True, text=True, timeout=20)
+    check(p.returncode == 0, "the sandbox's table listed", p.stderr)
+    sets = {}
+    for item in json.loads(p.stdout)["nftables"]:
+        if "set" in item:
+            elems = item["set"].get("elem", [])
+            sets[item["set"]["name"]] = sorted(json.dumps(e, sort_keys=True) for e in elems)
+    return sets
+
+
+HOLD = netlab.CONNECT_PROBE + "\nimport os, time\ntime.sleep(float(os.environ['HOLD']))\n"
+
+
+def probe_and_sets(d, targets, net, tenant, clone, pooled):
+    """The probe's results and the sandbox's address sets, read while it runs."""
+    mark = len(d.output())
+    box = {}
+    body = {"command": ["python3", "-c", HOLD] + targets, "timeoutSeconds": 60,
+            "env": {"HOLD": "2"}}
+    if net is not None:
+        body["network"] = net
+
+    def go():
+        box["r"] = d.req("POST", "/runtime/exec", body, tenant, clone)
+    th = threading.Thread(target=go)
+    th.start()
+    pat = (r"pool: hit(?: \(any clone\))? for=\S+ sandbox=(\S+)" if pooled
+           else r"task started id=\S+ tenant=\S+ session=\S+ sandbox=(\S+)")
+    deadline = time.monotonic() + 30
+    m = None
+    while not m and time.monotonic() < deadline:
+        m = re.search(pat, d.output()[mark:])
+        time.sleep(0.05)
+    check(m, "the sandbox's name in the log", d.output()[mark:])
+    pid = None
+    while pid is None and time.monotonic() < deadline:
+        pid = sandbox_pid(m.group(1))
+        time.sleep(0.05)
+    check(pid, "the sandbox's init found", m.group(1))
+    sets = nft_sets(pid)
+    th.join(60)
+    st, b = box["r"]
+    check(st == 200 and b.get("exitCode") == 0, "the probe ran", (st, b))
+    got = {arg: res for arg, (res, _) in netlab.probe_results(b["stdout"]).items()}
+    return got, sets
+
+
+ADDR_TARGETS = ["%s,5432" % INTERNAL, "%s,80" % INTERNAL_172, "%s,80" % PUBLIC,
+                "%s,80" % METADATA]
+ADDR_POLICIES = [
+    ("an internal address allowed (IPv4)", {"allow": [INTERNAL + ":5432"]}),
+    ("an internal CIDR allowed (IPv4)", {"allow": ["172.16.0.0/12"]}),
+    ("a public address denied (IPv4)", {"deny": [PUBLIC]}),
+    ("a public CIDR denied (IPv4), default deny", {"default": "deny", "deny": ["203.0.113.0/24"],
+                                                   "allow": [INTERNAL]}),
+]
+if lab.ipv6:
+    ADDR_TARGETS += ["%s,80" % PUBLIC6, "%s,80" % ULA]
+    ADDR_POLICIES += [
+        ("an internal address allowed (IPv6)", {"allow": [ULA]}),
+        ("a public address denied (IPv6)", {"deny": [PUBLIC6]}),
+        ("a public CIDR denied (IPv6), an internal one allowed",
+         {"deny": ["2001:db8::/32"], "allow": ["fd00::/64"]}),
+    ]
+
+
+@S.case
+def the_lab_has_ipv6():
+    check(lab.ipv6, "IPv6 in the lab (this machine has it)")
+
+
+@S.case
+def rules_by_address_are_bound_at_take_as_cold():
+    probe(POOL, ["%s,80" % PUBLIC], tenant="ad", clone="a0")
+    for what, net in ADDR_POLICIES:
+        wait_idle(POOL)
+        p0 = POOL.pool()
+        mark = lab.mark()
+        got1, sets1 = probe_and_sets(POOL, ADDR_TARGETS, net, "ad", "a1", True)
+        saw1 = arrived(mark)
+        p1 = POOL.pool()
+        check(p1["hits"] == p0["hits"] + 1 and p1["misses"] == p0["misses"],
+              what + ": a hit", (p0, p1))
+        mark = lab.mark()
+        got2, sets2 = probe_and_sets(COLD, ADDR_TARGETS, net, "ad", "a1", False)
+        saw2 = arrived(mark)
+        check(sets1 == sets2, what + ": the sandbox's address sets are a cold one's",
+              (sets1, sets2))
+        check(got1 == got2, what + ": the same connections pooled and cold", (got1, got2))
+        check(saw1 == saw2, what + ": as many reached the lab", (saw1, saw2))
+    # The first connection already sees the task's sets: the placeholder's
+    # refuse every internal address at connect().
+    got, _ = pooled_probe(["%s,5432" % INTERNAL], {"allow": [INTERNAL + ":5432"]}, "ad", "a2")
+    check(got["%s,5432" % INTERNAL].startswith("ok"), "the allowed internal server answers", got)
+
+
+@S.case
+def another_tenants_rules_never_leak_into_a_take():
+    probe(POOL, ["%s,80" % PUBLIC], tenant="lA", clone="x0")
+    wide = {"allow": [INTERNAL, "172.16.0.0/12"] + ([ULA] if lab.ipv6 else [])}
+    got, _ = pooled_probe(ADDR_TARGETS, wide, tenant="lA", clone="x1")
+    check(got["%s,5432" % INTERNAL].startswith("ok"), "tenant lA reached its internal server", got)
+    for net in (None, {"deny": [PUBLIC]}):
+        wait_idle(POOL)
+        got1, sets1 = probe_and_sets(POOL, ADDR_TARGETS, net, "lB", "y1", True)
+        got2, sets2 = probe_and_sets(COLD, ADDR_TARGETS, net, "lB", "y1", False)
+        check(sets1 == sets2, "tenant lB's sets are its own (as cold)", (sets1, sets2))
+        check(got1 == got2, "tenant lB's connections as cold", (got1, got2))
+        check(not got1["%s,5432" % INTERNAL].startswith("ok") and
+              not got1["%s,80" % INTERNAL_172].startswith("ok"),
+              "nothing lA allowed is open to lB", got1)
+
+
+@S.case
+def a_failed_swap_of_the_sets_fails_closed():
+    probe(POOL, ["%s,80" % PUBLIC], tenant="fc", clone="f0")
+    wait_idle(POOL)
+    names = set(re.findall(r"sandbox=(task-[^\s-]+-pool-)\d+", POOL.output()))
+    check(len(names) == 1, "the pool's sandboxes' names", names)
+    prefix = names.pop()
+    broken = 0
+    for pid in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/cgroup" % pid) as f:
+                mine = any("/" + prefix in line for line in f)
+        except (OSError, NotADirectoryError):
+            continue
+        if mine and subprocess.run(["nsenter", "-t", pid, "-n", "nft", "delete", "table", "inet",
+                                    "sandbox"], capture_output=True).returncode == 0:
+            broken += 1
+    check(broken >= 1, "the idle sandboxes' tables removed", broken)
+    p0 = POOL.pool()
+    net = {"allow": [INTERNAL + ":5432"], "deny": [PUBLIC]}
+    mark = lab.mark()
+    got1, b = probe(POOL, ADDR_TARGETS, net, "fc", "f1")
+    saw1 = arrived(mark)
+    p1 = POOL.pool()
+    check(p1["misses"] == p0["misses"] + 1 and p1["hits"] == p0["hits"] and
+          p1["discarded"] >= p0["discarded"] + 1,
+          "a miss: the sandbox discarded, the task built cold", (p0, p1))
+    check("address sets were not made the task's" in POOL.output(), "said in the log",
+          POOL.output()[-2000:])
+    mark = lab.mark()
+    got2, _ = probe(COLD, ADDR_TARGETS, net, "fc", "f1")
+    check(got1 == got2 and saw1 == arrived(mark), "the same as cold", (got1, got2))
+    check(got1["%s,5432" % INTERNAL].startswith("ok") and
+          not got1["%s,80" % PUBLIC].startswith("ok"), "with the task's own rules", got1)
 
 
 @S.case

@@ -45,11 +45,12 @@ struct init_opts {
     uid_t uid;
     gid_t gid;
     struct sbx_seccomp_progs seccomp;
-    bool session;  /* hold a session's namespaces: no task of our own */
-    bool sub;      /* a task of a session, started inside its namespaces */
-    bool pooled;   /* built ahead: the command comes on the sync socket */
-    bool zygote;   /* pooled, with argv started ahead: the command goes to it */
-    int zygote_fd; /* the task's fd 4 (ZYGOTE_FD) in the zygote; init's write end */
+    bool session;           /* hold a session's namespaces: no task of our own */
+    bool sub;               /* a task of a session, started inside its namespaces */
+    bool pooled;            /* built ahead: the command comes on the sync socket */
+    bool zygote;            /* pooled, with argv started ahead: the command goes to it */
+    bool limits_at_command; /* pooled: data, nproc, as, mem-watch come with it */
+    int zygote_fd;          /* the task's fd 4 (ZYGOTE_FD) in the zygote; init's write end */
     uint64_t fsize, nofile, data, nproc, as;
     uint64_t mem_watch; /* rlimit mode: the namespace's memory limit, watched */
     bool tcp_watch;     /* ... with the TCP queues of its own network namespace */
@@ -98,6 +99,10 @@ static int parse_opts(int argc, char **argv, struct init_opts *o, sbx_err *err)
         }
         if (strcmp(a, "--zygote") == 0) {
             o->zygote = true;
+            continue;
+        }
+        if (strcmp(a, "--limits-at-command") == 0) {
+            o->limits_at_command = true;
             continue;
         }
         if (strcmp(a, "--sub") == 0) {
@@ -215,6 +220,41 @@ static void pass_command(const struct init_opts *o, int fd)
     close(fd);
 }
 
+/* The limits after a command's environment (spec.limits_at_command): the
+ * strings a cold init's arguments hold for them, each of --data, --nproc,
+ * --as and --mem-watch exactly once (--tcp-watch at most once), nothing
+ * else; a command without them all is refused (the task never runs
+ * unlimited). */
+static int command_limits(struct init_opts *o, char *at, const char *end, sbx_err *err)
+{
+    static const char *const keys[] = {"--data=", "--nproc=", "--as=", "--mem-watch="};
+    uint64_t *dst[] = {&o->data, &o->nproc, &o->as, &o->mem_watch};
+    unsigned seen = 0;
+    while (at < end) {
+        char *nul = memchr(at, '\0', (size_t)(end - at));
+        if (!nul)
+            return sbx_err_at(err, SBX_STAGE_RLIMIT, EINVAL, "the command's limits are truncated");
+        size_t k = 0;
+        while (k < SBX_ARRAY_LEN(keys) && strncmp(at, keys[k], strlen(keys[k])) != 0)
+            k++;
+        if (k < SBX_ARRAY_LEN(keys) && !(seen & (1u << k))) {
+            if (sbx_parse_uint(at + strlen(keys[k]), 0, UINT64_MAX, dst[k], err) < 0)
+                return -1;
+            seen |= 1u << k;
+        } else if (strcmp(at, "--tcp-watch") == 0 && !(seen & 16u)) {
+            o->tcp_watch = true;
+            seen |= 16u;
+        } else {
+            return sbx_err_at(err, SBX_STAGE_RLIMIT, EINVAL, "a bad limit in the command: %.40s",
+                              at);
+        }
+        at = nul + 1;
+    }
+    if ((seen & 15u) != 15u)
+        return sbx_err_at(err, SBX_STAGE_RLIMIT, EINVAL, "the command carries no limits");
+    return 0;
+}
+
 static int wait_command(struct init_opts *o, sbx_err *err)
 {
     ssize_t n = recv_command(o, err);
@@ -233,7 +273,7 @@ static int wait_command(struct init_opts *o, sbx_err *err)
         return err->msg[0] ? -1
                            : sbx_err_at(err, SBX_STAGE_INIT, c[0] ? ENOMEM : EINVAL, "command");
     environ = env; /* the task's, as a cold init has it from execve */
-    return 0;
+    return o->limits_at_command ? command_limits(o, at, end, err) : 0;
 }
 
 static int set_rlimit(int res, uint64_t v, const char *name, sbx_err *err)

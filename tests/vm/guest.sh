@@ -18,7 +18,9 @@ mkdir -p /run/vm/bin
 ln -s /bin/busybox /run/vm/bin/modprobe
 echo /run/vm/bin/modprobe >/proc/sys/kernel/modprobe
 hostname sbx-vm
-modprobe loop 2>/dev/null
+# The loop devices of workspace quotas; the egress's SYN queue (as
+# scripts/deps.sh loads them on a host).
+for m in loop nfnetlink_queue nft_compat xt_NFQUEUE; do modprobe "$m"; done
 ip link set lo up
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 export PYTHONDONTWRITEBYTECODE=1 LANG=C.UTF-8

@@ -86,6 +86,8 @@ def main():
             f.write("export SANDBOXD=%s SBX_HELPERS=%s SBX_SRC=%s SBX_VM_ACCEL=%s\n" % (
                 shlex.quote(sandboxd), shlex.quote(helpers), shlex.quote(ROOT),
                 "see-log"))
+            if os.environ.get("SBX_VM_TESTS"):
+                f.write("export SBX_VM_TESTS=%s\n" % shlex.quote(os.environ["SBX_VM_TESTS"]))
             with open(job) as j:  # (the guest's /tmp is its own)
                 f.write(j.read())
         console = os.path.join(out, "console.log")

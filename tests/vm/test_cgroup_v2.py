@@ -1,0 +1,219 @@
+"""The daemon on a cgroup v2-only host (run inside the VM of tests/vm/run.py,
+which boots with cgroup_no_v1=all): each daemon is alone in a cgroup of its
+own, as a systemd unit's is (sbxtest's SBX_DAEMON_CGROUPS), and must still
+run its sandboxes in v2 mode. Checked in the cgroup files themselves: a
+task's memory.max, pids.max and cpu.max, an OOM kill seen as `oom`, a pids
+limit that stops forks, a cancel that leaves no process, the sandboxd/
+parent's aggregate caps, a session's cgroup and `sandboxd doctor`."""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+from sbxtest import (DAEMON_CGROUPS, EXTENDED, SANDBOXD, ServeDaemon, Suite,  # noqa: E402
+                     check, join_cgroup, rmdir_cgroup_tree)
+
+S = Suite("vm_cgroup_v2")
+with open("/proc/self/mountinfo") as f:
+    MOUNTS = f.read()
+check(" - cgroup " not in MOUNTS and DAEMON_CGROUPS,
+      "a cgroup v2-only host, with SBX_DAEMON_CGROUPS set (tests/vm/run.py)", MOUNTS)
+
+TOKEN = "v2-" + "0123456789abcdef0123456789abc"
+TMP = tempfile.mkdtemp(prefix="sbx-v2-")
+CFG = os.path.join(TMP, "config.yaml")
+with open(CFG, "w") as f:
+    f.write("sandbox:\n  workspace_quota: 16m\n  total_memory: 1g\n  total_pids: 300\n"
+            "  total_cpu: 1.5\n")
+D = ServeDaemon(os.path.join(TMP, "state"), TOKEN, config=CFG, total_caps=True).start()
+BASE = os.path.join(D.cgroup, "sandboxd")
+
+
+def read(path, name):
+    with open(os.path.join(path, name)) as f:
+        return f.read().strip()
+
+
+def keyed(path, name):
+    return dict(line.split() for line in read(path, name).splitlines())
+
+
+def wait_for(pred, timeout=20):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def submit(body):
+    st, t, _ = D.req("POST", "/runtime/tasks", body, headers=EXTENDED)
+    check(st == 202, "task queued", (st, t))
+    return t["id"]
+
+
+def task(tid):
+    return D.req("GET", "/runtime/tasks/" + tid, headers=EXTENDED)[1]
+
+
+def finished(tid, timeout=60):
+    check(wait_for(lambda: task(tid)["status"] not in ("pending", "running"), timeout),
+          "the task ended in time", task(tid))
+    return task(tid)
+
+
+def task_cgroups():
+    return [d for d in glob.glob(os.path.join(BASE, "*")) if os.path.isdir(d)]
+
+
+@S.case
+def the_daemon_runs_in_v2_mode():
+    st, b, _ = D.req("GET", "/runtime/status", headers=EXTENDED)
+    check(st == 200 and b["totals"]["cgroups"] == "v2", "status says cgroup v2", (st, b))
+    check(read(D.cgroup, "cgroup.procs") == "",
+          "the daemon left its own cgroup for a leaf, so its children get controllers",
+          read(D.cgroup, "cgroup.procs"))
+    sub = read(BASE, "cgroup.subtree_control").split()
+    check({"memory", "pids", "cpu"} <= set(sub), "sandboxd/ gives its children the controllers",
+          sub)
+
+
+@S.case
+def aggregate_caps_on_the_parent():
+    st, b, _ = D.req("GET", "/runtime/status", headers=EXTENDED)
+    h = b["totals"]["holds"]
+    check(h == {"memory": True, "pids": True, "cpu": True}, "every cap holds", b["totals"])
+    check(read(BASE, "memory.max") == str(1 << 30) and read(BASE, "pids.max") == "300" and
+          read(BASE, "cpu.max") == "150000 100000", "the caps in sandboxd/",
+          [read(BASE, n) for n in ("memory.max", "pids.max", "cpu.max")])
+
+
+@S.case
+def a_task_gets_memory_pids_and_cpu_limits():
+    tid = submit({"command": ["/bin/sh", "-c", "echo ready; sleep 30"], "memoryMB": 96,
+                  "pids": 12, "cpu": 0.5, "timeoutSeconds": 60})
+    check(wait_for(lambda: task(tid)["status"] == "running" and task_cgroups()),
+          "its cgroup below sandboxd/", task(tid))
+    cg = task_cgroups()[0]
+    check(read(cg, "memory.max") == str(96 << 20), "memory.max", read(cg, "memory.max"))
+    check(read(cg, "pids.max") == "12", "pids.max", read(cg, "pids.max"))
+    check(read(cg, "cpu.max") == "50000 100000", "cpu.max: 0.5 CPU", read(cg, "cpu.max"))
+    if os.path.exists(os.path.join(cg, "memory.swap.max")):
+        check(read(cg, "memory.swap.max") == "0", "no swap", read(cg, "memory.swap.max"))
+    check(wait_for(lambda: read(cg, "cgroup.procs") != ""), "its processes are in it")
+    st, b, _ = D.req("POST", "/runtime/tasks/%s/cancel" % tid, headers=EXTENDED)
+    check(st == 200, "canceled", (st, b))
+    t = finished(tid)
+    check(t["status"] == "canceled", "status canceled", t)
+    check(wait_for(lambda: not os.path.exists(cg)), "its cgroup is removed", cg)
+
+
+@S.case
+def oom_is_seen_as_oom():
+    st, b, _ = D.req("POST", "/runtime/exec", {
+        "command": ["python3", "-c", "b = bytearray(400 << 20); print(len(b))"],
+        "memoryMB": 64, "timeoutSeconds": 60}, headers=EXTENDED)
+    check(st == 200, "200", (st, b))
+    r = b["report"]
+    check(r["outcome"] == "oom" and r["oomKilled"] is True, "outcome oom", r)
+    check(r["cgroupMode"] == "v2" and r["limits"]["memoryEnforced"] == "full",
+          "by cgroup v2, in full", r)
+
+
+@S.case
+def pids_limit_stops_forks():
+    st, b, _ = D.req("POST", "/runtime/exec", {
+        "command": ["/bin/sh", "-c",
+                    "n=0; for i in $(seq 30); do sleep 5 & n=$((n+1)); done 2>/dev/null; "
+                    "echo started $(jobs -p | wc -l)"],
+        "pids": 8, "timeoutSeconds": 60}, headers=EXTENDED)
+    check(st == 200, "200", (st, b))
+    m = re.search(r"started (\d+)", b["stdout"])
+    check(m and int(m.group(1)) < 8, "fewer than 8 processes could start", b)
+    check(b["report"]["limits"]["pids"] == 8, "the limit reported", b["report"])
+
+
+@S.case
+def cpu_time_and_peak_memory_are_counted():
+    st, b, _ = D.req("POST", "/runtime/exec", {
+        "command": ["python3", "-c",
+                    "import time\nb = bytearray(48 << 20)\nt = time.time()\n"
+                    "while time.time() - t < 0.5: pass"],
+        "memoryMB": 256, "timeoutSeconds": 60}, headers=EXTENDED)
+    r = b["report"]
+    check(st == 200 and r["outcome"] == "exited" and r["exitCode"] == 0, "ran", b)
+    check(r["cpuSeconds"] >= 0.3, "cpu.stat's usage", r)
+    check(r["peakMemoryBytes"] >= 48 << 20, "memory.peak (or current)", r)
+
+
+@S.case
+def cancel_kills_the_whole_tree():
+    tid = submit({"command": ["/bin/sh", "-c",
+                              "(setsid sleep 300 &); sleep 300 & sleep 300 & wait"],
+                  "timeoutSeconds": 120})
+    check(wait_for(lambda: task(tid)["status"] == "running" and task_cgroups() and
+                   len(read(task_cgroups()[0], "cgroup.procs").split()) >= 4),
+          "its processes, a double-forked one among them", task(tid))
+    cg = task_cgroups()[0]
+    pids = [int(p) for p in read(cg, "cgroup.procs").split()]
+    st, b, _ = D.req("POST", "/runtime/tasks/%s/cancel" % tid, headers=EXTENDED)
+    check(st == 200, "cancel accepted", (st, b))
+    check(finished(tid)["status"] == "canceled", "canceled", task(tid))
+    check(wait_for(lambda: not any(os.path.exists("/proc/%d" % p) for p in pids), 10),
+          "no process of the tree left", [p for p in pids if os.path.exists("/proc/%d" % p)])
+    check(wait_for(lambda: not os.path.exists(cg)), "its cgroup removed", cg)
+
+
+@S.case
+def a_timeout_kills_the_tree():
+    st, b, _ = D.req("POST", "/runtime/exec", {
+        "command": ["/bin/sh", "-c", "(setsid sleep 300 &); sleep 300"],
+        "timeoutSeconds": 2}, headers=EXTENDED)
+    check(st == 200 and b["report"]["outcome"] == "timeout", "timeout", b)
+    check(wait_for(lambda: task_cgroups() == []), "nothing left below sandboxd/",
+          task_cgroups())
+
+
+@S.case
+def a_session_has_its_cgroup():
+    st, b, _ = D.req("POST", "/runtime/start", {"sessionID": "s"}, headers=EXTENDED)
+    check(st == 200, "session started", (st, b))
+    st, b, _ = D.req("POST", "/runtime/exec", {"sessionID": "s", "command": [
+        "/bin/sh", "-c", "cat /proc/self/cgroup"]}, headers=EXTENDED)
+    check(st == 200 and b["exitCode"] == 0, "a task of the session", (st, b))
+    check(b["report"]["cgroupMode"] == "v2", "in v2 mode", b["report"])
+    sess = [d for d in task_cgroups() if os.path.basename(d).startswith("session-")]
+    check(len(sess) == 1, "the session's cgroup", task_cgroups())
+    check(read(sess[0], "memory.max") != "max" and read(sess[0], "pids.max") != "max",
+          "with the session's memory and pids limits",
+          (read(sess[0], "memory.max"), read(sess[0], "pids.max")))
+    st, b, _ = D.req("POST", "/runtime/stop", {"sessionID": "s"}, headers=EXTENDED)
+    check(st == 200, "stopped", (st, b))
+    check(wait_for(lambda: not os.path.exists(sess[0])), "its cgroup removed at its end", sess)
+
+
+@S.case
+def doctor_alone_in_its_cgroup_says_v2():
+    cg = tempfile.mkdtemp(prefix="doctor-", dir=DAEMON_CGROUPS)
+    try:
+        p = subprocess.run([SANDBOXD, "doctor"], capture_output=True, text=True, timeout=120,
+                           preexec_fn=join_cgroup(cg))
+        check(re.search(r"cgroup mode:\s+v2\n", p.stdout), "doctor: cgroup mode v2", p.stdout)
+        check(re.search(r"limits:\s+cgroup-v2\n", p.stdout), "doctor: limits by cgroup v2",
+              p.stdout)
+    finally:
+        rmdir_cgroup_tree(cg)
+
+
+try:
+    check(D.stop() == 0, "the daemon stops with 0")
+finally:
+    shutil.rmtree(TMP, ignore_errors=True)
+    S.finish()

@@ -1,10 +1,13 @@
 /* Cgroups: what the host offers. Pure parsing of mountinfo and
  * /proc/self/cgroup, then preparing the "sandboxd/" bases. */
 #include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "isolate/cgroup.h"
 #include "isolate/cgroup_int.h"
@@ -260,7 +263,8 @@ static int ensure_writable(const char *base, sbx_err *err)
     return 0;
 }
 
-/* Enable memory, pids and cpu for dir's children, unless they already are. */
+/* Enable memory, pids and cpu for dir's children, unless they already are:
+ * 0, or the errno of the failure (said in why). */
 static int v2_enable(const char *dir, char *why, size_t len)
 {
     cleanup_free char *cur = NULL;
@@ -278,7 +282,75 @@ static int v2_enable(const char *dir, char *why, size_t len)
                 dir);
     else
         why_set(why, len, "v2: %s: %s", e.msg, strerror(e.errnum));
-    return -1;
+    return e.errnum ? e.errnum : EIO;
+}
+
+/* The parent pid of pid (from /proc/<pid>/stat), or -1. */
+static pid_t parent_of(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    cleanup_free char *stat = NULL;
+    if (cg_read_text(path, &stat, NULL) < 0)
+        return -1;
+    const char *end = strrchr(stat, ')'); /* the command name may hold anything */
+    int ppid;
+    if (!end || sscanf(end + 1, " %*c %d", &ppid) != 1)
+        return -1;
+    return ppid;
+}
+
+/* v2's "no internal processes" rule: a cgroup that holds processes cannot
+ * give its children controllers (the root cgroup excepted), and a daemon
+ * started as a systemd unit is in its unit's cgroup. When our own cgroup
+ * holds nothing but us and the children we forked before (the spawner), we
+ * all move into a leaf beside the sandboxd/ base (<base>.daemon), as the
+ * owner of a delegated cgroup does; with anyone else in it we stay and say
+ * why. */
+static int v2_leave_own(const char *own, char *why, size_t len)
+{
+    cleanup_free char *procs = NULL;
+    sbx_err e = {0};
+    if (cg_read(own, "cgroup.procs", &procs, &e) < 0) {
+        why_set(why, len, "v2: %s: %s", e.msg, strerror(e.errnum));
+        return -1;
+    }
+    pid_t self = getpid();
+    char *cursor = procs, *line;
+    while ((line = cg_next_line(&cursor))) {
+        uint64_t v;
+        if (cg_parse_u64(line, &v) < 0 || v == (uint64_t)self)
+            continue;
+        if (parent_of((pid_t)v) != self && kill((pid_t)v, 0) == 0) {
+            why_set(why, len,
+                    "v2: %s/cgroup.subtree_control: busy: the cgroup holds process %" PRIu64
+                    ", not ours (no internal processes rule): run the daemon in a cgroup of "
+                    "its own (a systemd unit with Delegate=yes)",
+                    own, v);
+            return -1;
+        }
+    }
+    char leaf[PATH_MAX], name[sizeof(cg_base_name) + 8];
+    snprintf(name, sizeof(name), "%s.daemon", cg_base_name);
+    if (cg_join(leaf, sizeof(leaf), own, name) < 0 || (mkdir(leaf, 0755) < 0 && errno != EEXIST)) {
+        why_set(why, len, "v2: mkdir %s/%s: %s", own, name, strerror(errno));
+        return -1;
+    }
+    /* Every process of ours, read again: one may have exited meanwhile. */
+    free(procs);
+    procs = NULL;
+    if (cg_read(own, "cgroup.procs", &procs, &e) < 0) {
+        why_set(why, len, "v2: %s: %s", e.msg, strerror(e.errnum));
+        return -1;
+    }
+    cursor = procs;
+    while ((line = cg_next_line(&cursor))) {
+        if (cg_write(leaf, "cgroup.procs", line, CG_REQUIRED, &e) < 0 && e.errnum != ESRCH) {
+            why_set(why, len, "v2: %s: %s", e.msg, strerror(e.errnum));
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static int prepare_v2(struct sbx_cg_host *host, char *why, size_t len)
@@ -291,14 +363,15 @@ static int prepare_v2(struct sbx_cg_host *host, char *why, size_t len)
         return -1;
     }
     *slash = '\0';
-    if (v2_enable(own, why, len) < 0)
+    int busy = v2_enable(own, why, len);
+    if (busy && (busy != EBUSY || v2_leave_own(own, why, len) < 0 || v2_enable(own, why, len)))
         return -1;
     sbx_err e = {0};
     if (ensure_writable(host->v2_base, &e) < 0) {
         why_set(why, len, "v2: %s: %s", e.msg, strerror(e.errnum));
         return -1;
     }
-    return v2_enable(host->v2_base, why, len);
+    return v2_enable(host->v2_base, why, len) ? -1 : 0;
 }
 
 /* Memory and pids are required; cpu, cpuacct and freezer are dropped (with a

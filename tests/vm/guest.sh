@@ -12,17 +12,17 @@ mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
 mount -t mqueue mqueue /dev/mqueue 2>/dev/null
 [ -e /dev/ptmx ] || ln -s pts/ptmx /dev/ptmx
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/run/vm/bin HOME=/root
 # What the kernel asks for (veth, loop, nf_tables, ...) comes through busybox's
 # modprobe from the guest kernel's own modules.
 mkdir -p /run/vm/bin
-ln -s /bin/busybox /run/vm/bin/modprobe
+for a in modprobe lsmod; do ln -s /bin/busybox /run/vm/bin/$a; done
 echo /run/vm/bin/modprobe >/proc/sys/kernel/modprobe
 hostname sbx-vm
 # The loop devices of workspace quotas; the egress's SYN queue (as
 # scripts/deps.sh loads them on a host).
 for m in loop nfnetlink_queue nft_compat xt_NFQUEUE; do modprobe "$m"; done
 ip link set lo up
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 export PYTHONDONTWRITEBYTECODE=1 LANG=C.UTF-8
 {
   echo "vm: kernel $(uname -r); cgroup2 controllers: $(cat /sys/fs/cgroup/cgroup.controllers)"

@@ -428,6 +428,7 @@ int sbx_cg_host_detect_at(const char *mountinfo_path, const char *proc_cgroup_pa
         char v2_why[sizeof(host->why)] = "";
         if (prepare_v2(host, v2_why, sizeof(v2_why)) == 0) {
             clear_v1(host);
+            host->v2_kill = cg_exists(host->v2_base, "cgroup.kill");
             return 0;
         }
         settle_v1_or_rlimit(host, v2_why, true);

@@ -595,6 +595,11 @@ static int make_cgroup(struct spawn *s, sbx_err *err)
         return -1;
     sb->cg_made = true;
     sb->cg.subs = spec->session;
+    /* v2: a session whose tasks get cgroups of their own below its
+     * (sbx_cgroup_create_sub), its init in a leaf; as the runtime expects
+     * (sessions.c). */
+    if (spec->session && sb->cg.mode == SBX_CG_V2 && spec->cg_host->v2_kill)
+        return sbx_cgroup_split(&sb->cg, err);
     return 0;
 }
 

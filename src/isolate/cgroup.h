@@ -121,6 +121,9 @@ struct sbx_cgroup {
     char v2_leaf[PATH_MAX];
     bool cpu_enforced;
     bool subs; /* may have cgroups below it (a session's: its tasks' own) */
+    /* v2: a task's own below its session's (sbx_cgroup_create_sub), which
+     * counts its memory, CPU time and OOM kills alone */
+    bool task_own;
 };
 
 /* Longest sandbox cgroup name accepted by sbx_cg_child_path. */

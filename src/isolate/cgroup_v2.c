@@ -154,6 +154,7 @@ int cg_create_sub_v2(const struct sbx_cgroup *parent, const char *name, double c
         }
         own->cpu_enforced = true;
     }
+    own->task_own = true;
     *join = *own;
     return 0;
 }

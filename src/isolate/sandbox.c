@@ -585,6 +585,11 @@ static int make_cgroup(struct spawn *s, sbx_err *err)
          * to freeze or remove; its namespaces and root are the session's. */
         sb->joined = true;
         sb->cg.mode = spec->join_cg->mode;
+        sb->cg.cpu_enforced = spec->join_cg->cpu_enforced;
+        /* v2: a cgroup of the task's own is read for its report (not made
+         * here, nor removed: cg_made stays false) */
+        if (spec->join_cg->task_own)
+            sb->cg = *spec->join_cg;
         return 0;
     }
     /* init is one more process in the cgroup than the task's own budget. */

@@ -235,6 +235,44 @@ def a_session_has_its_cgroup():
 
 
 @S.case
+def a_session_task_oom_is_seen_as_oom():
+    st, b, _ = D.req("POST", "/runtime/start", {"sessionID": "big"}, headers=EXTENDED)
+    check(st == 200, "session started", (st, b))
+    st, b, _ = D.req("POST", "/runtime/exec", {"sessionID": "big", "command": [
+        "python3", "-c", "b = bytearray(400 << 20)"]}, headers=EXTENDED)
+    check(st == 200 and b["report"]["outcome"] == "oom", "outcome oom, in its own cgroup", b)
+    st, b, _ = D.req("POST", "/runtime/exec", {"sessionID": "big", "command": ["true"]},
+                     headers=EXTENDED)
+    check(st == 200 and b["exitCode"] == 0, "the session lives on", b)
+    check(D.req("POST", "/runtime/stop", {"sessionID": "big"}, headers=EXTENDED)[0] == 200,
+          "stopped")
+
+
+def frozen(path):
+    return keyed(path, "cgroup.events")["frozen"] == "1"
+
+
+@S.case
+def pause_freezes_the_whole_session():
+    """OpenSandbox's pause: cgroup.freeze on the session's cgroup, which takes
+    in its leaf init/ and its tasks' cgroups."""
+    before = set(task_cgroups())
+    st, b, _ = D.req("POST", "/v1/sandboxes", {"image": {"uri": "python"}, "timeout": 600})
+    check(st == 202, "created", (st, b))
+    sid = b["id"]
+    new = [d for d in set(task_cgroups()) - before if os.path.basename(d).startswith("session-")]
+    check(len(new) == 1, "its session's cgroup", task_cgroups())
+    sess = new[0]
+    check(D.req("POST", "/v1/sandboxes/%s/pause" % sid)[0] == 202, "paused")
+    check(wait_for(lambda: frozen(sess) and frozen(os.path.join(sess, "init")), 10),
+          "the session's cgroup and its init/ frozen", read(sess, "cgroup.events"))
+    check(D.req("POST", "/v1/sandboxes/%s/resume" % sid)[0] == 202, "resumed")
+    check(wait_for(lambda: not frozen(sess), 10), "thawed", read(sess, "cgroup.events"))
+    check(D.req("DELETE", "/v1/sandboxes/" + sid)[0] == 204, "deleted")
+    check(wait_for(lambda: not os.path.exists(sess)), "its cgroup removed", sess)
+
+
+@S.case
 def doctor_alone_in_its_cgroup_says_v2():
     cg = tempfile.mkdtemp(prefix="doctor-", dir=DAEMON_CGROUPS)
     try:

@@ -9,7 +9,8 @@ mkdir /sys/fs/cgroup/sbx-tests || exit 1
 echo "+memory +pids +cpu" >/sys/fs/cgroup/sbx-tests/cgroup.subtree_control || exit 1
 export SBX_DAEMON_CGROUPS=/sys/fs/cgroup/sbx-tests
 rc=0
-for t in ${SBX_VM_TESTS:-tests/vm/test_cgroup_v2.py tests/integration/test_outcomes.py}; do
+for t in ${SBX_VM_TESTS:-tests/vm/test_cgroup_v2.py tests/integration/test_session_cgroups.py \
+                            tests/integration/test_outcomes.py}; do
   echo "vm: == $t"
   start=$(date +%s)
   python3 "$SBX_SRC/$t" || rc=1

@@ -1,7 +1,6 @@
 /* Cgroups: what the host offers. Pure parsing of mountinfo and
  * /proc/self/cgroup, then preparing the "sandboxd/" bases. */
 #include <errno.h>
-#include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -300,6 +299,27 @@ static pid_t parent_of(pid_t pid)
     return ppid;
 }
 
+#define CG_OWN_PROCS_MAX 16 /* us, our spawner, and room: more is not ours alone */
+
+/* The pids of dir/cgroup.procs, at most max (-1 with E2BIG beyond). */
+static int read_procs(const char *dir, pid_t *pids, size_t max, size_t *n, sbx_err *err)
+{
+    cleanup_free char *procs = NULL;
+    if (cg_read(dir, "cgroup.procs", &procs, err) < 0)
+        return -1;
+    *n = 0;
+    char *cursor = procs, *line;
+    while ((line = cg_next_line(&cursor))) {
+        uint64_t v;
+        if (cg_parse_u64(line, &v) < 0 || v == 0 || v > INT32_MAX)
+            continue;
+        if (*n == max)
+            return sbx_err_set(err, E2BIG, "cgroup %s: more than %zu processes", dir, max);
+        pids[(*n)++] = (pid_t)v;
+    }
+    return 0;
+}
+
 /* v2's "no internal processes" rule: a cgroup that holds processes cannot
  * give its children controllers (the root cgroup excepted), and a daemon
  * started as a systemd unit is in its unit's cgroup. When our own cgroup
@@ -309,43 +329,34 @@ static pid_t parent_of(pid_t pid)
  * why. */
 static int v2_leave_own(const char *own, char *why, size_t len)
 {
-    cleanup_free char *procs = NULL;
+    pid_t pids[CG_OWN_PROCS_MAX], self = getpid();
+    size_t n;
     sbx_err e = {0};
-    if (cg_read(own, "cgroup.procs", &procs, &e) < 0) {
+    if (read_procs(own, pids, SBX_ARRAY_LEN(pids), &n, &e) < 0) {
         why_set(why, len, "v2: %s: %s", e.msg, strerror(e.errnum));
         return -1;
     }
-    pid_t self = getpid();
-    char *cursor = procs, *line;
-    while ((line = cg_next_line(&cursor))) {
-        uint64_t v;
-        if (cg_parse_u64(line, &v) < 0 || v == (uint64_t)self)
-            continue;
-        if (parent_of((pid_t)v) != self && kill((pid_t)v, 0) == 0) {
+    for (size_t i = 0; i < n; i++)
+        if (pids[i] != self && parent_of(pids[i]) != self && kill(pids[i], 0) == 0) {
             why_set(why, len,
-                    "v2: %s/cgroup.subtree_control: busy: the cgroup holds process %" PRIu64
-                    ", not ours (no internal processes rule): run the daemon in a cgroup of "
-                    "its own (a systemd unit with Delegate=yes)",
-                    own, v);
+                    "v2: %s/cgroup.subtree_control: busy: the cgroup holds process %d, not "
+                    "ours (no internal processes rule): run the daemon in a cgroup of its own "
+                    "(a systemd unit with Delegate=yes)",
+                    own, (int)pids[i]);
             return -1;
         }
-    }
     char leaf[PATH_MAX], name[sizeof(cg_base_name) + 8];
     snprintf(name, sizeof(name), "%s.daemon", cg_base_name);
     if (cg_join(leaf, sizeof(leaf), own, name) < 0 || (mkdir(leaf, 0755) < 0 && errno != EEXIST)) {
         why_set(why, len, "v2: mkdir %s/%s: %s", own, name, strerror(errno));
         return -1;
     }
-    /* Every process of ours, read again: one may have exited meanwhile. */
-    free(procs);
-    procs = NULL;
-    if (cg_read(own, "cgroup.procs", &procs, &e) < 0) {
-        why_set(why, len, "v2: %s: %s", e.msg, strerror(e.errnum));
-        return -1;
-    }
-    cursor = procs;
-    while ((line = cg_next_line(&cursor))) {
-        if (cg_write(leaf, "cgroup.procs", line, CG_REQUIRED, &e) < 0 && e.errnum != ESRCH) {
+    /* One that exited since is ESRCH; one forked since stays, and the
+     * enabling that follows says EBUSY. */
+    for (size_t i = 0; i < n; i++) {
+        char pid[24];
+        snprintf(pid, sizeof(pid), "%d", (int)pids[i]);
+        if (cg_write(leaf, "cgroup.procs", pid, CG_REQUIRED, &e) < 0 && e.errnum != ESRCH) {
             why_set(why, len, "v2: %s: %s", e.msg, strerror(e.errnum));
             return -1;
         }

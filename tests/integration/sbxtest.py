@@ -178,6 +178,16 @@ def rmdir_cgroup(path, tries=50):
             time.sleep(0.1)
 
 
+def wait_for(pred, timeout=10):
+    """Whether pred() came true within timeout seconds (polled every 50 ms)."""
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def rmdir_cgroup_tree(path):
     """Remove a cgroup directory and the (empty) cgroups below it."""
     if not os.path.isdir(path):

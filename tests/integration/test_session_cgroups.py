@@ -17,7 +17,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sbxtest import EXTENDED, ServeDaemon, Suite, check  # noqa: E402
+from sbxtest import EXTENDED, ServeDaemon, Suite, check, wait_for  # noqa: E402
 
 V2 = not any(" - cgroup " in line for line in open("/proc/self/mountinfo"))
 
@@ -58,15 +58,6 @@ def quota(path):
         return "-1" if q.startswith("max ") else q
     q = read(path, "cpu.cfs_quota_us")
     return q if q == "-1" else q + " " + read(path, "cpu.cfs_period_us")
-
-
-def wait_for(pred, timeout=10):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 @S.case

@@ -44,7 +44,8 @@ if [[ ! -e $cache/initramfs-$stamp.cpio.gz ]]; then
   done
   echo "$kver" >"$tmp/kver"
   rm -f "$cache"/initramfs-*.cpio.gz
-  (cd "$tmp" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1) >"$cache/initramfs-$stamp.cpio.gz.tmp"
+  (cd "$tmp" && find . | busybox cpio -o -H newc 2>/dev/null | gzip -1) \
+    >"$cache/initramfs-$stamp.cpio.gz.tmp"
   mv "$cache/initramfs-$stamp.cpio.gz.tmp" "$cache/initramfs-$stamp.cpio.gz"
 fi
 # modules.dep for the guest's modprobe (busybox depmod, run on the host).

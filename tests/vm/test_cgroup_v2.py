@@ -12,12 +12,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 from sbxtest import (DAEMON_CGROUPS, EXTENDED, SANDBOXD, ServeDaemon, Suite,  # noqa: E402
-                     check, join_cgroup, rmdir_cgroup_tree)
+                     check, join_cgroup, rmdir_cgroup_tree, wait_for)
 
 S = Suite("vm_cgroup_v2")
 with open("/proc/self/mountinfo") as f:
@@ -25,6 +24,7 @@ with open("/proc/self/mountinfo") as f:
 check(" - cgroup " not in MOUNTS and DAEMON_CGROUPS,
       "a cgroup v2-only host, with SBX_DAEMON_CGROUPS set (tests/vm/run.py)", MOUNTS)
 
+WAIT = 20  # seconds: a VM under TCG is slow
 TOKEN = "v2-" + "0123456789abcdef0123456789abc"
 TMP = tempfile.mkdtemp(prefix="sbx-v2-")
 CFG = os.path.join(TMP, "config.yaml")
@@ -42,15 +42,6 @@ def read(path, name):
 
 def keyed(path, name):
     return dict(line.split() for line in read(path, name).splitlines())
-
-
-def wait_for(pred, timeout=20):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def submit(body):
@@ -91,7 +82,7 @@ def cgroup_with(marker):
         found[:] = [d for d in task_cgroups() if any(
             marker in cmdline(p) for p in read(d, "cgroup.procs").split())]
         return found
-    check(wait_for(look), "a cgroup below sandboxd/ holds the task", marker)
+    check(wait_for(look, WAIT), "a cgroup below sandboxd/ holds the task", marker)
     return found[0]
 
 
@@ -121,7 +112,7 @@ def aggregate_caps_on_the_parent():
 def a_task_gets_memory_pids_and_cpu_limits():
     tid = submit({"command": ["/bin/sh", "-c", "sleep 30; : limits"], "memoryMB": 96,
                   "pids": 12, "cpu": 0.5, "timeoutSeconds": 60})
-    check(wait_for(lambda: task(tid)["status"] == "running"), "running", task(tid))
+    check(wait_for(lambda: task(tid)["status"] == "running", WAIT), "running", task(tid))
     cg = cgroup_with(": limits")  # (a sandbox of the pool, relimited at its take)
     check(read(cg, "memory.max") == str(96 << 20), "memory.max", read(cg, "memory.max"))
     check(read(cg, "pids.max") == "13", "pids.max: the task's 12 and its init",
@@ -133,7 +124,7 @@ def a_task_gets_memory_pids_and_cpu_limits():
     check(st == 200, "canceled", (st, b))
     t = finished(tid)
     check(t["status"] == "canceled", "status canceled", t)
-    check(wait_for(lambda: not os.path.exists(cg)), "its cgroup is removed", cg)
+    check(wait_for(lambda: not os.path.exists(cg), WAIT), "its cgroup is removed", cg)
 
 
 @S.case
@@ -193,9 +184,9 @@ def cancel_kills_the_whole_tree():
     tid = submit({"command": ["/bin/sh", "-c",
                               "(setsid sleep 300 &); sleep 300 & sleep 300 & wait; : cancel"],
                   "timeoutSeconds": 120})
-    check(wait_for(lambda: task(tid)["status"] == "running"), "running", task(tid))
+    check(wait_for(lambda: task(tid)["status"] == "running", WAIT), "running", task(tid))
     cg = cgroup_with(": cancel")
-    check(wait_for(lambda: len(read(cg, "cgroup.procs").split()) >= 4),
+    check(wait_for(lambda: len(read(cg, "cgroup.procs").split()) >= 4, WAIT),
           "its processes, a double-forked one among them", read(cg, "cgroup.procs"))
     pids = [int(p) for p in read(cg, "cgroup.procs").split()]
     st, b, _ = D.req("POST", "/runtime/tasks/%s/cancel" % tid, headers=EXTENDED)
@@ -203,7 +194,7 @@ def cancel_kills_the_whole_tree():
     check(finished(tid)["status"] == "canceled", "canceled", task(tid))
     check(wait_for(lambda: not any(os.path.exists("/proc/%d" % p) for p in pids), 10),
           "no process of the tree left", [p for p in pids if os.path.exists("/proc/%d" % p)])
-    check(wait_for(lambda: not os.path.exists(cg)), "its cgroup removed", cg)
+    check(wait_for(lambda: not os.path.exists(cg), WAIT), "its cgroup removed", cg)
 
 
 @S.case
@@ -213,7 +204,8 @@ def a_timeout_kills_the_tree():
     cg = cgroup_with(": timeout")
     t = finished(tid)
     check(t["result"]["report"]["outcome"] == "timeout", "timeout", t)
-    check(wait_for(lambda: not os.path.exists(cg)), "its cgroup removed, the tree with it", cg)
+    check(wait_for(lambda: not os.path.exists(cg), WAIT), "its cgroup removed, the tree with it",
+          cg)
 
 
 @S.case
@@ -231,7 +223,8 @@ def a_session_has_its_cgroup():
           (read(sess[0], "memory.max"), read(sess[0], "pids.max")))
     st, b, _ = D.req("POST", "/runtime/stop", {"sessionID": "s"}, headers=EXTENDED)
     check(st == 200, "stopped", (st, b))
-    check(wait_for(lambda: not os.path.exists(sess[0])), "its cgroup removed at its end", sess)
+    check(wait_for(lambda: not os.path.exists(sess[0]), WAIT), "its cgroup removed at its end",
+          sess)
 
 
 @S.case
@@ -269,7 +262,7 @@ def pause_freezes_the_whole_session():
     check(D.req("POST", "/v1/sandboxes/%s/resume" % sid)[0] == 202, "resumed")
     check(wait_for(lambda: not frozen(sess), 10), "thawed", read(sess, "cgroup.events"))
     check(D.req("DELETE", "/v1/sandboxes/" + sid)[0] == 204, "deleted")
-    check(wait_for(lambda: not os.path.exists(sess)), "its cgroup removed", sess)
+    check(wait_for(lambda: not os.path.exists(sess), WAIT), "its cgroup removed", sess)
 
 
 @S.case

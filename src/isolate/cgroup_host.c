@@ -173,6 +173,25 @@ static void parse_mountinfo(char *text, const struct own_paths *own, struct sbx_
     }
 }
 
+/* "<base>.daemon": the leaf beside the sandboxd/ base a daemon moves to on
+ * v2 (v2_leave_own). */
+static void leaf_name(char *out, size_t len)
+{
+    snprintf(out, len, "%s.daemon", cg_base_name);
+}
+
+/* A daemon started in that leaf (a restart in place; systemd's
+ * DelegateSubgroup=) has the leaf's parent as its own cgroup, where its
+ * sandboxd/ base is. */
+static void own_above_leaf(char *own)
+{
+    char name[sizeof(cg_base_name) + 8];
+    leaf_name(name, sizeof(name));
+    char *slash = strrchr(own, '/');
+    if (slash && slash != own && strcmp(slash + 1, name) == 0)
+        *slash = '\0';
+}
+
 /* Does the unified own cgroup offer memory, pids and cpu? If not, say why. */
 static bool v2_usable(const char *own, char *why, size_t len)
 {
@@ -232,6 +251,7 @@ int sbx_cg_host_parse(const char *mountinfo, const char *proc_cgroup, struct sbx
     parse_proc_cgroup(pc, &own);
     char v2_own[PATH_MAX] = "";
     parse_mountinfo(mi, &own, host, v2_own, sizeof(v2_own));
+    own_above_leaf(v2_own);
 
     char v2_why[sizeof(host->why)] = "";
     if (!v2_own[0])
@@ -346,7 +366,7 @@ static int v2_leave_own(const char *own, char *why, size_t len)
             return -1;
         }
     char leaf[PATH_MAX], name[sizeof(cg_base_name) + 8];
-    snprintf(name, sizeof(name), "%s.daemon", cg_base_name);
+    leaf_name(name, sizeof(name));
     if (cg_join(leaf, sizeof(leaf), own, name) < 0 || (mkdir(leaf, 0755) < 0 && errno != EEXIST)) {
         why_set(why, len, "v2: mkdir %s/%s: %s", own, name, strerror(errno));
         return -1;

@@ -373,6 +373,23 @@ static void test_v2_fake_tree(void **state)
     assert_true(exists(base));
 }
 
+/* A daemon that starts in its leaf (a restart in place) finds the base beside
+ * it, not below it. */
+static void test_v2_started_in_its_leaf(void **state)
+{
+    const char *tmp = *state;
+    char mi[PATH_MAX], pc[PATH_MAX], base[PATH_MAX];
+    fake_v2(tmp, "cpu memory pids\n", mi, pc);
+    write_file(pc, "0::/svc/sandboxd.daemon\n");
+    mkdir_p("%s/svc/sandboxd.daemon", tmp);
+    struct sbx_cg_host host;
+    sbx_err err = {0};
+    assert_int_equal(sbx_cg_host_detect_at(mi, pc, false, &host, &err), 0);
+    assert_int_equal(host.mode, SBX_CG_V2);
+    pathf(base, sizeof(base), "%s/svc/sandboxd", tmp);
+    assert_string_equal(host.v2_base, base);
+}
+
 /* v2, a session: split into its init/ leaf (where its processes go) and its
  * tasks' own cgroups, each with the session's CPU quota; only with
  * cgroup.kill; the removal takes the children with it. */
@@ -1013,6 +1030,7 @@ int main(void)
         cmocka_unit_test(test_parse_unreachable),
         cmocka_unit_test_setup_teardown(test_v2_fake_tree, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_v2_session_split, tmp_setup, tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_v2_started_in_its_leaf, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_v2_controllers_missing, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_v2_enable_fails_falls_back, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_v1_fake_tree, tmp_setup, tmp_teardown),

@@ -73,13 +73,15 @@ def cmdline(pid):
 
 
 def cgroup_with(marker):
-    """The cgroup below sandboxd/ of the process whose command line holds
-    marker (beside it are the idle sandboxes of the pool, each in a cgroup of
-    its own), once there is one."""
+    """The cgroup below sandboxd/ (or a session's there) of the process whose
+    command line holds marker (beside it are the idle sandboxes of the pool,
+    each in a cgroup of its own), once there is one."""
     found = []
 
     def look():
-        found[:] = [d for d in task_cgroups() if any(
+        dirs = task_cgroups() + [os.path.join(d, e) for d in task_cgroups() for e in
+                                 os.listdir(d) if os.path.isdir(os.path.join(d, e))]
+        found[:] = [d for d in dirs if any(
             marker in cmdline(p) for p in read(d, "cgroup.procs").split())]
         return found
     check(wait_for(look, WAIT), "a cgroup below sandboxd/ holds the task", marker)
@@ -263,6 +265,32 @@ def pause_freezes_the_whole_session():
     check(wait_for(lambda: not frozen(sess), 10), "thawed", read(sess, "cgroup.events"))
     check(D.req("DELETE", "/v1/sandboxes/" + sid)[0] == 204, "deleted")
     check(wait_for(lambda: not os.path.exists(sess), WAIT), "its cgroup removed", sess)
+
+
+@S.case
+def a_crash_leaves_nothing_after_the_restart():
+    """kill -9 with a live session and a task in it: the daemon restarted in
+    its leaf (as systemd's DelegateSubgroup= would start it; its own cgroup
+    now hands controllers down and takes no process) finds its base beside it
+    and removes what the crash left, the session's split cgroup included."""
+    st, b, _ = D.req("POST", "/runtime/start", {"sessionID": "crash"}, headers=EXTENDED)
+    check(st == 200, "session started", (st, b))
+    submit({"sessionID": "crash", "command": ["/bin/sh", "-c", "sleep 300; : crash"]})
+    cg = cgroup_with(": crash")
+    sess = os.path.dirname(cg)
+    check(os.path.basename(sess).startswith("session-"), "a task's cgroup in its session's", cg)
+    D.kill9()
+    check(os.path.isdir(sess), "the crash left the session's cgroup", sess)
+    D.cgroup = os.path.join(D.cgroup, "sandboxd.daemon")
+    D.start()
+    st, b, _ = D.req("GET", "/runtime/status", headers=EXTENDED)
+    check(b["totals"]["cgroups"] == "v2", "v2 again", b["totals"])
+    check(wait_for(lambda: not os.path.exists(sess), WAIT), "the leftovers removed", sess)
+    check("sandboxd.daemon" not in os.listdir(D.cgroup), "no leaf below the leaf",
+          os.listdir(D.cgroup))
+    st, b, _ = D.req("POST", "/runtime/exec", {"command": ["true"]}, headers=EXTENDED)
+    check(st == 200 and b["exitCode"] == 0 and b["report"]["cgroupMode"] == "v2",
+          "a task after the restart", b)
 
 
 @S.case

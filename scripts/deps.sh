@@ -6,7 +6,8 @@ pkgs=(build-essential cmake pkg-config clang-format libevent-dev libseccomp-dev 
       libhttp-parser-dev libmicrohttpd-dev libssl-dev openssl nftables curl libsqlite3-dev
       libyaml-dev python3 nodejs bubblewrap hyperfine iproute2 e2fsprogs golang-go
       clang libclang-rt-dev busybox-static libarchive-dev systemd
-      docker.io docker-compose podman debootstrap iptables pmccabe)
+      docker.io docker-compose podman debootstrap iptables pmccabe
+      qemu-system-x86)
 # pmccabe: the cyclomatic complexity of functions, to find those to split
 # (STYLE.md: functions short enough to read at once).
 # busybox-static: the root filesystem tests/integration/test_environments.py
@@ -15,6 +16,9 @@ pkgs=(build-essential cmake pkg-config clang-format libevent-dev libseccomp-dev 
 # docker.io, docker-compose, podman, debootstrap: tests/deploy builds the image of
 # deploy/docker from the Debian archive (no registry) and runs it under Docker,
 # compose and podman; iptables closes the test bridges to the outside.
+# qemu-system-x86: tests/vm boots Debian 12's kernel (apt-get download, not
+# installed) with a cgroup v2-only hierarchy and runs the daemon's cgroup v2
+# path there (busybox-static is its initramfs).
 # golang-go: the strict Go client of the original's API (tests/compat/go, standard
 # library only, built offline by tests/integration/test_compat_go.py).
 # clang and its runtime libraries (libFuzzer, ASan, UBSan) for the fuzz

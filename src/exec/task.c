@@ -92,8 +92,9 @@ static void build_report(struct sbx_task *t)
 {
     struct sbx_report *r = &t->report;
     struct sbx_cg_stats st = {0};
-    /* A session's task shares its cgroup: its own usage comes from rusage. */
-    if (!t->sb.joined)
+    /* A session's task shares its cgroup, its own usage comes from rusage;
+     * unless the cgroup it joined is its own (v2: sbx_cgroup_create_sub). */
+    if (!t->sb.joined || t->sb.cg.task_own)
         sbx_cgroup_stats(&t->sb.cg, &st, NULL);
     r->wall_s = since(&t->t0);
     r->cgroup_mode = t->sb.cg.mode;

@@ -334,6 +334,28 @@ int sbx_cgroup_relimit(struct sbx_cgroup *cg, const struct sbx_cg_limits *was,
     return sbx_err_set(err, EOPNOTSUPP, "no cgroup: the limits are rlimits, set at the start");
 }
 
+int sbx_cgroup_create_sub(const struct sbx_cgroup *parent, const char *name, double cpu_cores,
+                          struct sbx_cgroup *join, struct sbx_cgroup *own, sbx_err *err)
+{
+    if (!parent || !join || !own)
+        return sbx_err_set(err, EINVAL, "cgroup create_sub: missing argument");
+    if (cg_check_name(name, err) < 0)
+        return -1;
+    if (!(cpu_cores >= 0) || cpu_cores > CG_CPU_MAX_CORES)
+        return sbx_err_set(err, EINVAL, "cgroup cpu limit %g out of range", cpu_cores);
+    if (parent->mode == SBX_CG_V1)
+        return cg_create_sub_v1(parent, name, cpu_cores, join, own, err);
+    if (parent->mode == SBX_CG_V2)
+        return cg_create_sub_v2(parent, name, cpu_cores, join, own, err);
+    return sbx_err_set(err, EOPNOTSUPP, "a task's own cgroup in a session: no cgroups");
+}
+
+/* v2: where a cgroup's processes go (its leaf when split). */
+static const char *v2_procs_dir(const struct sbx_cgroup *cg)
+{
+    return cg->v2_leaf[0] ? cg->v2_leaf : cg->v2_path;
+}
+
 int sbx_cgroup_attach(const struct sbx_cgroup *cg, pid_t pid, sbx_err *err)
 {
     if (!cg || pid <= 0)
@@ -341,7 +363,7 @@ int sbx_cgroup_attach(const struct sbx_cgroup *cg, pid_t pid, sbx_err *err)
     char buf[24];
     snprintf(buf, sizeof(buf), "%d", (int)pid);
     if (cg->mode == SBX_CG_V2 && cg->v2_path[0])
-        return cg_write(cg->v2_path, "cgroup.procs", buf, CG_REQUIRED, err) < 0 ? -1 : 0;
+        return cg_write(v2_procs_dir(cg), "cgroup.procs", buf, CG_REQUIRED, err) < 0 ? -1 : 0;
     if (cg->mode != SBX_CG_V1)
         return 0;
     for (int c = 0; c < SBX_CGC_COUNT; c++) {
@@ -396,9 +418,10 @@ int sbx_cgroup_open_dir(const struct sbx_cgroup *cg, sbx_err *err)
         return sbx_err_set(err, EINVAL, "cgroup open: missing argument");
     if (cg->mode != SBX_CG_V2 || !cg->v2_path[0])
         return sbx_err_set(err, EOPNOTSUPP, "cgroup: no v2 directory to clone into");
-    int fd = open(cg->v2_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const char *dir = v2_procs_dir(cg);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return sbx_err_set(err, errno, "cgroup open %s", cg->v2_path);
+        return sbx_err_set(err, errno, "cgroup open %s", dir);
     return fd;
 }
 
@@ -633,9 +656,11 @@ int sbx_cgroup_remove(struct sbx_cgroup *cg, sbx_err *err)
         for (int c = 0; c < SBX_CGC_COUNT; c++)
             if (cg->path[c][0] && !cg_v1_earlier(cg, c, cg->path[c]))
                 rmdir_children(cg->path[c]);
+    if (cg->v2_path[0] && (cg->subs || cg->v2_leaf[0]))
+        rmdir_children(cg->v2_path); /* its leaf, its tasks' own */
     if (cg->v2_path[0]) {
         if (rmdir(cg->v2_path) == 0 || errno == ENOENT)
-            cg->v2_path[0] = '\0';
+            cg->v2_path[0] = cg->v2_leaf[0] = '\0';
         else
             rc = sbx_err_set(err, errno, "cgroup rmdir %s", cg->v2_path);
     }

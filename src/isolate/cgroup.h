@@ -39,6 +39,9 @@ struct sbx_cg_host {
     /* v1: per controller <mount>/<own cgroup>/sandboxd, "" when unavailable */
     char v1_base[SBX_CGC_COUNT][PATH_MAX];
     bool v1_has[SBX_CGC_COUNT];
+    /* v2: cgroup.kill (5.14), which a session split into cgroups per task
+     * needs (sbx_cgroup_split: one write kills the whole subtree) */
+    bool v2_kill;
     char why[256]; /* when mode is SBX_CG_RLIMIT (or a v1 controller missing): why */
 };
 
@@ -113,8 +116,14 @@ struct sbx_cgroup {
     enum sbx_cg_mode mode;
     char path[SBX_CGC_COUNT][PATH_MAX]; /* v1: per controller; "" if absent */
     char v2_path[PATH_MAX];
+    /* v2, split (sbx_cgroup_split): the leaf below v2_path its processes go
+     * to; "" when they go to v2_path itself */
+    char v2_leaf[PATH_MAX];
     bool cpu_enforced;
     bool subs; /* may have cgroups below it (a session's: its tasks' own) */
+    /* v2: a task's own below its session's (sbx_cgroup_create_sub), which
+     * counts its memory, CPU time and OOM kills alone */
+    bool task_own;
 };
 
 /* Longest sandbox cgroup name accepted by sbx_cg_child_path. */
@@ -140,13 +149,23 @@ int sbx_cgroup_create(const struct sbx_cg_host *host, const char *name,
  * failure the cgroup may hold some of lim's values: discard the sandbox. */
 int sbx_cgroup_relimit(struct sbx_cgroup *cg, const struct sbx_cg_limits *was,
                        const struct sbx_cg_limits *lim, sbx_err *err);
-/* v1: a task's own CPU budget inside a session's cgroup parent: the
- * directory <parent's cpu (and cpuacct) path>/<name> with a quota of
- * cpu_cores (0: none), so that each task of a session has its own quota
- * instead of sharing one. join is what the task joins (the parent's other
- * hierarchies, memory and pids staying shared, with the new directories),
- * own holds only the new directories (for sbx_cgroup_remove). EOPNOTSUPP
- * outside v1 or without a cpu hierarchy: the caller joins parent. */
+/* A task's own CPU budget inside a session's cgroup parent: the directory
+ * <parent's cpu (and cpuacct) path>/<name> (v1), or <parent>/<name> of a
+ * split parent (v2, sbx_cgroup_split), with a quota of cpu_cores (0: none),
+ * so that each task of a session has its own quota instead of sharing one.
+ * join is what the task joins (on v1 the parent's other hierarchies, memory
+ * and pids staying shared, with the new directories; on v2 the new one, below
+ * the parent's memory and pids limits), own holds only the new directories
+ * (for sbx_cgroup_remove). EOPNOTSUPP on v1 without a cpu hierarchy, on v2
+ * with a parent not split, in rlimit mode: the caller joins parent. */
+/* v2: make a fresh cgroup (no process in it yet) a parent of cgroups per
+ * task: memory, pids and cpu enabled for its children, and its own processes
+ * (a session's init and holder) sent to the leaf <v2_path>/init (v2 allows no
+ * process in a cgroup that gives its children controllers). Freezing,
+ * cgroup.kill and the stats of v2_path take in the whole subtree.
+ * EOPNOTSUPP outside v2 or without cgroup.kill (before 5.14: the kill without
+ * it goes through v2_path's own processes only). */
+int sbx_cgroup_split(struct sbx_cgroup *cg, sbx_err *err);
 int sbx_cgroup_create_sub(const struct sbx_cgroup *parent, const char *name, double cpu_cores,
                           struct sbx_cgroup *join, struct sbx_cgroup *own, sbx_err *err);
 /* Move pid into the cgroup (every hierarchy). No-op in rlimit mode. */

@@ -1,10 +1,12 @@
 /* Cgroups: what the host offers. Pure parsing of mountinfo and
  * /proc/self/cgroup, then preparing the "sandboxd/" bases. */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "isolate/cgroup.h"
 #include "isolate/cgroup_int.h"
@@ -171,6 +173,25 @@ static void parse_mountinfo(char *text, const struct own_paths *own, struct sbx_
     }
 }
 
+/* "<base>.daemon": the leaf beside the sandboxd/ base a daemon moves to on
+ * v2 (v2_leave_own). */
+static void leaf_name(char *out, size_t len)
+{
+    snprintf(out, len, "%s.daemon", cg_base_name);
+}
+
+/* A daemon started in that leaf (a restart in place; systemd's
+ * DelegateSubgroup=) has the leaf's parent as its own cgroup, where its
+ * sandboxd/ base is. */
+static void own_above_leaf(char *own)
+{
+    char name[sizeof(cg_base_name) + 8];
+    leaf_name(name, sizeof(name));
+    char *slash = strrchr(own, '/');
+    if (slash && slash != own && strcmp(slash + 1, name) == 0)
+        *slash = '\0';
+}
+
 /* Does the unified own cgroup offer memory, pids and cpu? If not, say why. */
 static bool v2_usable(const char *own, char *why, size_t len)
 {
@@ -230,6 +251,7 @@ int sbx_cg_host_parse(const char *mountinfo, const char *proc_cgroup, struct sbx
     parse_proc_cgroup(pc, &own);
     char v2_own[PATH_MAX] = "";
     parse_mountinfo(mi, &own, host, v2_own, sizeof(v2_own));
+    own_above_leaf(v2_own);
 
     char v2_why[sizeof(host->why)] = "";
     if (!v2_own[0])
@@ -260,7 +282,8 @@ static int ensure_writable(const char *base, sbx_err *err)
     return 0;
 }
 
-/* Enable memory, pids and cpu for dir's children, unless they already are. */
+/* Enable memory, pids and cpu for dir's children, unless they already are:
+ * 0, or the errno of the failure (said in why). */
 static int v2_enable(const char *dir, char *why, size_t len)
 {
     cleanup_free char *cur = NULL;
@@ -278,7 +301,87 @@ static int v2_enable(const char *dir, char *why, size_t len)
                 dir);
     else
         why_set(why, len, "v2: %s: %s", e.msg, strerror(e.errnum));
-    return -1;
+    return e.errnum ? e.errnum : EIO;
+}
+
+/* The parent pid of pid (from /proc/<pid>/stat), or -1. */
+static pid_t parent_of(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    cleanup_free char *stat = NULL;
+    if (cg_read_text(path, &stat, NULL) < 0)
+        return -1;
+    const char *end = strrchr(stat, ')'); /* the command name may hold anything */
+    int ppid;
+    if (!end || sscanf(end + 1, " %*c %d", &ppid) != 1)
+        return -1;
+    return ppid;
+}
+
+#define CG_OWN_PROCS_MAX 16 /* us, our spawner, and room: more is not ours alone */
+
+/* The pids of dir/cgroup.procs, at most max (-1 with E2BIG beyond). */
+static int read_procs(const char *dir, pid_t *pids, size_t max, size_t *n, sbx_err *err)
+{
+    cleanup_free char *procs = NULL;
+    if (cg_read(dir, "cgroup.procs", &procs, err) < 0)
+        return -1;
+    *n = 0;
+    char *cursor = procs, *line;
+    while ((line = cg_next_line(&cursor))) {
+        uint64_t v;
+        if (cg_parse_u64(line, &v) < 0 || v == 0 || v > INT32_MAX)
+            continue;
+        if (*n == max)
+            return sbx_err_set(err, E2BIG, "cgroup %s: more than %zu processes", dir, max);
+        pids[(*n)++] = (pid_t)v;
+    }
+    return 0;
+}
+
+/* v2's "no internal processes" rule: a cgroup that holds processes cannot
+ * give its children controllers (the root cgroup excepted), and a daemon
+ * started as a systemd unit is in its unit's cgroup. When our own cgroup
+ * holds nothing but us and the children we forked before (the spawner), we
+ * all move into a leaf beside the sandboxd/ base (<base>.daemon), as the
+ * owner of a delegated cgroup does; with anyone else in it we stay and say
+ * why. */
+static int v2_leave_own(const char *own, char *why, size_t len)
+{
+    pid_t pids[CG_OWN_PROCS_MAX], self = getpid();
+    size_t n;
+    sbx_err e = {0};
+    if (read_procs(own, pids, SBX_ARRAY_LEN(pids), &n, &e) < 0) {
+        why_set(why, len, "v2: %s: %s", e.msg, strerror(e.errnum));
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (pids[i] != self && parent_of(pids[i]) != self && kill(pids[i], 0) == 0) {
+            why_set(why, len,
+                    "v2: %s/cgroup.subtree_control: busy: the cgroup holds process %d, not "
+                    "ours (no internal processes rule): run the daemon in a cgroup of its own "
+                    "(a systemd unit with Delegate=yes)",
+                    own, (int)pids[i]);
+            return -1;
+        }
+    char leaf[PATH_MAX], name[sizeof(cg_base_name) + 8];
+    leaf_name(name, sizeof(name));
+    if (cg_join(leaf, sizeof(leaf), own, name) < 0 || (mkdir(leaf, 0755) < 0 && errno != EEXIST)) {
+        why_set(why, len, "v2: mkdir %s/%s: %s", own, name, strerror(errno));
+        return -1;
+    }
+    /* One that exited since is ESRCH; one forked since stays, and the
+     * enabling that follows says EBUSY. */
+    for (size_t i = 0; i < n; i++) {
+        char pid[24];
+        snprintf(pid, sizeof(pid), "%d", (int)pids[i]);
+        if (cg_write(leaf, "cgroup.procs", pid, CG_REQUIRED, &e) < 0 && e.errnum != ESRCH) {
+            why_set(why, len, "v2: %s: %s", e.msg, strerror(e.errnum));
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static int prepare_v2(struct sbx_cg_host *host, char *why, size_t len)
@@ -291,14 +394,15 @@ static int prepare_v2(struct sbx_cg_host *host, char *why, size_t len)
         return -1;
     }
     *slash = '\0';
-    if (v2_enable(own, why, len) < 0)
+    int busy = v2_enable(own, why, len);
+    if (busy && (busy != EBUSY || v2_leave_own(own, why, len) < 0 || v2_enable(own, why, len)))
         return -1;
     sbx_err e = {0};
     if (ensure_writable(host->v2_base, &e) < 0) {
         why_set(why, len, "v2: %s: %s", e.msg, strerror(e.errnum));
         return -1;
     }
-    return v2_enable(host->v2_base, why, len);
+    return v2_enable(host->v2_base, why, len) ? -1 : 0;
 }
 
 /* Memory and pids are required; cpu, cpuacct and freezer are dropped (with a
@@ -355,6 +459,7 @@ int sbx_cg_host_detect_at(const char *mountinfo_path, const char *proc_cgroup_pa
         char v2_why[sizeof(host->why)] = "";
         if (prepare_v2(host, v2_why, sizeof(v2_why)) == 0) {
             clear_v1(host);
+            host->v2_kill = cg_exists(host->v2_base, "cgroup.kill");
             return 0;
         }
         settle_v1_or_rlimit(host, v2_why, true);

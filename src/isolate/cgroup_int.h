@@ -65,6 +65,11 @@ int cg_create_v1(const struct sbx_cg_host *host, const char *name, const struct 
                  struct sbx_cgroup *cg, sbx_err *err);
 int cg_create_v2(const struct sbx_cg_host *host, const char *name, const struct sbx_cg_limits *lim,
                  struct sbx_cgroup *cg, sbx_err *err);
+/* sbx_cgroup_create_sub's, arguments checked. */
+int cg_create_sub_v1(const struct sbx_cgroup *parent, const char *name, double cpu_cores,
+                     struct sbx_cgroup *join, struct sbx_cgroup *own, sbx_err *err);
+int cg_create_sub_v2(const struct sbx_cgroup *parent, const char *name, double cpu_cores,
+                     struct sbx_cgroup *join, struct sbx_cgroup *own, sbx_err *err);
 /* Rewrite the limits of a live cgroup made with was (only those that differ). */
 int cg_relimit_v1(struct sbx_cgroup *cg, const struct sbx_cg_limits *was,
                   const struct sbx_cg_limits *lim, sbx_err *err);

@@ -1,4 +1,5 @@
 /* Cgroups v2: one directory in the unified hierarchy. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,6 +8,15 @@
 #include "base/time.h"
 #include "isolate/cgroup.h"
 #include "isolate/cgroup_int.h"
+
+/* "quota period" for cpu.max: cores of CPU time every period, or no quota. */
+static void cpu_max(char *buf, size_t len, double cores)
+{
+    if (cores > 0)
+        snprintf(buf, len, "%" PRIu64 " %d", cg_cpu_quota_us(cores), CG_CPU_PERIOD_US);
+    else
+        snprintf(buf, len, "max %d", CG_CPU_PERIOD_US);
+}
 
 int cg_create_v2(const struct sbx_cg_host *host, const char *name, const struct sbx_cg_limits *lim,
                  struct sbx_cgroup *cg, sbx_err *err)
@@ -29,8 +39,7 @@ int cg_create_v2(const struct sbx_cg_host *host, const char *name, const struct 
         return -1;
     if (lim->cpu_cores > 0) {
         char buf[48];
-        snprintf(buf, sizeof(buf), "%" PRIu64 " %d", cg_cpu_quota_us(lim->cpu_cores),
-                 CG_CPU_PERIOD_US);
+        cpu_max(buf, sizeof(buf), lim->cpu_cores);
         if (cg_write(path, "cpu.max", buf, CG_REQUIRED, err) < 0)
             return -1;
         cg->cpu_enforced = true;
@@ -58,11 +67,7 @@ int cg_relimit_v2(struct sbx_cgroup *cg, const struct sbx_cg_limits *was,
             return -1;
     }
     if (lim->cpu_cores != was->cpu_cores) {
-        if (lim->cpu_cores > 0)
-            snprintf(buf, sizeof(buf), "%" PRIu64 " %d", cg_cpu_quota_us(lim->cpu_cores),
-                     CG_CPU_PERIOD_US);
-        else
-            snprintf(buf, sizeof(buf), "max %d", CG_CPU_PERIOD_US);
+        cpu_max(buf, sizeof(buf), lim->cpu_cores);
         if (cg_write(path, "cpu.max", buf, CG_REQUIRED, err) < 0)
             return -1;
         cg->cpu_enforced = lim->cpu_cores > 0;
@@ -105,4 +110,51 @@ void cg_stats_v2(const char *dir, struct sbx_cg_stats *st)
     if (cg_read(dir, "memory.events", &events, NULL) == 0 &&
         cg_keyed_u64(events, "oom_kill", &v) == 0)
         st->oom_kills = v;
+}
+
+int sbx_cgroup_split(struct sbx_cgroup *cg, sbx_err *err)
+{
+    if (!cg)
+        return sbx_err_set(err, EINVAL, "cgroup split: missing argument");
+    if (cg->mode != SBX_CG_V2 || !cg->v2_path[0])
+        return sbx_err_set(err, EOPNOTSUPP, "cgroup split: v2 only");
+    if (!cg_exists(cg->v2_path, "cgroup.kill"))
+        return sbx_err_set(err, EOPNOTSUPP, "cgroup split: no cgroup.kill (kernel before 5.14)");
+    char leaf[PATH_MAX];
+    if (sbx_cg_child_path(cg->v2_path, "init", leaf, sizeof(leaf), err) < 0)
+        return -1;
+    if (cg_write(cg->v2_path, "cgroup.subtree_control", CG_V2_ENABLE, CG_REQUIRED, err) < 0)
+        return -1;
+    if (mkdir(leaf, 0755) < 0)
+        return sbx_err_set(err, errno, "cgroup mkdir %s", leaf);
+    memcpy(cg->v2_leaf, leaf, sizeof(leaf));
+    cg->subs = true;
+    return 0;
+}
+
+int cg_create_sub_v2(const struct sbx_cgroup *parent, const char *name, double cpu_cores,
+                     struct sbx_cgroup *join, struct sbx_cgroup *own, sbx_err *err)
+{
+    if (!parent->v2_leaf[0])
+        return sbx_err_set(err, EOPNOTSUPP, "a task's own cgroup in a session: not split");
+    memset(own, 0, sizeof(*own));
+    own->mode = SBX_CG_V2;
+    char path[PATH_MAX];
+    if (sbx_cg_child_path(parent->v2_path, name, path, sizeof(path), err) < 0)
+        return -1;
+    if (mkdir(path, 0755) < 0)
+        return sbx_err_set(err, errno, "cgroup mkdir %s", path);
+    memcpy(own->v2_path, path, sizeof(path));
+    if (cpu_cores > 0) {
+        char buf[48];
+        cpu_max(buf, sizeof(buf), cpu_cores);
+        if (cg_write(path, "cpu.max", buf, CG_REQUIRED, err) < 0) {
+            (void)sbx_cgroup_remove(own, NULL);
+            return -1;
+        }
+        own->cpu_enforced = true;
+    }
+    own->task_own = true;
+    *join = *own;
+    return 0;
 }

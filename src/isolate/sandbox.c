@@ -597,6 +597,11 @@ static int make_cgroup(struct spawn *s, sbx_err *err)
          * to freeze or remove; its namespaces and root are the session's. */
         sb->joined = true;
         sb->cg.mode = spec->join_cg->mode;
+        sb->cg.cpu_enforced = spec->join_cg->cpu_enforced;
+        /* v2: a cgroup of the task's own is read for its report (not made
+         * here, nor removed: cg_made stays false) */
+        if (spec->join_cg->task_own)
+            sb->cg = *spec->join_cg;
         return 0;
     }
     /* init is one more process in the cgroup than the task's own budget. */
@@ -607,6 +612,11 @@ static int make_cgroup(struct spawn *s, sbx_err *err)
         return -1;
     sb->cg_made = true;
     sb->cg.subs = spec->session;
+    /* v2: a session whose tasks get cgroups of their own below its
+     * (sbx_cgroup_create_sub), its init in a leaf; as the runtime expects
+     * (sessions.c). */
+    if (spec->session && sb->cg.mode == SBX_CG_V2 && spec->cg_host->v2_kill)
+        return sbx_cgroup_split(&sb->cg, err);
     return 0;
 }
 

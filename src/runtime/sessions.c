@@ -332,13 +332,15 @@ static int session_spawn(struct rt_session *x, sbx_err *err)
     const struct sbx_runtime_settings *set = &rt->settings;
     /* One CPU quota shared by every task of a session throttles them all
      * (0.25 CPU: throttled in 81 of 89 periods, exec p99 43-58 ms measured):
-     * on v1 each task gets the quota in a cgroup of its own below the
-     * session's, which then has none (memory and processes stay the
-     * session's, shared). v2 would need the session's init in a leaf of its
-     * own (no process in a cgroup that hands controllers down): not yet. */
+     * each task gets the quota in a cgroup of its own below the session's,
+     * which then has none (memory and processes stay the session's, shared).
+     * On v2 the session's init then lives in a leaf of its own (no process
+     * in a cgroup that hands controllers down: sbx_cgroup_split, done by the
+     * sandbox's creation when the host has cgroup.kill). */
     x->task_cpu = x->lim.cpu_cores > 0 ? x->lim.cpu_cores : set->limits.cpu_cores;
     const struct sbx_cg_host *h = rt->o.cg_host;
-    x->per_task = h && h->mode == SBX_CG_V1 && h->v1_has[SBX_CGC_CPU];
+    x->per_task = h && ((h->mode == SBX_CG_V1 && h->v1_has[SBX_CGC_CPU]) ||
+                        (h->mode == SBX_CG_V2 && h->v2_kill));
     struct sbx_clone c = {0};
     snprintf(c.tenant, sizeof(c.tenant), "%s", x->tenant);
     snprintf(c.key, sizeof(c.key), "%s", x->clone_key);

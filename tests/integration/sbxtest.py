@@ -20,6 +20,9 @@ SANDBOXD = os.environ.get("SANDBOXD") or os.path.join(
 # the tests of our own fields send it; the tests of the original's strict
 # shapes do not.
 EXTENDED = {"X-Sandbox-Extended": "1"}
+# A cgroup v2 folder (tests/vm sets it): each ServeDaemon then starts in a new
+# cgroup of its own below it, alone there as a systemd unit's daemon is.
+DAEMON_CGROUPS = os.environ.get("SBX_DAEMON_CGROUPS")
 HELPERS = os.environ.get("SBX_HELPERS") or os.path.join(os.path.dirname(SANDBOXD), "helpers")
 
 
@@ -175,6 +178,34 @@ def rmdir_cgroup(path, tries=50):
             time.sleep(0.1)
 
 
+def wait_for(pred, timeout=10):
+    """Whether pred() came true within timeout seconds (polled every 50 ms)."""
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def rmdir_cgroup_tree(path):
+    """Remove a cgroup directory and the (empty) cgroups below it."""
+    if not os.path.isdir(path):
+        return
+    for e in os.listdir(path):
+        if os.path.isdir(os.path.join(path, e)):
+            rmdir_cgroup_tree(os.path.join(path, e))
+    rmdir_cgroup(path)
+
+
+def join_cgroup(path):
+    """preexec_fn: the child moves itself into the cgroup at path."""
+    def join():
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write("0")
+    return join
+
+
 def config_file(directory, name, text):
     """Writes text to directory/name (a daemon's YAML configuration): its path."""
     path = os.path.join(directory, name)
@@ -219,6 +250,7 @@ class ServeDaemon:
         self.proc = None
         self.port = None
         self.log = None
+        self.cgroup = None
 
     def start(self, timeout=15):
         """Starts the daemon on port 0 (the kernel picks a free one, so no other
@@ -240,7 +272,13 @@ class ServeDaemon:
         self.log = tempfile.TemporaryFile(prefix="sbx-serve-log-")
         env = {k: v for k, v in os.environ.items() if not k.startswith("CLAW_")}
         env.update(self.env)
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        join = None
+        if DAEMON_CGROUPS:
+            if self.cgroup is None:
+                self.cgroup = tempfile.mkdtemp(prefix="daemon-", dir=DAEMON_CGROUPS)
+            join = join_cgroup(self.cgroup)
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env,
+                                     preexec_fn=join)
         self.registry.append(self)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -343,7 +381,11 @@ class ServeDaemon:
             return self.proc.returncode if self.proc else None
         self.proc.send_signal(signal.SIGTERM)
         try:
-            return self.proc.wait(timeout)
+            rc = self.proc.wait(timeout)
+            if self.cgroup:  # a clean stop leaves nothing in it
+                rmdir_cgroup_tree(self.cgroup)
+                self.cgroup = None
+            return rc
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()

@@ -1,8 +1,9 @@
 """Each task of a live session has a cgroup of its own (cgroup v1, this
-machine): below the session's, with the session's CPU quota, so that its
-tasks do not throttle each other; the session's own cgroup has no CPU quota
-then; memory and processes stay the session's. A task's cgroup goes at its
-end, or with the session when a background process it left holds it.
+machine; v2 in tests/vm): below the session's, with the session's CPU quota,
+so that its tasks do not throttle each other; the session's own cgroup has no
+CPU quota then; memory and processes stay the session's. A task's cgroup goes
+at its end, or with the session when a background process it left holds it.
+On v2 the session's own processes are in its leaf init/, beside its tasks'.
 
 A real daemon on loopback (--net none), its own temporary state directory;
 the cgroups looked at are only this daemon's (found by its session's name
@@ -16,7 +17,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sbxtest import EXTENDED, ServeDaemon, Suite, check  # noqa: E402
+from sbxtest import EXTENDED, ServeDaemon, Suite, check, wait_for  # noqa: E402
+
+V2 = not any(" - cgroup " in line for line in open("/proc/self/mountinfo"))
 
 S = Suite("session_cgroups")
 TOKEN = "op-" + "0123456789abcdef0123456789abc"
@@ -28,14 +31,19 @@ D = ServeDaemon(state, TOKEN, config=cfg).start()
 
 
 def cpu_dir(d, session_cg):
-    ds = glob.glob("/sys/fs/cgroup/cpu/sandboxd/" + session_cg) + \
-        glob.glob("/sys/fs/cgroup/cpu,cpuacct/sandboxd/" + session_cg)
+    if V2:  # the daemon's own cgroup: a cgroup of its own (sbxtest, tests/vm)
+        ds = glob.glob(os.path.join(d.cgroup or "/sys/fs/cgroup", "sandboxd", session_cg))
+    else:
+        ds = glob.glob("/sys/fs/cgroup/cpu/sandboxd/" + session_cg) + \
+            glob.glob("/sys/fs/cgroup/cpu,cpuacct/sandboxd/" + session_cg)
     check(len(ds) == 1, "the session's cpu cgroup", ds)
     return ds[0]
 
 
 def children(path):
-    return sorted(e for e in os.listdir(path) if os.path.isdir(os.path.join(path, e)))
+    """The tasks' cgroups below the session's (on v2 beside its init/)."""
+    return sorted(e for e in os.listdir(path) if os.path.isdir(os.path.join(path, e)) and
+                  not (V2 and e == "init"))
 
 
 def read(path, name):
@@ -43,13 +51,13 @@ def read(path, name):
         return f.read().strip()
 
 
-def wait_for(pred, timeout=10):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+def quota(path):
+    """The CPU quota of a cgroup: "-1" (none) or "<quota> <period>" in us."""
+    if V2:
+        q = read(path, "cpu.max")
+        return "-1" if q.startswith("max ") else q
+    q = read(path, "cpu.cfs_quota_us")
+    return q if q == "-1" else q + " " + read(path, "cpu.cfs_period_us")
 
 
 @S.case
@@ -63,13 +71,19 @@ def each_task_has_its_own_quota():
                   D.output(whole=True))
     check(m, "the session's cgroup name in the log", D.output())
     sess = cpu_dir(D, m.group(1))
-    check(read(sess, "cpu.cfs_quota_us") == "-1", "the session's own cgroup has no CPU quota",
-          read(sess, "cpu.cfs_quota_us"))
+    check(quota(sess) == "-1", "the session's own cgroup has no CPU quota", quota(sess))
+    if V2:
+        check(read(sess, "memory.max") != "max" and read(sess, "pids.max") != "max",
+              "its memory and pids limits", (read(sess, "memory.max"), read(sess, "pids.max")))
+        check(read(sess, "cgroup.procs") == "" and read(os.path.join(sess, "init"),
+                                                        "cgroup.procs") != "",
+              "its own processes in its leaf init/", read(sess, "cgroup.procs"))
     # Two tasks at once: a cgroup each, each with the session's 0.5 CPU.
     ids = []
     for _ in range(2):
         st, t, _ = D.req("POST", "/runtime/tasks", {"sessionID": "s", "command": [
-            "/bin/sh", "-c", "grep -E ':cpu(,cpuacct)?:' /proc/self/cgroup; sleep 3"]},
+            "/bin/sh", "-c", "grep -E '%s' /proc/self/cgroup; sleep 3" % (
+                "^0::" if V2 else ":cpu(,cpuacct)?:")]},
             headers=EXTENDED)
         check(st == 202, "queued", (st, t))
         ids.append(t["id"])
@@ -78,9 +92,8 @@ def each_task_has_its_own_quota():
     kids = children(sess)
     for k in kids:
         check(k.startswith("task-"), "named for the task", k)
-        check(read(os.path.join(sess, k), "cpu.cfs_quota_us") == "50000" and
-              read(os.path.join(sess, k), "cpu.cfs_period_us") == "100000",
-              "its own quota: 0.5 CPU", k)
+        check(quota(os.path.join(sess, k)) == "50000 100000", "its own quota: 0.5 CPU",
+              (k, quota(os.path.join(sess, k))))
     outs = []
     for tid in ids:
         deadline = time.monotonic() + 20

@@ -373,6 +373,92 @@ static void test_v2_fake_tree(void **state)
     assert_true(exists(base));
 }
 
+/* A daemon that starts in its leaf (a restart in place) finds the base beside
+ * it, not below it. */
+static void test_v2_started_in_its_leaf(void **state)
+{
+    const char *tmp = *state;
+    char mi[PATH_MAX], pc[PATH_MAX], base[PATH_MAX];
+    fake_v2(tmp, "cpu memory pids\n", mi, pc);
+    write_file(pc, "0::/svc/sandboxd.daemon\n");
+    mkdir_p("%s/svc/sandboxd.daemon", tmp);
+    struct sbx_cg_host host;
+    sbx_err err = {0};
+    assert_int_equal(sbx_cg_host_detect_at(mi, pc, false, &host, &err), 0);
+    assert_int_equal(host.mode, SBX_CG_V2);
+    pathf(base, sizeof(base), "%s/svc/sandboxd", tmp);
+    assert_string_equal(host.v2_base, base);
+}
+
+/* v2, a session: split into its init/ leaf (where its processes go) and its
+ * tasks' own cgroups, each with the session's CPU quota; only with
+ * cgroup.kill; the removal takes the children with it. */
+static void test_v2_session_split(void **state)
+{
+    const char *tmp = *state;
+    char mi[PATH_MAX], pc[PATH_MAX], path[PATH_MAX], sess[PATH_MAX], leaf[PATH_MAX],
+        task[PATH_MAX];
+    fake_v2(tmp, "cpu memory pids\n", mi, pc);
+    struct sbx_cg_host host;
+    sbx_err err = {0};
+    assert_int_equal(sbx_cg_host_detect_at(mi, pc, false, &host, &err), 0);
+    assert_int_equal(host.mode, SBX_CG_V2);
+    assert_false(host.v2_kill); /* a fake base has no cgroup.kill */
+    struct sbx_cg_limits lim = {.memory_bytes = 64ull << 20, .pids = 8};
+    struct sbx_cgroup cg, join, own;
+    assert_int_equal(sbx_cgroup_create(&host, "s1", &lim, &cg, &err), 0);
+    pathf(sess, sizeof(sess), "%s/s1", host.v2_base);
+    pathf(leaf, sizeof(leaf), "%s/init", sess);
+    pathf(task, sizeof(task), "%s/task-a", sess);
+
+    /* Not split: no task cgroup below it; nor without cgroup.kill. */
+    assert_int_equal(sbx_cgroup_create_sub(&cg, "task-a", 0.5, &join, &own, &err), -1);
+    assert_int_equal(err.errnum, EOPNOTSUPP);
+    assert_int_equal(sbx_cgroup_split(&cg, &err), -1);
+    assert_int_equal(err.errnum, EOPNOTSUPP);
+    assert_false(exists(leaf));
+
+    pathf(path, sizeof(path), "%s/cgroup.kill", sess);
+    write_file(path, "");
+    assert_int_equal(sbx_cgroup_split(&cg, &err), 0);
+    assert_string_equal(cg.v2_leaf, leaf);
+    assert_true(cg.subs);
+    assert_string_equal(slurp_at(sess, "cgroup.subtree_control"), "+memory +pids +cpu");
+    /* Its processes go to the leaf, by clone and by attach. */
+    int fd = sbx_cgroup_open_dir(&cg, &err);
+    struct stat a, b;
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &a), 0);
+    assert_int_equal(stat(leaf, &b), 0);
+    assert_true(a.st_ino == b.st_ino);
+    close(fd);
+    assert_int_equal(sbx_cgroup_attach(&cg, 4242, &err), 0);
+    assert_string_equal(slurp_at(leaf, "cgroup.procs"), "4242");
+
+    assert_int_equal(sbx_cgroup_create_sub(&cg, "task-a", 0.5, &join, &own, &err), 0);
+    assert_string_equal(own.v2_path, task);
+    assert_string_equal(join.v2_path, task);
+    assert_true(own.task_own && join.task_own && join.cpu_enforced);
+    assert_string_equal(slurp_at(task, "cpu.max"), "50000 100000");
+    /* Limits and freezing stay the session's, for its whole subtree. */
+    assert_string_equal(slurp_at(sess, "memory.max"), "67108864");
+    assert_int_equal(sbx_cgroup_freeze(&cg, true, &err), 0);
+    assert_string_equal(slurp_at(sess, "cgroup.freeze"), "1");
+
+    /* The removal: the task's own, then the session with its leaf. */
+    rm_files(task);
+    assert_int_equal(sbx_cgroup_remove(&own, &err), 0);
+    assert_false(exists(task));
+    assert_int_equal(sbx_cgroup_create_sub(&cg, "task-b", 0, &join, &own, &err), 0);
+    assert_false(join.cpu_enforced);
+    rm_files(leaf);
+    rm_files(own.v2_path);
+    rm_files(sess);
+    assert_int_equal(sbx_cgroup_remove(&cg, &err), 0);
+    assert_false(exists(sess));
+    assert_string_equal(cg.v2_leaf, "");
+}
+
 /* v2 with a controller missing and no v1: not v2, and why names the file. */
 static void test_v2_controllers_missing(void **state)
 {
@@ -943,6 +1029,8 @@ int main(void)
         cmocka_unit_test(test_parse_v1_combined_cpu),
         cmocka_unit_test(test_parse_unreachable),
         cmocka_unit_test_setup_teardown(test_v2_fake_tree, tmp_setup, tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_v2_session_split, tmp_setup, tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_v2_started_in_its_leaf, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_v2_controllers_missing, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_v2_enable_fails_falls_back, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_v1_fake_tree, tmp_setup, tmp_teardown),

@@ -258,8 +258,9 @@ static void status_totals(void *ud, json_t *status)
     json_object_set_new(pool, "memoryBytes", counted ? json_integer((json_int_t)mem) : json_null());
     json_object_set_new(pool, "memoryPerSandboxBytes",
                         counted ? json_integer((json_int_t)(mem / counted)) : json_null());
-    json_object_set_new(json_object_get(status, "pool"), "anyCloneHits",
-                        json_integer((json_int_t)ps.any_clone_hits));
+    json_object_set_new(pool, "anyCloneHits", json_integer((json_int_t)ps.any_clone_hits));
+    json_object_set_new(pool, "sessionHits", json_integer((json_int_t)ps.session_hits));
+    json_object_set_new(pool, "sessionMisses", json_integer((json_int_t)ps.session_misses));
 }
 
 /* ---- environments' images: unpacked once by a helper child each ---- */

@@ -827,7 +827,7 @@ int sbx_sandbox_send_command_fds(struct sbx_sandbox *sb, char *const *argv, char
     uint32_t n[2];
     char *const *lists[2] = {argv, envp};
     size_t len = command_len(lists, n);
-    if (!n[0])
+    if (!n[0] && argv) /* NULL: the holder of a session (no command) */
         return sbx_err_at(err, SBX_STAGE_SPAWN, EINVAL, "no command");
     if (len > SBX_COMMAND_MAX)
         return sbx_err_at(err, SBX_STAGE_SPAWN, E2BIG, "command of %zu bytes", len);

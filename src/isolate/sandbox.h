@@ -236,7 +236,9 @@ int sbx_sandbox_send_command(struct sbx_sandbox *sb, char *const *argv, char *co
 int sbx_sandbox_relimit(struct sbx_sandbox *sb, const struct sbx_cg_limits *was,
                         const struct sbx_cg_limits *lim, sbx_err *err);
 /* The same with the detached mounts of an attach_later sandbox (fds, in its
- * order; they stay the caller's). */
+ * order; they stay the caller's). argv NULL (and envp NULL): no command,
+ * init holds a live session instead (as spec.session's: STARTED, then it
+ * keeps the namespaces and reaps until it is killed). */
 int sbx_sandbox_send_command_fds(struct sbx_sandbox *sb, char *const *argv, char *const *envp,
                                  const int *fds, size_t nfds, sbx_err *err);
 

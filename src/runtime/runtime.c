@@ -96,7 +96,8 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
                                     .net_drop = rt_pool_egress_drop,
                                     .net_ctx = rt,
                                     .ids_first = ids_first,
-                                    .ids_ranges = n_ids});
+                                    .ids_ranges = n_ids,
+                                    .session_idle = ps->sessions});
     return rt;
 }
 

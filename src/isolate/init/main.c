@@ -234,6 +234,10 @@ static int wait_command(struct init_opts *o, sbx_err *err)
     if (n < (ssize_t)sizeof(c))
         return sbx_err_at(err, SBX_STAGE_INIT, n < 0 ? errno : EINVAL, "read the command");
     memcpy(c, command_msg, sizeof(c));
+    if (!c[0] && !c[1]) { /* no command: hold a live session (its mounts are in place) */
+        o->session = true;
+        return 0;
+    }
     char *at = command_msg + sizeof(c), *end = command_msg + n;
     char **env = NULL;
     if (!c[0] || !(o->argv = unpack_strings(&at, end, c[0], err)) ||
@@ -440,6 +444,8 @@ int main(int argc, char **argv)
     o.zygote_fd = zpipe[0];
     if (o.pooled && !o.zygote && wait_command(&o, &e) < 0)
         fail(125, &e);
+    if (o.session)
+        hold_session(&o);
 
     pid_t task = fork();
     if (task < 0) {

@@ -520,6 +520,8 @@ def main():
                 else:
                     wall, lat, err = parallel(sock, pairs, a.clients)
                 cpu = (cpu_ms(d.pid) - c0[0], cpu_ms(spawner) - c0[1])
+                if os.environ.get("SESSIONS_MARKS"):  # CLOCK_MONOTONIC span (perf record -k mono)
+                    print("   span %.6f,%.6f" % (time.monotonic() - wall, time.monotonic()))
                 started += pairs
                 key = "%s%d" % (kind, r)
                 out["steps"][key] = {"wallS": wall, "start": summary(lat), "nErrors": len(err),
@@ -535,9 +537,9 @@ def main():
                 if err:
                     print("   " + err[0])
                 ps = pool_status(cl)
-                print("   pool: session hits %s misses %s, idle %s"
-                      % (ps.get("sessionHits"), ps.get("sessionMisses"), ps.get("idle")),
-                      flush=True)
+                print("   pool: session hits %s misses %s, idle %s, built %s"
+                      % (ps.get("sessionHits"), ps.get("sessionMisses"), ps.get("idle"),
+                         ps.get("built")), flush=True)
 
         # 3. the rest, /healthz probed meanwhile
         rest = []

@@ -760,6 +760,36 @@ class Lab:
 # Helpers for the tests
 # =====================================================================================
 
+# A program for a sandbox (python3 -c PROBE_CONNECT HOST,PORT... or dns:NAME,0):
+# one line per argument, the argument then what it got ("ok" and the lab's
+# answer, or the error's name).
+PROBE_CONNECT = r'''
+import errno, socket, sys, time
+for arg in sys.argv[1:]:
+    host, _, port = arg.partition(",")
+    try:
+        if host.startswith("dns:"):
+            res = "ok " + socket.gethostbyname(host[4:])
+        else:
+            s = socket.create_connection((host, int(port)), timeout=5)
+            s.sendall(b"GET /p HTTP/1.0\r\nHost: lab\r\n\r\n")
+            got = b""
+            while True:
+                d = s.recv(4096)
+                if not d:
+                    break
+                got += d
+            res = "ok " + got.decode(errors="replace").strip().splitlines()[-1]
+    except socket.timeout:
+        res = "timeout"
+    except socket.gaierror as e:
+        res = "gaierror"
+    except OSError as e:
+        res = errno.errorcode.get(e.errno, str(e))
+    print("%s %s" % (arg, res), flush=True)
+'''
+
+
 class UnixHTTP(http.client.HTTPConnection):
     """HTTP to a daemon of the lab's daemon namespace listening on a unix socket
     (`serve --listen unix:PATH`)."""

@@ -31,31 +31,7 @@ lab = netlab.Lab().__enter__()
 TMP = tempfile.mkdtemp(prefix="sbx-pool-net-")
 TOKEN = "poolnet-" + "0123456789abcdef0123456789ab"
 
-PROBE = r'''
-import errno, socket, sys, time
-for arg in sys.argv[1:]:
-    host, _, port = arg.partition(",")
-    try:
-        if host.startswith("dns:"):
-            res = "ok " + socket.gethostbyname(host[4:])
-        else:
-            s = socket.create_connection((host, int(port)), timeout=5)
-            s.sendall(b"GET /p HTTP/1.0\r\nHost: lab\r\n\r\n")
-            got = b""
-            while True:
-                d = s.recv(4096)
-                if not d:
-                    break
-                got += d
-            res = "ok " + got.decode(errors="replace").strip().splitlines()[-1]
-    except socket.timeout:
-        res = "timeout"
-    except socket.gaierror as e:
-        res = "gaierror"
-    except OSError as e:
-        res = errno.errorcode.get(e.errno, str(e))
-    print("%s %s" % (arg, res), flush=True)
-'''
+PROBE = netlab.PROBE_CONNECT
 
 
 class Daemon:

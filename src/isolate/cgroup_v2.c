@@ -11,7 +11,7 @@
 int cg_create_v2(const struct sbx_cg_host *host, const char *name, const struct sbx_cg_limits *lim,
                  struct sbx_cgroup *cg, sbx_err *err)
 {
-    char path[PATH_MAX];
+    char path[SBX_CG_PATH_MAX];
     if (sbx_cg_child_path(host->v2_base, name, path, sizeof(path), err) < 0)
         return -1;
     if (mkdir(path, 0755) < 0)

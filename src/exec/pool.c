@@ -908,8 +908,8 @@ static void count_take(const struct sbx_task_opts *o, bool got, bool zygote, boo
 /* exec_pool_attached's, for a task or (holder) a session's holder (no
  * command: the order to hold); made_as gets the sandbox's name. */
 static int attach_serve(struct pool_entry *pe, const struct sbx_task_opts *o, int rc, int *fds,
-                        size_t n, const sbx_err *e, struct sbx_sandbox *sb, int *slot,
-                        bool holder, char *made_as, size_t made_len)
+                        size_t n, const sbx_err *e, struct sbx_sandbox *sb, int *slot, bool holder,
+                        char *made_as, size_t made_len)
 {
     sbx_err se = {0};
     /* the task's limits and egress policy, then its command with its mounts */

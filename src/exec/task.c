@@ -439,8 +439,8 @@ static int start_watch(struct sbx_task *t, bool pooled, sbx_err *err)
  * sandbox that comes for it is killed. The loop never waits for a clone. */
 struct waiter {
     struct sbx_task *t;
-    struct pool_entry *pe; /* a sandbox for the pool (exec/pool.c), or taken for t */
-    bool attach;           /* not a sandbox: pe's mounts for t's clone, nfds of them */
+    struct pool_entry *pe;      /* a sandbox for the pool (exec/pool.c), or taken for t */
+    bool attach;                /* not a sandbox: pe's mounts for t's clone, nfds of them */
     struct pool_holder *holder; /* ... for a session's holder instead of t */
     size_t nfds;
     sbx_spawned_fn fn; /* another caller's (sbx_spawn_async) */

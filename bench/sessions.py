@@ -201,6 +201,15 @@ def rss_by_kind(pid):
     return out
 
 
+def cpu_ms(pid):
+    """utime + stime of pid (ms), 0 when it is gone."""
+    st = read("/proc/%d/stat" % pid) if pid else None
+    if not st:
+        return 0.0
+    f = st.rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+
+
 def comm(pid):
     return (read("/proc/%d/comm" % pid) or "").strip()
 
@@ -350,6 +359,11 @@ def metric(cl, name):
     return None
 
 
+def pool_status(cl):
+    st, b = cl.req("GET", "/runtime/status")
+    return (b or {}).get("pool") or {} if isinstance(b, dict) else {}
+
+
 # ---- the run --------------------------------------------------------------------------
 
 def main():
@@ -370,6 +384,11 @@ def main():
                     help="no cgroup_parent key (for a daemon that knows none): the daemon "
                          "runs in cgroups of this script (sbxbench-PID, one per v1 "
                          "hierarchy) and its sandboxd/ parent is beneath them")
+    ap.add_argument("--pool-sessions", type=int, default=0,
+                    help="pool.sessions: holders kept ready for sessions (pool.max_total raised "
+                         "to it); before each timed step the run waits (at most 60 s) until "
+                         "the pool holds min(N, 100) ready and reports their memory")
+    ap.add_argument("--no-pool", action="store_true", help="pool.enabled: false")
     ap.add_argument("--json")
     a = ap.parse_args()
     sbxtest.SANDBOXD = os.path.abspath(a.sandboxd)
@@ -403,6 +422,11 @@ def main():
             f.write("  cgroup_parent: %s\n" % parent)
         f.write("  total_pids: %d\n" % (4 * a.sessions + 256))
         f.write("network:\n  dns:\n    upstream: [\"%s\"]\n" % netlab.DNS)
+        if a.no_pool:
+            f.write("pool:\n  enabled: false\n")
+        elif a.pool_sessions:
+            f.write("pool:\n  sessions: %d\n  max_total: %d\n"
+                    % (a.pool_sessions, max(32, a.pool_sessions + 8)))
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("CLAW_") and not k.startswith("SANDBOX_")}
     # the sandboxes' parent in each hierarchy, and the directory this run removes
@@ -479,24 +503,43 @@ def main():
         # 1, 2: 100 one by one, 100 concurrently, alternating on fresh clones
         for r in range(a.rounds):
             for kind in ("oneByOne", "concurrent"):
+                if a.pool_sessions:
+                    want, deadline = min(a.pool_sessions, batch), time.monotonic() + 60
+                    while pool_status(cl).get("idle", 0) < want and time.monotonic() < deadline:
+                        time.sleep(0.1)
+                    ps = pool_status(cl)
+                    print("   pool before: %d ready, %.1f MiB (%.0f KiB each)"
+                          % (ps.get("idle", 0), (ps.get("memoryBytes") or 0) / 2**20,
+                             (ps.get("memoryPerSandboxBytes") or 0) / 1024), flush=True)
+                    out["steps"]["pool%s%d" % (kind, r)] = ps
                 base = (2 * r + (kind == "concurrent")) * batch
                 pairs = [("c%d" % (base + i), "s0") for i in range(batch)]
+                c0 = (cpu_ms(d.pid), cpu_ms(spawner))
                 if kind == "oneByOne":
                     wall, lat, err = one_by_one(sock, pairs)
                 else:
                     wall, lat, err = parallel(sock, pairs, a.clients)
+                cpu = (cpu_ms(d.pid) - c0[0], cpu_ms(spawner) - c0[1])
+                if os.environ.get("SESSIONS_MARKS"):  # CLOCK_MONOTONIC span (perf record -k mono)
+                    print("   span %.6f,%.6f" % (time.monotonic() - wall, time.monotonic()))
                 started += pairs
                 key = "%s%d" % (kind, r)
                 out["steps"][key] = {"wallS": wall, "start": summary(lat), "nErrors": len(err),
-                                     "errors": err[:5], "load": load()}
+                                     "errors": err[:5], "load": load(),
+                                     "daemonCpuMs": cpu[0], "spawnerCpuMs": cpu[1]}
                 print("%s. 100 sessions %s: %.3f s (start p50 %.1f p99 %.1f max %.1f ms), "
-                      "errors %d  [load %s]" % ("1" if kind == "oneByOne" else "2",
-                                                "one by one" if kind == "oneByOne"
-                                                else "concurrently (%d clients)" % a.clients,
-                                                wall, pct(lat, 50), pct(lat, 99),
-                                                max(lat or [0]), len(err), load()), flush=True)
+                      "errors %d; CPU daemon %.0f ms, spawner %.0f ms  [load %s]"
+                      % ("1" if kind == "oneByOne" else "2",
+                         "one by one" if kind == "oneByOne"
+                         else "concurrently (%d clients)" % a.clients,
+                         wall, pct(lat, 50), pct(lat, 99), max(lat or [0]), len(err),
+                         cpu[0], cpu[1], load()), flush=True)
                 if err:
                     print("   " + err[0])
+                ps = pool_status(cl)
+                print("   pool: session hits %s misses %s, idle %s, built %s"
+                      % (ps.get("sessionHits"), ps.get("sessionMisses"), ps.get("idle"),
+                         ps.get("built")), flush=True)
 
         # 3. the rest, /healthz probed meanwhile
         rest = []

@@ -126,8 +126,8 @@ void h_readyz(sbx_http_request *req, void *ud)
     sbx_err se = {0};
     bool store_ok = !api->store || sbx_store_health(api->store, &se) == 0;
     bool ok = api->ready && store_ok;
-    json_t *o = json_pack("{s:b, s:s}", "ok", ok, "status",
-                          store_ok ? cs.status : "store_unavailable");
+    json_t *o =
+        json_pack("{s:b, s:s}", "ok", ok, "status", store_ok ? cs.status : "store_unavailable");
     if (o && sbx_api_extended(req)) {
         json_object_set_new(o, "daemon", json_string(api->ready ? "ready" : "starting"));
         if (!store_ok)
@@ -136,8 +136,8 @@ void h_readyz(sbx_http_request *req, void *ud)
     sbx_http_respond_json(req, ok ? 200 : 503, o);
 }
 
-json_t *api_status_payload(sbx_http_request *req, struct sbx_api *api, const struct sbx_clone *c,
-                           const char *session)
+json_t *api_status_payload(sbx_http_request *req, struct sbx_api *api, bool reads,
+                           const struct sbx_clone *c, const char *session)
 {
     struct sbx_clone_status cs;
     sbx_runtime_clone_status(api->rt, c, &cs);
@@ -165,7 +165,7 @@ json_t *api_status_payload(sbx_http_request *req, struct sbx_api *api, const str
         json_object_set_new(o, "sessionLive",
                             json_boolean(sbx_runtime_session_live(api->rt, c, session)));
     if (api->status_extra)
-        api->status_extra(api->status_extra_ud, o);
+        api->status_extra(api->status_extra_ud, o, reads);
     return o;
 }
 
@@ -179,7 +179,7 @@ void h_status(sbx_http_request *req, void *ud)
     const char *session = sbx_http_req_query(req, "sessionID");
     if (session && sbx_ws_segment_check("sessionID", session, strlen(session), &e) < 0)
         return (void)sbx_http_respond_err(req, &e);
-    sbx_http_respond_json(req, 200, api_status_payload(req, api, &c, session));
+    sbx_http_respond_json(req, 200, api_status_payload(req, api, true, &c, session));
 }
 
 /* ---- the table ---- */

@@ -11,7 +11,7 @@ struct sbx_agent;
 struct sbx_api {
     struct sbx_runtime *rt;
     struct sbx_skills *skills; /* NULL: no skill routes answer but 503 */
-    struct sbx_agent *agent; /* turns (src/agent) */
+    struct sbx_agent *agent;   /* turns (src/agent) */
     struct sbx_store *store;
     bool ready; /* the store is open and the engine's self-check passed */
     int64_t started_at;
@@ -23,8 +23,10 @@ struct sbx_api {
     /* How long an Idempotency-Key names its task (0: 24 h). */
     double idempotency_ttl_s;
     /* Adds the daemon's own facts (cgroup caps...) to an extended
-     * /runtime/status; may be NULL. */
-    void (*status_extra)(void *ud, json_t *status);
+     * /runtime/status; may be NULL. reads: also what costs a read per
+     * sandbox (the pool's memory: GET /runtime/status, not the answer of
+     * every session's start and stop). */
+    void (*status_extra)(void *ud, json_t *status, bool reads);
     void *status_extra_ud;
     struct os_state *opensandbox; /* the OpenSandbox API's sandboxes (api/opensandbox/) */
 };

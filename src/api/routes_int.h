@@ -18,8 +18,8 @@ int api_request_clone(sbx_http_request *req, struct sbx_api *api, json_t *body, 
                       sbx_err *err);
 /* The original's StatusPayload of clone c (session: the one asked about, or
  * NULL: the runtime's), our facts added for an extended request. */
-json_t *api_status_payload(sbx_http_request *req, struct sbx_api *api, const struct sbx_clone *c,
-                           const char *session);
+json_t *api_status_payload(sbx_http_request *req, struct sbx_api *api, bool reads,
+                           const struct sbx_clone *c, const char *session);
 /* Records the action in the store's audit (else in the daemon's log). */
 void api_audit(sbx_http_request *req, struct sbx_api *api, const char *action, const char *target);
 

@@ -12,12 +12,14 @@
 /* ---- sessions: /runtime/start, /runtime/stop, /runtime/network ---- */
 
 /* The answer of a start or a stop: the original's {ok, status:
- * StatusPayload}; an extended request also gets the session's name. */
+ * StatusPayload}; an extended request also gets the session's name (and
+ * the daemon's facts but the pool's memory, a read per pooled sandbox: in
+ * GET /runtime/status). */
 static void start_stop_answer(sbx_http_request *req, struct sbx_api *api, const struct sbx_clone *c,
                               const char *session)
 {
     json_t *o =
-        json_pack("{s:b, s:o}", "ok", 1, "status", api_status_payload(req, api, c, session));
+        json_pack("{s:b, s:o}", "ok", 1, "status", api_status_payload(req, api, false, c, session));
     if (o && session && sbx_api_extended(req))
         json_object_set_new(o, "sessionId", json_string(session));
     sbx_http_respond_json(req, 200, o);

@@ -193,6 +193,7 @@ const struct setting cfg_settings[] = {
     {"pool", "size", "max_idle", NULL, 0, NULL, K_UINT, OFF(pool.size), 0, 1024, -1},
     {"pool", "max_total", NULL, NULL, 0, NULL, K_UINT, OFF(pool.max_total), 0, 1024, -1},
     {"pool", "max_active", NULL, NULL, 0, NULL, K_UINT, OFF(pool.max_active), 0, 4096, -1},
+    {"pool", "sessions", NULL, NULL, 0, NULL, K_UINT, OFF(pool.sessions), 0, 1024, -1},
     {"pool", "idle_timeout", NULL, NULL, 0, NULL, K_DURATION, OFF(pool.idle_timeout_s), 0, 86400,
      -1},
     {"pool", "spawner", NULL, NULL, 0, NULL, K_BOOL, OFF(pool.spawner), 0, 0, -1},

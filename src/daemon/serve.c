@@ -191,7 +191,7 @@ static int setup_auth(struct serve *s, sbx_err *err)
 
 /* The aggregate caps in an extended /runtime/status: as configured, as the
  * sandboxd/ parent cgroup holds them now, and whether each holds. */
-static void status_totals(void *ud, json_t *status)
+static void status_totals(void *ud, json_t *status, bool reads)
 {
     struct serve *s = ud;
     struct sbx_cg_limits now;
@@ -253,13 +253,17 @@ static void status_totals(void *ud, json_t *status)
                                   (json_int_t)ps.hits, "zygoteHits", (json_int_t)ps.zygote_hits,
                                   "misses", (json_int_t)ps.misses, "built", (json_int_t)ps.built,
                                   "discarded", (json_int_t)ps.discarded));
-    uint64_t counted, mem = sbx_pool_memory(&counted);
     json_t *pool = json_object_get(status, "pool");
-    json_object_set_new(pool, "memoryBytes", counted ? json_integer((json_int_t)mem) : json_null());
-    json_object_set_new(pool, "memoryPerSandboxBytes",
-                        counted ? json_integer((json_int_t)(mem / counted)) : json_null());
-    json_object_set_new(json_object_get(status, "pool"), "anyCloneHits",
-                        json_integer((json_int_t)ps.any_clone_hits));
+    if (reads) {
+        uint64_t counted, mem = sbx_pool_memory(&counted);
+        json_object_set_new(pool, "memoryBytes",
+                            counted ? json_integer((json_int_t)mem) : json_null());
+        json_object_set_new(pool, "memoryPerSandboxBytes",
+                            counted ? json_integer((json_int_t)(mem / counted)) : json_null());
+    }
+    json_object_set_new(pool, "anyCloneHits", json_integer((json_int_t)ps.any_clone_hits));
+    json_object_set_new(pool, "sessionHits", json_integer((json_int_t)ps.session_hits));
+    json_object_set_new(pool, "sessionMisses", json_integer((json_int_t)ps.session_misses));
 }
 
 /* ---- environments' images: unpacked once by a helper child each ---- */

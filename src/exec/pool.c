@@ -54,6 +54,12 @@ static const struct sbx_metric m_takes = {
             "\"miss\" (built for the task).",
     .kind = SBX_METRIC_COUNTER,
     .labels = {"result"}};
+static const struct sbx_metric m_sessions = {
+    .name = "sandbox_pool_sessions_total",
+    .help = "Live sessions' holders the warm pool could serve, by result: \"hit\" (a sandbox "
+            "built ahead, attached) or \"miss\" (built for the session).",
+    .kind = SBX_METRIC_COUNTER,
+    .labels = {"result"}};
 static const struct sbx_metric m_idle = {.name = "sandbox_pool_idle",
                                          .help = "Sandboxes of the warm pool ready for a task.",
                                          .kind = SBX_METRIC_GAUGE};
@@ -95,7 +101,16 @@ static struct {
     uint8_t *slot_used; /* cfg.ids_ranges of them: 1 in use (or left to a stuck sandbox) */
     dev_t no_idmap[NO_IDMAP_MAX];
     size_t n_no_idmap;
+    /* Sessions' holders whose attach the spawner has not answered yet, and
+     * the last answer: no refill is asked meanwhile nor for HOLDER_QUIET_MS
+     * after (the spawner answers in turn: a burst of starts, together or
+     * one after the other, would wait behind the builds its own takes
+     * asked). */
+    uint64_t holders_attaching;
+    int64_t holder_ms;
 } P;
+
+#define HOLDER_QUIET_MS 20
 
 /* ---- the pool's host id ranges ---- */
 
@@ -281,6 +296,7 @@ void sbx_pool_configure(struct event_base *base, const struct sbx_pool_config *c
 {
     if (c->enabled && !P.cfg.enabled) {
         sbx_metric_declare(&m_takes);
+        sbx_metric_declare(&m_sessions);
         sbx_metrics_collector(collect, NULL);
         sbx_log(SBX_LOG_INFO, "pool: on, max_idle=%llu max_active=%llu idle_timeout=%gs%s",
                 (unsigned long long)c->max_idle, (unsigned long long)c->max_active,
@@ -369,31 +385,33 @@ void sbx_pool_forget_workspace(const char *dir)
 
 /* Its network: none of its own (policy none), or an egress the pool can
  * start ahead and the task bind at take (proxy); never the host's. */
-static bool net_poolable(const struct sbx_task_opts *o)
+static bool net_poolable(const struct sbx_task_opts *o, bool holder)
 {
     const struct sbx_spec *s = &o->spec;
     if (s->host_net)
         return false;
     if (!s->net_rules && !o->on_spawn)
         return true;
-    return s->net_rules && s->net_rules_arg && o->on_spawn && o->on_take && P.cfg.net_start &&
-           P.cfg.net_drop;
+    return s->net_rules && s->net_rules_arg && (o->on_spawn || holder) && o->on_take &&
+           P.cfg.net_start && P.cfg.net_drop;
 }
 
 /* A task the pool can serve: the caller's environment is pooled, and the
  * sandbox needs nothing made per task but what is bound at take (its
  * limits, its egress's policy): no bind of the environment's, no session.
- * The clone's own binds are part of the key. */
-static bool eligible(const struct sbx_task_opts *o)
+ * The clone's own binds are part of the key. A session's holder (holder):
+ * the same with no command. */
+static bool eligible(const struct sbx_task_opts *o, bool holder)
 {
     const struct sbx_spec *s = &o->spec;
     for (size_t i = 0; i < s->n_mounts; i++)
         if (s->mounts[i].root) /* an environment's: may name the task ({{.TaskID}}) */
             return false;
-    return P.cfg.enabled && P.cfg.max_idle && o->poolable && sbx_spawner_fd() >= 0 && s->argv &&
-           s->argv[0] && !s->pooled && net_poolable(o) && s->n_mounts <= SBX_MOUNTS_MAX &&
-           !s->session && s->join_pidfd < 0 && !s->host_view && s->workspace && s->name &&
-           o->fds.init_exe >= 0 && o->fds.seccomp >= 0;
+    bool command = holder ? !s->argv && !o->zygote_argv : s->argv && s->argv[0];
+    return P.cfg.enabled && (P.cfg.max_idle || (holder && P.cfg.session_idle)) && o->poolable &&
+           sbx_spawner_fd() >= 0 && command && !s->pooled && net_poolable(o, holder) &&
+           s->n_mounts <= SBX_MOUNTS_MAX && !s->session && s->join_pidfd < 0 && !s->host_view &&
+           s->workspace && s->name && o->fds.init_exe >= 0 && o->fds.seccomp >= 0;
 }
 
 /* Limits a pooled sandbox cannot take at take time stay in its key.
@@ -725,10 +743,17 @@ static void targets_sweep(void)
  * way, the least recently made first), the in-flight cap and max_active
  * (running tasks and the pool's sandboxes together: a refill never waits
  * for the tasks to drop, which under many clients they never do). */
+static void kick_in(int64_t ms);
+
 static void top_up(struct pool_target *t)
 {
-    if (!P.cfg.enabled || !t->tmpl)
+    if (!P.cfg.enabled || !t->tmpl || P.holders_attaching)
         return;
+    int64_t quiet = P.holder_ms + HOLDER_QUIET_MS - sbx_mono_ms();
+    if (quiet > 0) {
+        kick_in(quiet);
+        return;
+    }
     uint64_t mine = 0, building = 0, total = 0;
     for (struct pool_entry *pe = P.head; pe; pe = pe->next) {
         mine += strcmp(pe->key, t->key) == 0;
@@ -768,17 +793,22 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
 
 /* Refills soon, from the loop (not from inside a task's or an entry's
  * callback). */
+static void kick_in(int64_t ms)
+{
+    struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+    if (P.kick && P.targets && !evtimer_pending(P.kick, NULL))
+        evtimer_add(P.kick, &tv);
+}
+
 static void kick(void)
 {
-    static const struct timeval now = {0, 0};
-    if (P.kick && P.targets && !evtimer_pending(P.kick, NULL))
-        evtimer_add(P.kick, &now);
+    kick_in(0);
 }
 
 /* After a take (hit or miss): the description's target, then its top-up.
  * missed: the task found none ready. */
 static void refill(const struct sbx_task_opts *o, const char *key, const struct stat *ws,
-                   bool missed, bool any, const bool *files)
+                   bool missed, bool any, const bool *files, bool holder)
 {
     bool known = target_of(key, false) != NULL;
     struct pool_target *t = target_of(key, true);
@@ -802,6 +832,8 @@ static void refill(const struct sbx_task_opts *o, const char *key, const struct 
         t->want = P.cfg.max_idle;
     if (missed && known && t->want < P.cfg.max_total)
         t->want++;
+    if (holder && t->want < P.cfg.session_idle) /* the operator's floor for sessions */
+        t->want = P.cfg.session_idle;
     top_up(t);
 }
 
@@ -891,7 +923,7 @@ static char *any_clone_key(const struct sbx_task_opts *o, const bool *files)
  * egress bound and its address sets begun (the command waits for both): 1,
  * or 0 (the spawner cannot be asked: pe stays). */
 static int take_attach(struct event_base *base, const struct sbx_task_opts *o,
-                       struct pool_entry *pe, struct sbx_task *t)
+                       struct pool_entry *pe, struct sbx_task *t, struct pool_holder *h)
 {
     struct sbx_attach a = {.workspace = o->spec.workspace,
                            .from_base = o->spec.host_id_base,
@@ -900,7 +932,7 @@ static int take_attach(struct event_base *base, const struct sbx_task_opts *o,
                            .gid = o->spec.gid,
                            .mounts = o->spec.mounts,
                            .n_mounts = o->spec.n_mounts};
-    if (exec_spawner_ask_attach(base, &a, pe, t) != 1)
+    if (exec_spawner_ask_attach(base, &a, pe, t, h) != 1)
         return 0;
     unlink_entry(pe);
     sbx_err e = {0};
@@ -911,13 +943,14 @@ static int take_attach(struct event_base *base, const struct sbx_task_opts *o,
     return 1;
 }
 
-/* An idle one for key is taken for t (one built with the task's own rules
- * first: no swap), and the clone's mounts are asked of the spawner: 1, or 0
- * (none idle, or the spawner cannot be asked). */
+/* An idle one for key is taken for t or h (one built with the task's own
+ * rules first: no swap; a session's holder only such a one, its start does
+ * not wait for address sets), and the clone's mounts are asked of the
+ * spawner: 1, or 0 (none idle, or the spawner cannot be asked). */
 static int take_any_clone(struct event_base *base, const struct sbx_task_opts *o, const char *key,
-                          struct sbx_task *t)
+                          struct sbx_task *t, struct pool_holder *h)
 {
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < (h ? 1 : 2); pass++)
         for (struct pool_entry *pe = P.head, *next; pe; pe = next) {
             next = pe->next;
             if (!pe->ready || pe->slot < 0 || strcmp(pe->key, key) != 0 ||
@@ -927,29 +960,32 @@ static int take_any_clone(struct event_base *base, const struct sbx_task_opts *o
                 discard(pe);
                 continue;
             }
-            return take_attach(base, o, pe, t);
+            return take_attach(base, o, pe, t, h);
         }
     return 0;
 }
 
+/* A take's result, counted for tasks or (holder) for sessions' holders. */
 static void count_take(const struct sbx_task_opts *o, bool got, bool zygote, bool any,
-                       const char *made_as)
+                       const char *made_as, bool holder)
 {
-    P.st.zygote_hits += got && zygote;
-    P.st.any_clone_hits += got && any;
-    if (got)
-        P.st.hits++;
-    else
-        P.st.misses++;
-    sbx_metric_add(&m_takes, 1, got ? "hit" : "miss");
-    sbx_log(SBX_LOG_INFO, "pool: %s%s for=%s sandbox=%s",
+    if (holder) {
+        *(got ? &P.st.session_hits : &P.st.session_misses) += 1;
+    } else {
+        P.st.zygote_hits += got && zygote;
+        P.st.any_clone_hits += got && any;
+        *(got ? &P.st.hits : &P.st.misses) += 1;
+    }
+    sbx_metric_add(holder ? &m_sessions : &m_takes, 1, got ? "hit" : "miss");
+    sbx_log(SBX_LOG_INFO, "pool: %s%s%s for=%s sandbox=%s",
             got ? zygote ? "hit (zygote)" : "hit" : "miss", got && any ? " (any clone)" : "",
-            o->spec.name, got ? made_as : o->spec.name);
+            holder ? " (session)" : "", o->spec.name, got ? made_as : o->spec.name);
 }
 
 /* The spawner could not attach o's clone: said in the log; a filesystem
- * that cannot be idmapped is pooled per clone from now on. */
-static void attach_failed(const struct sbx_task_opts *o, const sbx_err *e)
+ * that cannot be idmapped is pooled per clone from now on (for a task's
+ * clone, not a session's holder, its next sandbox asked now). */
+static void attach_failed(const struct sbx_task_opts *o, const sbx_err *e, bool holder)
 {
     struct stat ws;
     char msg[400];
@@ -961,19 +997,22 @@ static void attach_failed(const struct sbx_task_opts *o, const sbx_err *e)
                 "pool: workspaces on this filesystem cannot be idmapped (%s): their sandboxes "
                 "are pooled per clone",
                 sbx_err_format(e, msg, sizeof(msg)));
-        cleanup_free char *key = spec_key(o); /* this clone's next task */
+        cleanup_free char *key = holder ? NULL : spec_key(o); /* this clone's next task */
         bool files[SBX_MOUNTS_MAX] = {false};
         if (key)
-            refill(o, key, &ws, false, false, files);
+            refill(o, key, &ws, false, false, files, false);
     } else {
         sbx_log(SBX_LOG_WARN, "pool: a workspace was not attached: %s",
                 sbx_err_format(e, msg, sizeof(msg)));
     }
 }
 
-int exec_pool_attached(struct pool_entry *pe, struct sbx_task *t, const struct sbx_task_opts *o,
-                       int rc, int *fds, size_t n, const sbx_err *e, struct sbx_sandbox *sb,
-                       int *slot)
+/* exec_pool_attached's, for a task t or (holder) a session's holder (no
+ * command: the order to hold; never an address-set swap, see
+ * take_any_clone); made_as gets the sandbox's name. */
+static int attach_serve(struct pool_entry *pe, struct sbx_task *t, const struct sbx_task_opts *o,
+                        int rc, int *fds, size_t n, const sbx_err *e, struct sbx_sandbox *sb,
+                        int *slot, bool holder, char *made_as, size_t made_len)
 {
     sbx_err se = {0};
     void *job = sbx_steal_pointer(&pe->job); /* begun at take */
@@ -987,6 +1026,10 @@ int exec_pool_attached(struct pool_entry *pe, struct sbx_task *t, const struct s
         (job || bind_net(pe, o, &job, &se) == 0) &&
         (job || sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp,
                                              command_limits(pe, &o->spec), fds, n, &se) == 0);
+    if (sent && job && holder) { /* never: take_any_clone gave it its own rules */
+        sent = 0;
+        sbx_err_set(&se, EPROTO, "a session's holder cannot wait for address sets");
+    }
     if (sent && job) {
         if (exec_task_wait_sets(t, pe, job, fds, n) == 0)
             return 2;
@@ -999,14 +1042,15 @@ int exec_pool_attached(struct pool_entry *pe, struct sbx_task *t, const struct s
     if (sent) {
         *sb = pe->sb;
         *slot = pe->slot;
-        count_take(o, true, pe->zygote_argv != NULL, true, pe->name);
+        snprintf(made_as, made_len, "%s", pe->name);
+        count_take(o, true, pe->zygote_argv != NULL, true, pe->name, holder);
         free_entry(pe);
         return 1;
     }
     if (rc == -1 && o)
-        attach_failed(o, e);
+        attach_failed(o, e, holder);
     if (o)
-        count_take(o, false, false, true, NULL);
+        count_take(o, false, false, true, NULL, holder);
     if (rc == -2 || !still_fresh(pe) || se.msg[0] || !pe->net != !pe->spec.net_rules) {
         /* the spawner is gone, the sandbox died, or its limits, egress or
          * command were not taken (its egress may be the task's): it goes */
@@ -1062,10 +1106,18 @@ static int take_own_clone(const struct sbx_task_opts *o, const char *key, const 
     return 0;
 }
 
+int exec_pool_attached(struct pool_entry *pe, struct sbx_task *t, const struct sbx_task_opts *o,
+                       int rc, int *fds, size_t n, const sbx_err *e, struct sbx_sandbox *sb,
+                       int *slot)
+{
+    char made_as[SBX_CG_NAME_MAX + 1];
+    return attach_serve(pe, t, o, rc, fds, n, e, sb, slot, false, made_as, sizeof(made_as));
+}
+
 int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struct sbx_sandbox *sb,
                    struct sbx_task *t)
 {
-    if (!eligible(o))
+    if (!eligible(o, false))
         return 0;
     struct stat ws;
     bool files[SBX_MOUNTS_MAX] = {false};
@@ -1077,10 +1129,10 @@ int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struc
         cleanup_free char *akey = any_clone_key(o, files);
         if (!akey)
             return 0;
-        int got = take_any_clone(base, o, akey, t);
+        int got = take_any_clone(base, o, akey, t, NULL);
         if (!got)
-            count_take(o, false, false, true, NULL);
-        refill(o, akey, &ws, !got, true, files);
+            count_take(o, false, false, true, NULL, false);
+        refill(o, akey, &ws, !got, true, files, false);
         return got ? 2 : 0;
     }
     cleanup_free char *key = spec_key(o);
@@ -1090,8 +1142,8 @@ int exec_pool_take(struct event_base *base, const struct sbx_task_opts *o, struc
     bool zygote = false;
     int got = fits ? take_own_clone(o, key, &ws, t, sb, made_as, &zygote) : 0;
     if (got != 2) /* a wait for its sets is counted at its end */
-        count_take(o, got, zygote, false, made_as);
-    refill(o, key, &ws, !got, false, files);
+        count_take(o, got, zygote, false, made_as, false);
+    refill(o, key, &ws, !got, false, files, false);
     return got;
 }
 
@@ -1117,7 +1169,7 @@ int exec_pool_sets_done(struct pool_entry *pe, const struct sbx_task_opts *o, vo
     if (sent == 0) {
         *sb = pe->sb;
         *slot = pe->slot;
-        count_take(o, true, pe->zygote_argv != NULL, pe->any, pe->name);
+        count_take(o, true, pe->zygote_argv != NULL, pe->any, pe->name, false);
         free_entry(pe);
         return 1;
     }
@@ -1127,10 +1179,102 @@ int exec_pool_sets_done(struct pool_entry *pe, const struct sbx_task_opts *o, vo
                 "pool: a pooled sandbox's address sets were not made the task's (%s): it is "
                 "discarded, the task built cold",
                 sbx_err_format(&e, msg, sizeof(msg)));
-        count_take(o, false, false, pe->any, NULL);
+        count_take(o, false, false, pe->any, NULL, false);
     }
     bury(&pe->sb, pe->slot);
     P.st.discarded++;
     free_entry(pe);
     return 0;
+}
+
+/* ---- live sessions' holders ---- */
+
+struct pool_holder {
+    struct sbx_task_opts o; /* the session's description; its binds and rules copied */
+    struct sbx_mount mounts[SBX_MOUNTS_MAX];
+    char *net_rules_arg;
+    sbx_pool_holder_fn fn; /* NULL: the session is gone */
+    void *ud;
+};
+
+static void holder_free(struct pool_holder *h)
+{
+    free(h->net_rules_arg);
+    free(h);
+}
+
+static struct pool_holder *holder_new(const struct sbx_task_opts *o, sbx_pool_holder_fn fn,
+                                      void *ud)
+{
+    struct pool_holder *h = calloc(1, sizeof(*h));
+    if (!h)
+        return NULL;
+    h->o = *o, h->fn = fn, h->ud = ud;
+    memcpy(h->mounts, o->spec.mounts, o->spec.n_mounts * sizeof(h->mounts[0]));
+    h->o.spec.mounts = h->mounts;
+    if (o->spec.net_rules_arg &&
+        !(h->o.spec.net_rules_arg = h->net_rules_arg = strdup(o->spec.net_rules_arg))) {
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+int sbx_pool_take_holder(struct event_base *base, const struct sbx_task_opts *o,
+                         sbx_pool_holder_fn fn, void *ud, void **handle)
+{
+    struct stat ws;
+    bool files[SBX_MOUNTS_MAX] = {false};
+    if (!eligible(o, true) || stat(o->spec.workspace, &ws) < 0)
+        return 0;
+    /* only pooled for any clone: where the workspace cannot be idmapped, a
+     * holder is built cold */
+    if (!any_clone_ok(o, &ws, files)) {
+        count_take(o, false, false, false, NULL, true);
+        return 0;
+    }
+    cleanup_free char *key = any_clone_key(o, files);
+    struct pool_holder *h = key ? holder_new(o, fn, ud) : NULL;
+    if (!h)
+        return 0;
+    int got = take_any_clone(base, &h->o, key, NULL, h);
+    if (got) {
+        P.holders_attaching++;
+        *handle = h;
+    } else {
+        count_take(o, false, false, true, NULL, true);
+        holder_free(h);
+    }
+    refill(o, key, &ws, !got, true, files, true);
+    return got;
+}
+
+void sbx_pool_holder_cancel(void *handle)
+{
+    ((struct pool_holder *)handle)->fn = NULL;
+}
+
+void exec_pool_holder_attached(struct pool_entry *pe, struct pool_holder *h, int rc, int *fds,
+                               size_t n, const sbx_err *e)
+{
+    if (P.holders_attaching)
+        P.holders_attaching--;
+    P.holder_ms = sbx_mono_ms();
+    struct sbx_sandbox sb;
+    int slot = -1;
+    char made_as[SBX_CG_NAME_MAX + 1] = "";
+    /* the session's limits and egress policy, then the order to hold */
+    struct sbx_task_opts *o = h->fn ? &h->o : NULL;
+    if (o)
+        o->spec.argv = o->spec.envp = NULL;
+    int got = attach_serve(pe, NULL, o, rc, fds, n, e, &sb, &slot, true, made_as, sizeof(made_as));
+    if (h->fn)
+        h->fn(h->ud, got, got ? &sb : NULL, slot, made_as);
+    holder_free(h);
+    kick(); /* refills go on */
+}
+
+void sbx_pool_slot_free(int slot)
+{
+    exec_pool_slot_put(slot);
 }

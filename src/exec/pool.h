@@ -63,6 +63,10 @@ struct sbx_pool_config {
      * every clone's: [ids_first, ids_first + ids_ranges * SBX_ID_RANGE).
      * 0 ranges: sandboxes are pooled per clone only. */
     uint32_t ids_first, ids_ranges;
+    /* Live sessions' holders (sbx_pool_take_holder): a description of
+     * theirs holds at least this many ready once a session of it started
+     * (within max_total). 0: as any other description. */
+    uint64_t session_idle;
 };
 
 void sbx_pool_configure(struct event_base *base, const struct sbx_pool_config *c);
@@ -77,6 +81,8 @@ struct sbx_pool_stats {
     uint64_t hits, misses;   /* eligible tasks served ready / built cold */
     uint64_t zygote_hits;    /* hits with an interpreter started ahead */
     uint64_t any_clone_hits; /* hits of a sandbox pooled for any clone (attached) */
+    uint64_t session_hits;   /* live sessions' holders served ready (attached) */
+    uint64_t session_misses; /* ... built cold */
     uint64_t built;          /* pooled sandboxes that arrived */
     uint64_t discarded;      /* idle ones ended unused (timeout, evicted, gone stale) */
     uint64_t idle, building;
@@ -87,3 +93,29 @@ void sbx_pool_stats(struct sbx_pool_stats *out);
  * cgroupfs reads each: for /runtime/status and /metrics, not per task);
  * *counted gets how many were measured (0 in rlimit mode: no cgroup). */
 uint64_t sbx_pool_memory(uint64_t *counted);
+
+/* A live session's holder from the pool: a ready sandbox pooled for any
+ * clone that matches o (a task's options for the holder's spec with argv
+ * NULL, session false; on_take binds its egress) gets the clone's
+ * workspace and binds attached, o's limits and egress policy, and instead
+ * of a command the order to hold the session (sbx_sandbox_send_command_fds
+ * with argv NULL). 1: taken, fn comes later from the loop (*handle until
+ * then); 0: none ready or not eligible (a miss: build the holder cold).
+ * fn's rc 1: sb is the holder (its STARTED message comes on its sync
+ * socket), slot its host id range (sbx_pool_slot_free once the sandbox is
+ * all gone), name its cgroup's name; rc 0: it could not be served (the
+ * session's description o is no longer needed: build it cold). o's
+ * strings and o->ud must live until fn or sbx_pool_holder_cancel. The
+ * sandbox is the session's alone: never back in the pool. */
+struct sbx_task_opts;
+struct sbx_sandbox;
+typedef void (*sbx_pool_holder_fn)(void *ud, int rc, struct sbx_sandbox *sb, int slot,
+                                   const char *name);
+int sbx_pool_take_holder(struct event_base *base, const struct sbx_task_opts *o,
+                         sbx_pool_holder_fn fn, void *ud, void **handle);
+/* The session is gone before fn: fn never comes; the sandbox goes back to
+ * the pool if it was not given the order yet. */
+void sbx_pool_holder_cancel(void *handle);
+/* A holder's host id range is free again (its sandbox is all gone); -1:
+ * nothing. */
+void sbx_pool_slot_free(int slot);

@@ -35,9 +35,14 @@ int exec_pool_sets_done(struct pool_entry *pe, const struct sbx_task_opts *o, vo
                         size_t n, struct sbx_sandbox *sb, int *slot);
 /* A pooled sandbox's host id range is free again (its sandbox is gone). */
 void exec_pool_slot_put(int slot);
-/* task.c queues an attach (a) of the spawner for t and pe: 1 asked, 0 not. */
+/* task.c queues an attach (a) of the spawner for t (or a session's holder
+ * h, with t NULL) and pe: 1 asked, 0 not. */
+struct pool_holder;
 int exec_spawner_ask_attach(struct event_base *base, const struct sbx_attach *a,
-                            struct pool_entry *pe, struct sbx_task *t);
+                            struct pool_entry *pe, struct sbx_task *t, struct pool_holder *h);
+/* The attach's answer for a session's holder h (as exec_pool_attached's). */
+void exec_pool_holder_attached(struct pool_entry *pe, struct pool_holder *h, int rc, int *fds,
+                               size_t n, const sbx_err *e);
 /* The number of tasks running (for max_active). */
 void exec_pool_task_count(int delta);
 

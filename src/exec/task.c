@@ -442,8 +442,9 @@ static int start_watch(struct sbx_task *t, bool pooled, sbx_err *err)
  * sandbox that comes for it is killed. The loop never waits for a clone. */
 struct waiter {
     struct sbx_task *t;
-    struct pool_entry *pe; /* a sandbox for the pool (exec/pool.c), or taken for t */
-    bool attach;           /* not a sandbox: pe's mounts for t's clone, nfds of them */
+    struct pool_entry *pe;      /* a sandbox for the pool (exec/pool.c), or taken for t */
+    bool attach;                /* not a sandbox: pe's mounts for t's clone, nfds of them */
+    struct pool_holder *holder; /* ... for a session's holder instead of t */
     size_t nfds;
     sbx_spawned_fn fn; /* another caller's (sbx_spawn_async) */
     void *ud;
@@ -552,6 +553,10 @@ int exec_task_wait_sets(struct sbx_task *t, struct pool_entry *pe, void *job, co
  * there, or (its answer a failure, the sandbox gone) is built cold. */
 static void attached(struct waiter *w, int rc, int *fds, const sbx_err *e)
 {
+    if (w->holder) {
+        exec_pool_holder_attached(w->pe, w->holder, rc, fds, w->nfds, e);
+        return;
+    }
     struct sbx_task *t = w->t;
     if (t)
         t->spawning = NULL;
@@ -720,13 +725,14 @@ void sbx_spawn_async_cancel(void *handle, sbx_spawned_fn fn, void *ud)
 
 /* The attach is queued like a spawn: its answer comes in turn. */
 int exec_spawner_ask_attach(struct event_base *base, const struct sbx_attach *a,
-                            struct pool_entry *pe, struct sbx_task *t)
+                            struct pool_entry *pe, struct sbx_task *t, struct pool_holder *h)
 {
     struct waiter *w = ask_spawner(base, NULL, a);
     if (!w)
         return 0;
-    w->t = t, w->pe = pe, w->attach = true, w->nfds = a->n_mounts + 1;
-    t->spawning = w;
+    w->t = t, w->holder = h, w->pe = pe, w->attach = true, w->nfds = a->n_mounts + 1;
+    if (t)
+        t->spawning = w;
     return 1;
 }
 /* 1: asked of the spawner (t waits); 0: make it here. */

@@ -112,13 +112,20 @@ int sbx_cg_host_restore_totals(struct sbx_cg_totals *t, sbx_err *err);
 void sbx_cg_host_read_totals(const struct sbx_cg_host *host, struct sbx_cg_limits *now);
 
 /* One sandbox's cgroup. */
+/* The longest path of one sandbox's cgroup directory (its hierarchy's base,
+ * the daemon's parent, its name, and for a session's task the session's
+ * name too): a longer one is refused (ENAMETOOLONG) when it is made. Six of
+ * them are in every live sandbox's record, in every session's, task's and
+ * release's: PATH_MAX each made that 24 KiB. */
+#define SBX_CG_PATH_MAX 1024
+
 struct sbx_cgroup {
     enum sbx_cg_mode mode;
-    char path[SBX_CGC_COUNT][PATH_MAX]; /* v1: per controller; "" if absent */
-    char v2_path[PATH_MAX];
+    char path[SBX_CGC_COUNT][SBX_CG_PATH_MAX]; /* v1: per controller; "" if absent */
+    char v2_path[SBX_CG_PATH_MAX];
     /* v2, split (sbx_cgroup_split): the leaf below v2_path its processes go
      * to; "" when they go to v2_path itself */
-    char v2_leaf[PATH_MAX];
+    char v2_leaf[SBX_CG_PATH_MAX];
     bool cpu_enforced;
     bool subs; /* may have cgroups below it (a session's: its tasks' own) */
     /* v2: a task's own below its session's (sbx_cgroup_create_sub), which

@@ -37,7 +37,7 @@ int cg_create_v1(const struct sbx_cg_host *host, const char *name, const struct 
     for (int c = 0; c < SBX_CGC_COUNT; c++) {
         if (!host->v1_has[c])
             continue;
-        char path[PATH_MAX];
+        char path[SBX_CG_PATH_MAX];
         if (sbx_cg_child_path(host->v1_base[c], name, path, sizeof(path), err) < 0)
             return -1;
         if (!cg_v1_earlier(cg, c, path) && mkdir(path, 0755) < 0)
@@ -120,7 +120,7 @@ int cg_create_sub_v1(const struct sbx_cgroup *parent, const char *name, double c
         int c = ctrls[i];
         if (!parent->path[c][0])
             continue;
-        char path[PATH_MAX];
+        char path[SBX_CG_PATH_MAX];
         if (sbx_cg_child_path(parent->path[c], name, path, sizeof(path), err) < 0)
             goto fail;
         /* cpu and cpuacct are usually one hierarchy: one directory */

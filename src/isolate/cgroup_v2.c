@@ -21,7 +21,7 @@ static void cpu_max(char *buf, size_t len, double cores)
 int cg_create_v2(const struct sbx_cg_host *host, const char *name, const struct sbx_cg_limits *lim,
                  struct sbx_cgroup *cg, sbx_err *err)
 {
-    char path[PATH_MAX];
+    char path[SBX_CG_PATH_MAX];
     if (sbx_cg_child_path(host->v2_base, name, path, sizeof(path), err) < 0)
         return -1;
     if (mkdir(path, 0755) < 0)
@@ -120,7 +120,7 @@ int sbx_cgroup_split(struct sbx_cgroup *cg, sbx_err *err)
         return sbx_err_set(err, EOPNOTSUPP, "cgroup split: v2 only");
     if (!cg_exists(cg->v2_path, "cgroup.kill"))
         return sbx_err_set(err, EOPNOTSUPP, "cgroup split: no cgroup.kill (kernel before 5.14)");
-    char leaf[PATH_MAX];
+    char leaf[SBX_CG_PATH_MAX];
     if (sbx_cg_child_path(cg->v2_path, "init", leaf, sizeof(leaf), err) < 0)
         return -1;
     if (cg_write(cg->v2_path, "cgroup.subtree_control", CG_V2_ENABLE, CG_REQUIRED, err) < 0)
@@ -139,7 +139,7 @@ int cg_create_sub_v2(const struct sbx_cgroup *parent, const char *name, double c
         return sbx_err_set(err, EOPNOTSUPP, "a task's own cgroup in a session: not split");
     memset(own, 0, sizeof(*own));
     own->mode = SBX_CG_V2;
-    char path[PATH_MAX];
+    char path[SBX_CG_PATH_MAX];
     if (sbx_cg_child_path(parent->v2_path, name, path, sizeof(path), err) < 0)
         return -1;
     if (mkdir(path, 0755) < 0)

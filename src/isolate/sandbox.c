@@ -829,7 +829,7 @@ int sbx_sandbox_send_command_fds(struct sbx_sandbox *sb, char *const *argv, char
     size_t nl = lim ? limit_args(lim, false, lims) : 0;
     for (size_t l = 0; l < nl; l++)
         len += strlen(lims[l]) + 1;
-    if (!n[0])
+    if (!n[0] && argv) /* NULL: the holder of a session (no command) */
         return sbx_err_at(err, SBX_STAGE_SPAWN, EINVAL, "no command");
     if (len > SBX_COMMAND_MAX)
         return sbx_err_at(err, SBX_STAGE_SPAWN, E2BIG, "command of %zu bytes", len);

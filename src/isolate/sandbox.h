@@ -244,7 +244,10 @@ int sbx_sandbox_relimit(struct sbx_sandbox *sb, const struct sbx_cg_limits *was,
  * order; they stay the caller's) and, for a sandbox made with
  * spec.limits_at_command, the task's limits (lim, NULL otherwise): after
  * the environment, the strings init's arguments would hold for them
- * (SBX_COMMAND_LIMITS_MAX bytes at most, within SBX_COMMAND_MAX). */
+ * (SBX_COMMAND_LIMITS_MAX bytes at most, within SBX_COMMAND_MAX). argv NULL
+ * (and envp NULL): no command, init holds a live session instead (as
+ * spec.session's: STARTED, then it keeps the namespaces and reaps until it
+ * is killed), under the limits that follow as a command's would. */
 #define SBX_COMMAND_LIMITS_MAX 200u
 int sbx_sandbox_send_command_fds(struct sbx_sandbox *sb, char *const *argv, char *const *envp,
                                  const struct sbx_cg_limits *lim, const int *fds, size_t nfds,

@@ -87,6 +87,28 @@ static void arm_idle(struct rt_clone_rt *x)
         sbx_log(SBX_LOG_WARN, "runtime idle timer not armed cloneId=%s", x->clone.id);
 }
 
+/* dir and its missing parents (0755). Its parents exist but for a new
+ * clone's: one mkdir, the walk only when a parent is missing (each mkdir is
+ * a path walk, on the loop). */
+static int mkdir_parents(char *dir, sbx_err *err)
+{
+    if (mkdir(dir, 0755) == 0 || errno == EEXIST)
+        return 0;
+    if (errno != ENOENT)
+        return sbx_err_set(err, errno, "control directory: mkdir %s", dir);
+    for (char *p = dir + 1;; p++) {
+        bool last = !*p;
+        if (*p != '/' && !last)
+            continue;
+        *p = '\0';
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+            return sbx_err_set(err, errno, "control directory: mkdir %s", dir);
+        if (last)
+            return 0;
+        *p = '/';
+    }
+}
+
 /* The clone's control directory, as the original keeps it: root's, 0555,
  * holding main.pid (0444, the daemon's pid), rewritten at each start. */
 static int control_write(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_err *err)
@@ -98,22 +120,25 @@ static int control_write(struct sbx_runtime *rt, const struct sbx_clone *c, sbx_
     if (!dir)
         return -1;
     dir[strlen(dir) - strlen("/work")] = '\0';
-    for (char *p = dir + 1;; p++) {
-        bool last = !*p;
-        if (*p != '/' && !last)
-            continue;
-        *p = '\0';
-        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-            return sbx_err_set(err, errno, "control directory: mkdir %s", dir);
-        if (last)
-            break;
-        *p = '/';
-    }
-    char tmp[PATH_MAX], path[PATH_MAX], pid[24];
+    if (mkdir_parents(dir, err) < 0)
+        return -1;
+    char tmp[PATH_MAX], path[PATH_MAX], pid[24], had[24];
     int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
     if (snprintf(tmp, sizeof(tmp), "%s/.main.pid.new", dir) >= (int)sizeof(tmp) ||
         snprintf(path, sizeof(path), "%s/main.pid", dir) >= (int)sizeof(path))
         return sbx_err_set(err, ENAMETOOLONG, "control directory %s", dir);
+    /* A start again under this daemon: main.pid says so already (root's,
+     * 0444, in a directory root's and 0555), nothing is rewritten. */
+    struct stat ds, fs;
+    int had_fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    ssize_t got = had_fd >= 0 ? read(had_fd, had, sizeof(had)) : -1;
+    bool same = got == n && memcmp(had, pid, (size_t)n) == 0 && fstat(had_fd, &fs) == 0 &&
+                fs.st_uid == 0 && (fs.st_mode & 07777) == 0444 && stat(dir, &ds) == 0 &&
+                ds.st_uid == 0 && ds.st_gid == 0 && (ds.st_mode & 07777) == 0555;
+    if (had_fd >= 0)
+        close(had_fd);
+    if (same)
+        return 0;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0444);
     if (fd < 0)
         return sbx_err_set(err, errno, "control directory: %s", tmp);

@@ -100,7 +100,8 @@ struct sbx_runtime *sbx_runtime_new(const struct sbx_runtime_opts *o, sbx_err *e
                                     .net_sets_end = rt_pool_sets_end,
                                     .net_sets_abort = rt_pool_sets_abort,
                                     .ids_first = ids_first,
-                                    .ids_ranges = n_ids});
+                                    .ids_ranges = n_ids,
+                                    .session_idle = ps->sessions});
     return rt;
 }
 

@@ -117,6 +117,8 @@ struct rt_session {
     bool ready;             /* its pid 1 holds the namespaces: tasks may join */
     bool formatting;        /* waiting for its workspace image, not spawned yet */
     void *spawning;         /* its sandbox asked of the spawner (sbx_spawn_async) */
+    void *taking;           /* a pooled sandbox taken for it, being attached */
+    int slot;               /* that sandbox's host id range (exec/pool.h), -1 none */
     struct rt_waiter *waiters;
     unsigned tasks;
     struct sbx_cg_limits lim; /* of its cgroup; zero fields: the settings' defaults */
@@ -158,6 +160,7 @@ struct rt_release {
     struct sbx_runtime *rt;
     struct sbx_sandbox sb;
     char cgname[64];
+    int slot;         /* a pooled sandbox's host id range, given back once it is all gone */
     int64_t deadline; /* sbx_mono_ms(): past it the cgroup is left */
     struct event *ev; /* the next try */
     struct rt_release *next;

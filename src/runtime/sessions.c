@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/time.h"
 #include "exec/env.h"
+#include "exec/pool.h"
 #include "exec/task.h"
 #include "isolate/spawner.h"
 #include "runtime/runtime_int.h"
@@ -38,11 +39,18 @@ static void release_free(struct rt_release *r)
     free(r);
 }
 
+/* r's sandbox is all gone: a pooled one's host id range is free again. */
+static void release_done(struct rt_release *r)
+{
+    sbx_pool_slot_free(r->slot);
+    release_free(r);
+}
+
 static void release_try(struct rt_release *r)
 {
     sbx_err e = {0};
     if (sbx_sandbox_release_step(&r->sb, &e) == 0) {
-        release_free(r);
+        release_done(r);
         return;
     }
     if (e.errnum == EBUSY && sbx_mono_ms() < r->deadline) {
@@ -50,7 +58,7 @@ static void release_try(struct rt_release *r)
         if (event_add(r->ev, &tv) == 0)
             return;
     }
-    sbx_sandbox_abandon(&r->sb);
+    sbx_sandbox_abandon(&r->sb); /* a pooled one's host id range is not used again */
     char msg[600], why[300];
     sbx_err_wrap(&e, "release");
     sbx_log(SBX_LOG_WARN, "session sandbox left cgroup=%s error=%s", r->cgname,
@@ -68,8 +76,10 @@ static void on_release(evutil_socket_t fd, short what, void *arg)
  * short). The first step is never taken here: release_step is for an init
  * that has exited, and this one was only just killed (whether it is dead yet
  * is a race with the kernel), and a step's failure is logged only by
- * release_try. */
-static void sandbox_release(struct sbx_runtime *rt, struct sbx_sandbox *sb, const char *cgname)
+ * release_try. slot: a pooled sandbox's host id range (-1 none), given
+ * back once the sandbox is all gone. */
+static void sandbox_release(struct sbx_runtime *rt, struct sbx_sandbox *sb, const char *cgname,
+                            int slot)
 {
     if (sb->pidfd < 0 && !sb->cg_made) {
         sbx_sandbox_abandon(sb); /* never spawned: its fds, if any */
@@ -79,25 +89,29 @@ static void sandbox_release(struct sbx_runtime *rt, struct sbx_sandbox *sb, cons
     struct rt_release *r = calloc(1, sizeof(*r));
     if (!r || !(r->ev = evtimer_new(rt->o.base, on_release, r))) {
         free(r);
-        sbx_sandbox_release(sb, NULL);
+        if (sbx_sandbox_release(sb, NULL) == 0)
+            sbx_pool_slot_free(slot);
         return;
     }
     r->rt = rt;
     r->sb = *sb;
+    r->slot = slot;
     snprintf(r->cgname, sizeof(r->cgname), "%s", cgname);
     r->deadline = sbx_mono_ms() + RELEASE_BOUND_MS;
     r->next = rt->releasing;
     rt->releasing = r;
     struct timeval tv = {.tv_usec = RELEASE_RETRY_MS * 1000};
     if (event_add(r->ev, &tv) < 0) { /* not armed: the bounded synchronous one */
-        sbx_sandbox_release(&r->sb, NULL);
-        release_free(r);
+        if (sbx_sandbox_release(&r->sb, NULL) == 0)
+            release_done(r);
+        else
+            release_free(r);
     }
 }
 
 static void session_release(struct rt_session *x)
 {
-    sandbox_release(x->rt, &x->sb, x->cgname);
+    sandbox_release(x->rt, &x->sb, x->cgname, x->slot);
 }
 
 /* The sandbox of a session that ended while the spawner made it: released
@@ -105,15 +119,17 @@ static void session_release(struct rt_session *x)
 static void on_orphan_spawned(void *ud, int rc, struct sbx_sandbox *sb, const sbx_err *err)
 {
     if (rc == 1)
-        sandbox_release(ud, sb, "(a session ended while starting)");
+        sandbox_release(ud, sb, "(a session ended while starting)", -1);
 }
 
 void rt_releases_finish(struct sbx_runtime *rt)
 {
     while (rt->releasing) {
         struct rt_release *r = rt->releasing;
-        sbx_sandbox_release(&r->sb, NULL);
-        release_free(r);
+        if (sbx_sandbox_release(&r->sb, NULL) == 0)
+            release_done(r);
+        else
+            release_free(r);
     }
 }
 
@@ -149,6 +165,8 @@ void rt_session_free(struct rt_session *x)
         sbx_runtime_workspace_unwait(rt, x);
     if (x->spawning) /* the sandbox that comes for it is released */
         sbx_spawn_async_cancel(x->spawning, on_orphan_spawned, rt);
+    if (x->taking) /* the pooled one being attached goes back untouched */
+        sbx_pool_holder_cancel(x->taking);
     /* Its running tasks end as canceled (124), not as a sandbox that broke
      * under them. */
     for (struct rt_task *t = rt->active; t; t = t->all_next)
@@ -307,7 +325,7 @@ void sbx_runtime_session_unwait(struct sbx_runtime *rt, void *ud)
         rt_waiters_drop(&x->waiters, ud);
 }
 
-static int session_made(struct rt_session *x, sbx_err *err);
+static int session_made(struct rt_session *x, bool pooled, sbx_err *err);
 
 /* The spawner's answer for x. */
 static void on_session_spawned(void *ud, int rc, struct sbx_sandbox *sb, const sbx_err *err)
@@ -320,13 +338,46 @@ static void on_session_spawned(void *ud, int rc, struct sbx_sandbox *sb, const s
         return;
     }
     x->sb = *sb;
-    if (session_made(x, &e) < 0)
+    if (session_made(x, false, &e) < 0)
         session_failed(x, &e);
 }
 
-/* Make x's sandbox (its workspace is ready): asked of the spawner, set up
- * from the loop; its STARTED message tells it is ready. */
-static int session_spawn(struct rt_session *x, sbx_err *err)
+/* A pooled sandbox's egress (started ahead under the pool's placeholder)
+ * becomes x's, bound to the operator's policy and x's flows, before the
+ * order to hold is sent (exec/pool.h on_take). */
+static int session_egress_take(void *ud, void *net, sbx_err *err)
+{
+    (void)err;
+    struct rt_session *x = ud;
+    sbx_egress_free(sbx_steal_pointer(&x->egress));
+    x->egress = net;
+    x->egress_opts = rt_egress_opts(x->rt, x->rt->o.policy, rt_session_flow, x);
+    sbx_egress_bind(x->egress, x->egress_opts.policy, x->egress_opts.on_flow, x->egress_opts.ud);
+    return 0;
+}
+
+static int session_spawn(struct rt_session *x, bool pool, sbx_err *err);
+
+/* The pool's answer for x: its holder, attached, or none (built cold). */
+static void on_session_holder(void *ud, int rc, struct sbx_sandbox *sb, int slot, const char *name)
+{
+    struct rt_session *x = ud;
+    sbx_err e = {0};
+    x->taking = NULL;
+    if (rc == 1) {
+        x->sb = *sb;
+        x->sb.cg.subs = true; /* its tasks' own cgroups go below it */
+        x->slot = slot;
+        snprintf(x->cgname, sizeof(x->cgname), "%s", name);
+    }
+    if (rc == 1 ? session_made(x, true, &e) : session_spawn(x, false, &e))
+        session_failed(x, &e);
+}
+
+/* Make x's sandbox (its workspace is ready): taken from the warm pool
+ * (pool), or asked of the spawner, set up from the loop; its STARTED
+ * message tells it is ready. */
+static int session_spawn(struct rt_session *x, bool pool, sbx_err *err)
 {
     struct sbx_runtime *rt = x->rt;
     const struct sbx_runtime_settings *set = &rt->settings;
@@ -347,6 +398,9 @@ static int session_spawn(struct rt_session *x, sbx_err *err)
     snprintf(c.id, sizeof(c.id), "%s", x->clone_id);
     uid_t uid;
     gid_t gid;
+    free(x->workspace);
+    sbx_env_free(x->env);
+    x->env = NULL;
     if (!(x->workspace = rt_workspace(rt, &c, &uid, &gid, err)) ||
         !(x->env = rt_task_env(set, set->net, x->tenant, NULL, err)))
         return -1;
@@ -381,26 +435,41 @@ static int session_spawn(struct rt_session *x, sbx_err *err)
         spec.n_mounts = rt->clone_mounts(rt->clone_mounts_ud, &c, mounts, SBX_MOUNTS_MAX);
         spec.mounts = mounts;
     }
+    /* A ready sandbox of the warm pool, as a task's but with no command
+     * (pooled sessions: pool.environments unset, or pool.sessions set);
+     * its miss is built as before. */
+    struct sbx_task_opts to = {.spec = spec,
+                               .fds = rt->o.fds[set->seccomp],
+                               .on_take = session_egress_take,
+                               .ud = x,
+                               .poolable = !set->pool.environments.n || set->pool.sessions};
+    to.spec.session = false;
+    to.spec.argv = to.spec.envp = NULL;
+    if (pool && sbx_pool_take_holder(rt->o.base, &to, on_session_holder, x, &x->taking) == 1)
+        return 0;
     /* From the spawner without waiting (its pids cap counts the holder at
      * its clone: isolate/spawner.h); in-process when it cannot. */
     if (sbx_spawn_async(rt->o.base, &spec, on_session_spawned, x, &x->spawning) == 1)
         return 0;
     if (sbx_spawn_local(&spec, &x->sb, err) < 0)
         return -1;
-    return session_made(x, err);
+    return session_made(x, false, err);
 }
 
-/* x's sandbox is made (x->sb): its egress, its fds, its events. */
-static int session_made(struct rt_session *x, sbx_err *err)
+/* x's sandbox is made (x->sb): its egress, its fds (a pooled one has
+ * them, its egress bound at take), its events. */
+static int session_made(struct rt_session *x, bool pooled, sbx_err *err)
 {
     struct sbx_runtime *rt = x->rt;
     const struct sbx_runtime_settings *set = &rt->settings;
-    if (set->net == SBX_NET_PROXY) {
+    if (!pooled && set->net == SBX_NET_PROXY) {
+        /* a pooled egress bound to it whose sandbox then failed: built cold */
+        sbx_egress_free(sbx_steal_pointer(&x->egress));
         x->egress_opts = rt_egress_opts(rt, rt->o.policy, rt_session_flow, x);
         if (!(x->egress = sbx_egress_start(&x->egress_opts, x->sb.netns_fd, err)))
             return -1;
     }
-    if (sbx_sandbox_send_fds(&x->sb, &rt->o.fds[set->seccomp], err) < 0)
+    if (!pooled && sbx_sandbox_send_fds(&x->sb, &rt->o.fds[set->seccomp], err) < 0)
         return -1;
     /* Tasks join the session's namespaces: not before its pid 1 has built the
      * root and holds them (a task that joined earlier found a half-made mount
@@ -423,7 +492,7 @@ static void on_session_workspace(void *ud, const sbx_err *err)
     x->formatting = false;
     if (err)
         session_failed(x, err);
-    else if (session_spawn(x, &e) < 0)
+    else if (session_spawn(x, true, &e) < 0)
         session_failed(x, &e);
 }
 
@@ -465,6 +534,7 @@ int sbx_runtime_session_start_limits(struct sbx_runtime *rt, const struct sbx_cl
         x->lim = *lim;
     x->sb.pidfd = x->sb.sync_fd = x->sb.stdin_fd = x->sb.stdout_fd = x->sb.stderr_fd = -1;
     x->sb.netns_fd = -1;
+    x->slot = -1;
     snprintf(x->tenant, sizeof(x->tenant), "%s", c->tenant);
     snprintf(x->name, sizeof(x->name), "%s", name);
     snprintf(x->clone_key, sizeof(x->clone_key), "%s", c->key);
@@ -477,7 +547,7 @@ int sbx_runtime_session_start_limits(struct sbx_runtime *rt, const struct sbx_cl
     int rc = sbx_runtime_workspace_when_ready(rt, c, on_session_workspace, x, err);
     if (rc == 0)
         x->formatting = true;
-    if (rc == 0 || (rc > 0 && session_spawn(x, err) == 0)) {
+    if (rc == 0 || (rc > 0 && session_spawn(x, true, err) == 0)) {
         x->waiters = w;
         return 0;
     }

@@ -96,6 +96,9 @@ struct sbx_pool_settings {
     uint64_t size;       /* max_idle: held per description (exec/pool.h) */
     uint64_t max_total;  /* held in all */
     uint64_t max_active; /* 0: max_concurrent */
+    /* live sessions' holders held ready (exec/pool.h session_idle); set, it
+     * pools them even when environments is set */
+    uint64_t sessions;
     double idle_timeout_s;
     struct sbx_strv environments; /* canonical names; empty: all */
     bool spawner; /* make sandboxes in a spawner process forked at start (isolate/spawner.h) */

@@ -492,7 +492,12 @@ def session_is_a_live_sandbox():
     st, b, _ = D.req("POST", "/runtime/exec", {"command": ["/bin/sh", "-c", "cat /tmp/keep"]},
                      headers=a)
     check(st == 200 and b["exitCode"] == 1, "a one-shot task does not see the session", b)
-    owner = os.stat(os.path.join(D.state, "workspaces", "sess", "c1", "work")).st_uid
+    # The runner's host uid in the session: the clone's, or (a holder from
+    # the warm pool) the pooled sandbox's own range's.
+    st, b, _ = D.req("POST", "/runtime/exec", {"sessionID": "live", "command": [
+        "cat", "/proc/self/uid_map"]}, headers=a)
+    check(st == 200 and b["exitCode"] == 0, "its uid map", (st, b))
+    owner = int(b["stdout"].split()[1]) + 10001
     check(any(True for _ in pids_of_uid(owner)), "the session's processes exist on the host")
     st, running, _ = D.req("POST", "/runtime/tasks", {"sessionID": "live", "command": [
         "sleep", "30"]}, headers=a)

@@ -6,7 +6,9 @@ sandboxes' parent past its process cap; a start the cap refuses gets a clear
 error and the daemon goes on. `sandbox.cgroup_parent` names that parent: here
 one of the test's own (`sbxsess-PID`, beside the shared `sandboxd/`, whose
 cap other daemons of this machine set), removed at the end; a bad name is
-refused at start, naming the key.
+refused at start, naming the key. These daemons have no warm pool: their
+holders are all built cold (holders from the pool, within the same cap:
+test_session_pool.py).
 
 A real daemon on loopback (--net proxy: each session has its network
 namespace and egress listeners; nothing connects anywhere), its own state
@@ -38,7 +40,8 @@ BASE = {c: os.path.join(d, PARENT) for c, d in OWN.items()}
 CFG = os.path.join(TMP, "config.yaml")
 with open(CFG, "w") as f:
     f.write("sandbox:\n  workspace_quota: 16m\n  cgroup_parent: %s\n  total_pids: %d\n"
-            "  total_memory: 0\n  total_cpu: 0\n  pids_limit: 4\n" % (PARENT, TOTAL_PIDS))
+            "  total_memory: 0\n  total_cpu: 0\n  pids_limit: 4\npool:\n  enabled: false\n"
+            % (PARENT, TOTAL_PIDS))
 D = ServeDaemon(os.path.join(TMP, "state"), TOKEN, config=CFG, net="proxy",
                 total_caps=True).start()
 
@@ -117,7 +120,8 @@ def sessions_stopped_while_starting_leave_nothing():
     import threading
     cfg = os.path.join(TMP, "nocap.yaml")
     with open(cfg, "w") as f:
-        f.write("sandbox:\n  workspace_quota: 16m\n  cgroup_parent: %s\n" % PARENT2)
+        f.write("sandbox:\n  workspace_quota: 16m\n  cgroup_parent: %s\npool:\n  enabled: false\n"
+                % PARENT2)
     d2 = ServeDaemon(os.path.join(TMP, "state2"), TOKEN, config=cfg, net="proxy").start()
     base2 = {c: os.path.join(d, PARENT2) for c, d in OWN.items()}
 

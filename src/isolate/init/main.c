@@ -267,6 +267,10 @@ static int wait_command(struct init_opts *o, sbx_err *err)
         return sbx_err_at(err, SBX_STAGE_INIT, n < 0 ? errno : EINVAL, "read the command");
     memcpy(c, command_msg, sizeof(c));
     char *at = command_msg + sizeof(c), *end = command_msg + n;
+    if (!c[0] && !c[1]) { /* no command: hold a live session (its mounts are in place) */
+        o->session = true;
+        return o->limits_at_command ? command_limits(o, at, end, err) : 0;
+    }
     char **env = NULL;
     if (!c[0] || !(o->argv = unpack_strings(&at, end, c[0], err)) ||
         !(env = unpack_strings(&at, end, c[1], err)))
@@ -472,6 +476,8 @@ int main(int argc, char **argv)
     o.zygote_fd = zpipe[0];
     if (o.pooled && !o.zygote && wait_command(&o, &e) < 0)
         fail(125, &e);
+    if (o.session)
+        hold_session(&o);
 
     pid_t task = fork();
     if (task < 0) {

@@ -1013,9 +1013,9 @@ static void test_real_cgroup(void **state)
     assert_true(s.have_cpu);
     assert_true(s.have_mem);
 
-    char dirs[SBX_CGC_COUNT + 1][PATH_MAX];
+    char dirs[SBX_CGC_COUNT + 1][SBX_CG_PATH_MAX];
     memcpy(dirs, cg->path, sizeof(cg->path));
-    memcpy(dirs[SBX_CGC_COUNT], cg->v2_path, PATH_MAX);
+    memcpy(dirs[SBX_CGC_COUNT], cg->v2_path, sizeof(cg->v2_path));
     assert_int_equal(sbx_cgroup_destroy(cg, &err), 0);
     for (int i = 0; i <= SBX_CGC_COUNT; i++)
         if (dirs[i][0])

@@ -170,6 +170,99 @@ def memory_watch_and_process_cap_as_cold():
                   b1["report"])
 
 
+SESS_BASE = BASE + "  memory_limit: 48m\n  pids_limit: 12\n"
+SON = Daemon(os.path.join(TMP, "son"), TOKEN, config=config_file(
+    TMP, "son.yaml", SESS_BASE + "pool:\n  enabled: true\n  max_idle: 2\n  sessions: 2\n"
+    "  idle_timeout: 60s\n")).start()
+SCOLD = Daemon(os.path.join(TMP, "scold"), TOKEN, config=config_file(
+    TMP, "scold.yaml", SESS_BASE + "pool:\n  enabled: false\n")).start()
+
+
+def session_run(d, clone, body):
+    h = {"X-Tenant-Code": "prl", "X-Clone-Id": clone}
+    st, b, _ = d.req("POST", "/runtime/start", {"sessionID": "s"}, headers=h, timeout=60)
+    check(st == 200, "session started", (st, b))
+    st, b, _ = d.req("POST", "/runtime/exec", dict(body, sessionID="s"), headers=h, timeout=60)
+    check(st == 200, "session exec answers 200", (st, b))
+    d.req("POST", "/runtime/stop", {"sessionID": "s"}, headers=h, timeout=60)
+    return b
+
+
+@S.case
+def a_sessions_holder_from_the_pool_takes_the_sessions_limits():
+    # The order to hold carries the limits as a command does: the holder's
+    # memory watch and the session's process cap are the cold holder's.
+    session_run(SON, "warm", {"command": ["true"]})  # the pool learns the description
+    hog = {"command": ["python3", "-c",
+                       "import mmap\nk=[]\nwhile True:\n"
+                       "    m=mmap.mmap(-1, 4<<20, flags=mmap.MAP_SHARED|mmap.MAP_ANONYMOUS)\n"
+                       "    m.write(b'x'*(4<<20)); k.append(m)"],
+           "timeoutSeconds": 30}
+    forks = {"command": ["python3", "-c",
+                         "import os, time\nn = 0\ntry:\n    for i in range(40):\n"
+                         "        if os.fork() == 0:\n            time.sleep(3); os._exit(0)\n"
+                         "        n += 1\nexcept OSError as e:\n    print(n, e.strerror)"],
+             "timeoutSeconds": 20}
+    for i, body in enumerate((hog, forks, {"command": LIMITS})):
+        deadline = time.monotonic() + 20
+        while pool_status(SON)["idle"] < 1 or pool_status(SON)["building"]:
+            check(time.monotonic() < deadline, "a pooled sandbox ready", pool_status(SON))
+            time.sleep(0.05)
+        before = pool_status(SON)
+        b1 = session_run(SON, "sess%d" % i, body)
+        after = pool_status(SON)
+        check(after.get("sessionHits", 0) == before.get("sessionHits", 0) + 1,
+              "the session's holder came from the pool", (before, after))
+        b2 = session_run(SCOLD, "sess%d" % i, body)
+        check(essentials(b1) == essentials(b2), "%d: the same in a pooled and a cold session" % i,
+              (essentials(b1), essentials(b2)))
+        if body is hog:
+            check(b1["report"]["outcome"] == "oom", "the holder's watch at 48 MB", b1["report"])
+
+
+def left_behind_hog(d, clone):
+    """A session's task leaves a process that grows past the session's
+    memory limit after the task has ended: only the holder's own watch (its
+    init's, between tasks) sees it. Answers whether it was killed."""
+    h = {"X-Tenant-Code": "prl", "X-Clone-Id": clone}
+    st, b, _ = d.req("POST", "/runtime/start", {"sessionID": "s"}, headers=h, timeout=60)
+    check(st == 200, "session started", (st, b))
+    grow = ("import mmap, os, time\nopen('/tmp/hog.pid','w').write(str(os.getpid()))\n"
+            "time.sleep(0.5)\nk=[]\nfor i in range(30):\n"
+            "    m=mmap.mmap(-1, 4<<20, flags=mmap.MAP_SHARED|mmap.MAP_ANONYMOUS)\n"
+            "    m.write(b'x'*(4<<20)); k.append(m); time.sleep(0.02)\ntime.sleep(60)")
+    st, b, _ = d.req("POST", "/runtime/exec",
+                     {"sessionID": "s", "command": ["/bin/sh", "-c",
+                      "setsid python3 -c \"$0\" >/dev/null 2>&1 </dev/null & sleep 0.2", grow]},
+                     headers=h, timeout=60)
+    check(st == 200 and b.get("exitCode") == 0, "the task left its process", (st, b))
+    time.sleep(3)
+    st, b, _ = d.req("POST", "/runtime/exec",
+                     {"sessionID": "s", "command": ["/bin/sh", "-c",
+                      "kill -0 $(cat /tmp/hog.pid) 2>/dev/null && echo alive || echo gone"]},
+                     headers=h, timeout=60)
+    check(st == 200, "the session answers", (st, b))
+    d.req("POST", "/runtime/stop", {"sessionID": "s"}, headers=h, timeout=60)
+    return b.get("stdout", "").strip()
+
+
+@S.case
+def a_pooled_holders_own_watch_kills_what_grows_between_tasks():
+    deadline = time.monotonic() + 20
+    while pool_status(SON)["idle"] < 1 or pool_status(SON)["building"]:
+        check(time.monotonic() < deadline, "a pooled sandbox ready", pool_status(SON))
+        time.sleep(0.05)
+    before = pool_status(SON)
+    pooled = left_behind_hog(SON, "bg1")
+    check(pool_status(SON).get("sessionHits", 0) == before.get("sessionHits", 0) + 1,
+          "the session's holder came from the pool", (before, pool_status(SON)))
+    cold = left_behind_hog(SCOLD, "bg1")
+    check(pooled == cold == "gone", "killed by the holder's watch, pooled as cold",
+          (pooled, cold))
+
+
 ON.stop()
 COLD.stop()
+SON.stop()
+SCOLD.stop()
 S.finish()

@@ -1,0 +1,511 @@
+"""Live sessions served from the warm pool, attacked as a hostile tenant
+would (runtime/sessions.c, exec/pool.c sbx_pool_take_holder, isolate/attach.c,
+init's hold order). A daemon with only two pool host id ranges, so a range
+not given back (or given back twice) shows at once.
+
+Checked:
+- what a session's tasks make in the attached workspace (a setgid directory,
+  hard links, renames, a fifo, a symlink to a host file, chown and mknod
+  attempts) is stored with the clone's host ids, never the pool's, and
+  another clone's workspace is nowhere to be found;
+- nothing crosses from one session to another, live or ended: /tmp,
+  /dev/shm, SysV shared memory, abstract sockets, processes; a task has no
+  fd above 2, no daemon variable or token, and starts in /workspace;
+- the session's memory and process limits hold though the sandbox it took
+  was built for a task with larger ones: a memory bomb ends as oom, a fork
+  bomb stops at the cap, the daemon still answers;
+- ranges: two pooled sessions live at once have two distinct ranges of the
+  pool's region, a third (none ready, no range free) is built cold with the
+  clone's, and after stops, stops during the attach, a holder's init killed
+  from outside and a burst of starts, both ranges serve again;
+- a session outlives the pool's idle timeout (its sandbox is no longer the
+  pool's) and its own idle timeout frees its range;
+- the daemon stopped (SIGTERM) during a burst of session starts being
+  attached leaves no process, cgroup or mount.
+
+Each daemon has a cgroup parent of its own (sbxsa*-PID, removed at the end)."""
+import glob
+import os
+import re
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from sbxtest import ServeDaemon, Suite, check, config_file, own_cgroups, rmdir_cgroup  # noqa
+
+S = Suite("session_pool_attack")
+TOKEN = "sessattack-" + "0123456789abcdef0123456789ab"
+TMP = tempfile.mkdtemp(prefix="sbx-sess-attack-")
+os.chmod(TMP, 0o755)
+RANGE = 65536
+# The highest base that leaves room for exactly two pool ranges
+# (runtime/workspace.c rt_pool_ids: 60000 clone ranges, then the pool's).
+BASE = (65536 - 60000 - 3) * RANGE
+POOL_FIRST = BASE + 60000 * RANGE
+ALL = own_cgroups()
+PARENTS = []
+MEM_MB = 48
+PIDS = 24
+
+
+class Daemon(ServeDaemon):
+    extended_by_default = True
+    req_timeout = 60
+
+
+def in_pool_region(i):
+    return POOL_FIRST <= i < POOL_FIRST + 2 * RANGE
+
+
+def make_daemon(name, pool="  max_idle: 2\n  sessions: 2\n  idle_timeout: 120s\n", extra=""):
+    parent = "sbxsa%s-%d" % (name, os.getpid())
+    PARENTS.append(parent)
+    text = ("sandbox:\n  network_policy: none\n  workspace_quota_mode: monitor\n"
+            "  cgroup_parent: %s\n  memory_limit: %dm\n  pids_limit: %d\n  cpu_limit: 0.5\n%s"
+            "pool:\n%s" % (parent, MEM_MB, PIDS, extra, pool))
+    d = Daemon(os.path.join(TMP, name), TOKEN, config=config_file(TMP, name + ".yaml", text))
+    d.host_id_base = BASE
+    d.parent = parent
+    return d.start()
+
+
+def hdr(clone):
+    return {"X-Tenant-Code": "sa", "X-Clone-Id": clone}
+
+
+def pool(d):
+    st, b, _ = d.req("GET", "/runtime/status")
+    check(st == 200 and "pool" in b, "/runtime/status has pool", b)
+    return b["pool"]
+
+
+def settle(d, n=2, timeout=30):
+    """n ready, nothing building, the counts still."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        p = pool(d)
+        now = (p["sessionHits"], p["sessionMisses"], p["built"], p["discarded"])
+        if p["idle"] >= n and not p["building"] and now == last:
+            return p
+        last = now
+        time.sleep(0.1)
+    raise AssertionError("the pool did not settle with %d ready: %r\n%s" % (
+        n, pool(d), "\n".join(line for line in d.output(whole=True).splitlines()
+                              if "pool" in line or "left" in line or "warn" in line)[-4000:]))
+
+
+def start(d, clone, name="s"):
+    st, b, _ = d.req("POST", "/runtime/start", {"sessionID": name}, headers=hdr(clone))
+    check(st == 200, "session %s of %s started" % (name, clone), (st, b))
+    return b
+
+
+def stop(d, clone, name="s"):
+    return d.req("POST", "/runtime/stop", {"sessionID": name}, headers=hdr(clone))[0]
+
+
+def hit_start(d, clone, name="s"):
+    """A session served from the pool (checked by the counter)."""
+    settle(d, 1)
+    before = pool(d)["sessionHits"]
+    start(d, clone, name)
+    check(pool(d)["sessionHits"] == before + 1, "%s served from the pool" % clone, pool(d))
+
+
+def run(d, clone, command, name="s", ok=True, timeout=40):
+    st, b, _ = d.req("POST", "/runtime/exec",
+                     {"sessionID": name, "command": command, "timeoutSeconds": timeout},
+                     headers=hdr(clone), timeout=timeout + 30)
+    check(st == 200, "exec in session %s of %s answers" % (name, clone), (st, b))
+    if ok:
+        check(b.get("exitCode") == 0, "ran in session %s of %s" % (name, clone), b)
+    return b
+
+
+def sh(d, clone, script, name="s"):
+    return run(d, clone, ["/bin/sh", "-c", script], name)["stdout"]
+
+
+def host_range(d, clone, name="s"):
+    """The host uid a session's tasks run under (its uid_map's first line)."""
+    return int(sh(d, clone, "cat /proc/self/uid_map", name).split()[1])
+
+
+def cg(d, ctrl, name=""):
+    return os.path.join(ALL[ctrl], d.parent, name)
+
+
+def children(path):
+    return sorted(e for e in os.listdir(path) if os.path.isdir(os.path.join(path, e))) \
+        if os.path.isdir(path) else []
+
+
+def cgname(d, clone, name="s"):
+    # the session's sandbox: the log's last start of it
+    found = re.findall(r"session started tenant=sa session=%s sandbox=(\S+)" % name,
+                       d.output(whole=True))
+    check(found, "the session's sandbox in the log", d.output())
+    return found[-1]
+
+
+def read(path, f):
+    with open(os.path.join(path, f)) as fh:
+        return fh.read().strip()
+
+
+def wait_for(pred, timeout=10):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def live_ranges(d):
+    """Host uid of every process beneath the daemon's cgroup parent (ready
+    sandboxes' inits, holders, tasks), by its sandbox's cgroup."""
+    out = {}
+    base = cg(d, "pids")
+    for c in children(base):
+        for p in read(os.path.join(base, c), "cgroup.procs").split():
+            try:
+                with open("/proc/%s/uid_map" % p) as f:
+                    out.setdefault(c, set()).add(int(f.read().split()[1]))
+            except (OSError, IndexError):
+                pass
+    return out
+
+
+def distinct_ranges(d, what):
+    rs = live_ranges(d)
+    seen = {}
+    for c, ids in rs.items():
+        check(len(ids) == 1, "one range in sandbox %s" % c, rs)
+        u = next(iter(ids))
+        check(u not in seen, "%s: sandboxes %s and %s share host range %d"
+              % (what, seen.get(u), c, u), rs)
+        seen[u] = c
+    return rs
+
+
+D = make_daemon("d")
+
+
+@S.case
+def files_made_in_a_pooled_session_are_the_clones():
+    start(D, "prime")  # the description's first session: a miss
+    run(D, "prime", ["/bin/sh", "-c", "echo s > /workspace/prime-secret"])
+    stop(D, "prime")
+    hit_start(D, "files")
+    check(in_pool_region(host_range(D, "files")), "its tasks run under a pool range",
+          host_range(D, "files"))
+    script = r"""
+cd /workspace
+mkdir d sg && { chmod 2775 sg 2>/dev/null || true; } && touch sg/in && mkdir sg/sub
+echo a > f && ln f hard && mv f renamed && mv renamed d/moved && ln d/moved d/hard2
+mkfifo fifo && ln -s /etc/shadow shadowlink && ln -s / rootlink
+chown 0:0 d/moved 2>/dev/null && echo CHOWNED
+chown 10001:0 d/moved 2>/dev/null && echo CHGRP0
+python3 -c "import os; os.mknod('cdev', 0o600|0o020000, os.makedev(1, 3))" 2>/dev/null \
+  && echo MKNOD
+ln /etc/passwd hostlink 2>/dev/null && echo HOSTLINK
+(sleep 0.3; echo late > late) &
+wait
+find / -path /proc -prune -o -path /sys -prune -o -name 'prime-secret*' -print 2>/dev/null
+echo done
+"""
+    try:
+        out = sh(D, "files", script)
+    finally:
+        stop(D, "files")
+    for bad in ("CHOWNED", "CHGRP0", "MKNOD", "HOSTLINK", "prime-secret"):
+        check(bad not in out, "refused or not found: %s" % bad, out)
+    check(out.strip().endswith("done"), "the script ran", out)
+    ws = os.path.join(D.state, "workspaces", "sa", "files", "work")
+    root = os.lstat(ws)
+    check(not in_pool_region(root.st_uid) and root.st_uid >= BASE,
+          "the workspace is the clone's", (root.st_uid, root.st_gid))
+    seen = {}
+    for r, dirs, files in os.walk(ws):
+        for n in dirs + files:
+            p = os.path.join(r, n)
+            st = os.lstat(p)
+            seen[os.path.relpath(p, ws)] = (st.st_uid, st.st_gid)
+    for must in ("d", "sg", "sg/in", "sg/sub", "hard", "d/moved", "d/hard2", "fifo",
+                 "shadowlink", "late"):
+        check(must in seen, "made: " + must, sorted(seen))
+    bad = {k: v for k, v in seen.items() if v != (root.st_uid, root.st_gid)}
+    check(not bad, "every file is the clone's runner's, none the pool's", bad)
+    # the planted symlink through the files API: never the host's file
+    st, b, _ = D.req("GET", "/runtime/files?path=shadowlink", headers=hdr("files"))
+    check(st >= 400 or "root:" not in str(b), "the file API does not follow it", (st, b))
+
+
+def marks(d, clone):
+    """What a session's task can see of others: files in /tmp and /dev/shm,
+    SysV segments, abstract sockets, processes, its fds, env and cwd."""
+    script = r"""
+ls -A /tmp /dev/shm | tr '\n' ' '; echo
+cat /proc/sysvipc/shm | wc -l
+grep -c '@' /proc/net/unix || true
+ps -eo comm= | sort | tr '\n' ' '; echo
+ls /proc/self/fd | tr '\n' ' '; echo
+env | cut -d= -f1 | sort | tr '\n' ' '; echo
+pwd
+cat /proc/1/environ /proc/1/cmdline 2>/dev/null | tr '\0' ' '; echo
+"""
+    return sh(d, clone, script).split("\n")
+
+
+LEAVE = r"""
+echo m > /tmp/mark-tmp; echo m > /dev/shm/mark-shm
+python3 - <<'EOF'
+import ctypes, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+shm = libc.shmget(0x5a5a, 4096, 0o1000 | 0o666)
+print("shm", shm)
+if os.fork() == 0:
+    os.setsid()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind("\0sbx-mark-abstract")
+    s.listen(1)
+    for fd in (0, 1, 2):
+        os.close(fd)
+    import time
+    time.sleep(300)
+EOF
+sleep 0.3
+grep -c sbx-mark /proc/net/unix
+"""
+
+
+def crossing():
+    hit_start(D, "a")
+    out = sh(D, "a", LEAVE)
+    check(out.strip().endswith("1") and "shm -1" not in out, "session a left its marks", out)
+    hit_start(D, "b")
+    for when in ("while a lives", "after a ended"):
+        m = marks(D, "b")
+        print("  b %s: %s" % (when, m))
+        check("mark" not in m[0], "no file of a in /tmp or /dev/shm " + when, m)
+        check(m[1].strip() == "1", "no SysV segment of a " + when, m)
+        check(m[2].strip() == "0", "no abstract socket of a " + when, m)
+        check("python3" not in m[3] and "sleep" not in m[3], "no process of a " + when, m)
+        check(m[4].split() in (["0", "1", "2", "3"], ["0", "1", "2"]), "fds 0-2 only", m)
+        check(not re.search(r"\b(CLAW|SANDBOX)_", m[5]), "no daemon variable " + when, m)
+        check(m[6] == "/workspace", "starts in /workspace", m)
+        check(TOKEN not in "\n".join(m), "no token anywhere " + when, m)
+        if when == "while a lives":
+            stop(D, "a")
+            stop(D, "b")
+            hit_start(D, "b")
+    # a itself again: a new sandbox, nothing of its last one but its files
+    hit_start(D, "a")
+    m = marks(D, "a")
+    check("mark" not in m[0] and m[2].strip() == "0" and "python3" not in m[3],
+          "a's new session has nothing of its old one", m)
+
+
+@S.case
+def nothing_crosses_between_sessions():
+    try:
+        crossing()
+    finally:
+        for c in ("a", "b"):
+            stop(D, c)
+
+
+
+@S.case
+def limits_hold_though_the_sandbox_was_built_for_bigger_ones():
+    # A plain task asks more memory and processes than the sessions' default:
+    # the ready sandboxes that follow are built with them (a description
+    # shares its sandboxes between tasks and sessions).
+    d = make_daemon("lim", pool="  max_idle: 2\n  idle_timeout: 120s\n")
+    try:
+        for i in range(2):
+            st, b, _ = d.req("POST", "/runtime/exec",
+                             {"command": ["true"], "memoryMB": 256, "pids": 200},
+                             headers=hdr("t%d" % i))
+            check(st == 200 and b.get("exitCode") == 0, "a big task", (st, b))
+        settle(d)
+        built = [c for c in children(cg(d, "memory")) if "-pool-" in c]
+        check(built and all(int(read(cg(d, "memory", c), "memory.limit_in_bytes")) ==
+                            256 << 20 for c in built), "ready ones built with 256 MiB", built)
+        hit_start(d, "lim")
+        name = cgname(d, "lim")
+        check(name in built, "the session took one of them", (name, built))
+        mem = int(read(cg(d, "memory", name), "memory.limit_in_bytes"))
+        pids = int(read(cg(d, "pids", name), "pids.max"))
+        check(mem == MEM_MB << 20 and pids == PIDS + 1, "relimited to the session's",
+              (mem, pids))
+        b = run(d, "lim", ["python3", "-c", "b = []\nwhile True: b.append(bytearray(1 << 20))"],
+                ok=False)
+        print("  memory bomb: %s" % b.get("report"))
+        check(b["report"]["outcome"] == "oom" and b["report"]["oomKilled"] is True,
+              "the memory bomb ends as oom", b)
+        bomb = ("import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n"
+                "            time.sleep(5); os._exit(0)\n        n += 1\nexcept OSError:\n"
+                "    pass\nprint(n)\n")
+        b = run(d, "lim", ["python3", "-c", bomb], ok=False, timeout=30)
+        forks = int(b["stdout"].split()[0]) if b["stdout"].split() else -1
+        print("  fork bomb: %d forks" % forks)
+        check(0 <= forks < PIDS, "the fork bomb stops at the session's cap", b)
+        check(int(read(cg(d, "pids", name), "pids.current")) <= PIDS + 1, "pids within the cap")
+        check(pool(d)["enabled"], "the daemon still answers")
+        run(d, "lim", ["true"])
+        stop(d, "lim")
+    finally:
+        d.stop()
+
+
+@S.case
+def both_ranges_come_back_after_every_way_a_session_ends():
+    def two_hits(tag):
+        settle(D)
+        for c in ("r1", "r2"):
+            hit_start(D, c + tag, c + tag)
+        r = [host_range(D, c + tag, c + tag) for c in ("r1", "r2")]
+        check(all(in_pool_region(u) for u in r) and r[0] != r[1],
+              "%s: two sessions, two pool ranges" % tag, r)
+        distinct_ranges(D, tag)
+        return r
+
+    # 1: stopped
+    two_hits("stop")
+    # a third while both ranges are held: built cold, with the clone's range
+    before = pool(D)["sessionMisses"]
+    start(D, "r3")
+    check(pool(D)["sessionMisses"] == before + 1, "a third is a miss", pool(D))
+    u3 = host_range(D, "r3")
+    check(not in_pool_region(u3), "built cold under the clone's range", u3)
+    distinct_ranges(D, "three live")
+    for c in ("r1stop", "r2stop"):
+        stop(D, c, c)
+    stop(D, "r3")
+    # 2: the holder's init killed from outside (the session ends with it)
+    two_hits("kill")
+    killed = []
+    for c in ("r1kill", "r2kill"):
+        killed.append(cgname(D, c, c))
+        procs = read(cg(D, "pids", killed[-1]), "cgroup.procs").split()
+        os.kill(int(procs[0]), signal.SIGKILL)
+    check(wait_for(lambda: not any(os.path.exists(cg(D, "pids", n)) for n in killed)),
+          "the killed holders' sessions end and their cgroups go", killed)
+    # 3: stopped during their attach, a burst of starts beyond the pool
+    settle(D)
+    res = []
+    th = [threading.Thread(target=lambda i=i: res.append(D.req(
+        "POST", "/runtime/start", {"sessionID": "s"}, headers=hdr("burst%d" % i))[0]))
+        for i in range(8)]
+    for t in th:
+        t.start()
+    time.sleep(0.01)
+    for i in range(0, 8, 2):
+        stop(D, "burst%d" % i)
+    for t in th:
+        t.join(60)
+    check(all(s in (200, 409) for s in res), "each start answers 200 or 409", res)
+    distinct_ranges(D, "burst")
+    for i in range(8):
+        stop(D, "burst%d" % i)
+    two_hits("after")
+    for c in ("r1after", "r2after"):
+        stop(D, c, c)
+    two_hits("again")
+    for c in ("r1again", "r2again"):
+        stop(D, c, c)
+
+
+@S.case
+def a_session_outlives_the_pools_idle_timeout_and_ends_at_its_own():
+    d = make_daemon("idle", pool="  max_idle: 1\n  sessions: 1\n  idle_timeout: 1s\n",
+                    extra="  idle_timeout: 5s\n")
+    try:
+        start(d, "warm")
+        stop(d, "warm")
+        settle(d, 1)
+        hit_start(d, "long")
+        name = cgname(d, "long")
+        u = host_range(d, "long")
+        run(d, "long", ["sleep", "3"])  # past the pool's idle timeout, busy
+        check(cgname(d, "long") == name and host_range(d, "long") == u,
+              "the same sandbox after the pool's idle timeout", (name, cgname(d, "long")))
+        distinct_ranges(d, "after the pool's idle timeout")
+        check(wait_for(lambda: not os.path.exists(cg(d, "pids", name)), timeout=20),
+              "ended at its own idle timeout, its cgroup gone", name)
+        check("session=s reason=\"idle_timeout\"" in d.output(whole=True) or
+              "idle_timeout" in d.output(whole=True), "ended as idle", d.output())
+        # the pool forgot the quiet description (its idle timeout): a miss
+        # builds it again, then both ranges serve (the ended session's too)
+        start(d, "warm2")
+        stop(d, "warm2")
+        hit_start(d, "next")
+        check(in_pool_region(host_range(d, "next")), "a pool range again")
+        stop(d, "next")
+    finally:
+        d.stop()
+
+
+def procs_under(parent):
+    out = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open("/proc/%s/cgroup" % p) as f:
+                    if "/%s/" % parent in f.read():
+                        out.append(int(p))
+            except OSError:
+                pass
+    return out
+
+
+@S.case
+def sigterm_during_session_attaches_leaves_nothing():
+    for n, delay in enumerate((0.003, 0.03, 0.3)):
+        d = make_daemon("term%d" % n)
+        try:
+            start(d, "warm")
+            stop(d, "warm")
+            settle(d)
+            def one(i):
+                try:
+                    d.req("POST", "/runtime/start", {"sessionID": "s"}, headers=hdr("b%d" % i),
+                          timeout=30)
+                except Exception:  # noqa: BLE001 - the daemon stops under it
+                    pass
+            ts = [threading.Thread(target=one, args=(i,)) for i in range(6)]
+            for t in ts:
+                t.start()
+            time.sleep(delay)
+            d.proc.send_signal(signal.SIGTERM)
+            rc = d.proc.wait(30)
+            for t in ts:
+                t.join(30)
+            out = d.output(whole=True)
+            check(rc == 0, "exit 0 at SIGTERM %ss into the burst" % delay, (rc, out[-3000:]))
+            check("Sanitizer" not in out and "runtime error" not in out, "no sanitizer report",
+                  out[-3000:])
+            check(wait_for(lambda: not procs_under(d.parent), timeout=5),
+                  "no process left beneath its parent", procs_under(d.parent))
+            for c in ("memory", "pids", "cpu"):
+                check(not children(cg(d, c)), "no cgroup left in %s/%s" % (c, d.parent),
+                      children(cg(d, c)))
+            with open("/proc/self/mountinfo") as f:
+                left = [line for line in f if d.state in line]
+            check(not left, "no mount of its state dir left", left)
+        finally:
+            d.stop()
+
+
+D.stop()
+for parent in PARENTS:
+    for base in ALL.values():
+        rmdir_cgroup(os.path.join(base, parent))
+S.finish()

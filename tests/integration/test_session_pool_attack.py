@@ -21,7 +21,10 @@ Checked:
 - a session outlives the pool's idle timeout (its sandbox is no longer the
   pool's) and its own idle timeout frees its range;
 - the daemon stopped (SIGTERM) during a burst of session starts being
-  attached leaves no process, cgroup or mount.
+  attached leaves no process, cgroup or mount;
+- (netlab, --net proxy: no packet leaves the machine) a session's own
+  network rules end with it: the next session, of another clone or of the
+  same one, is judged by the operator's policy from its first command.
 
 Each daemon has a cgroup parent of its own (sbxsa*-PID, removed at the end)."""
 import glob
@@ -35,6 +38,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import netlab  # noqa: E402
 from sbxtest import ServeDaemon, Suite, check, config_file, own_cgroups, rmdir_cgroup  # noqa
 
 S = Suite("session_pool_attack")
@@ -502,6 +506,106 @@ def sigterm_during_session_attaches_leaves_nothing():
             check(not left, "no mount of its state dir left", left)
         finally:
             d.stop()
+
+
+
+class LabDaemon:
+    """sandboxd serve --net proxy in a netlab daemon namespace (no packet
+    leaves the machine), on a unix socket, with a cgroup parent of its own."""
+
+    def __init__(self, lab, name):
+        import subprocess
+        self.dir = os.path.join(TMP, name)
+        os.makedirs(self.dir)
+        self.sock = os.path.join(self.dir, "api.sock")
+        self.parent = "sbxsa%s-%d" % (name, os.getpid())
+        PARENTS.append(self.parent)
+        cfg = config_file(TMP, name + ".yaml",
+                          "sandbox:\n  cgroup_parent: %s\n  workspace_quota_mode: monitor\n"
+                          "network:\n  dns:\n    upstream: [\"%s\"]\n"
+                          "pool:\n  max_idle: 2\n  sessions: 2\n  idle_timeout: 120s\n"
+                          % (self.parent, netlab.DNS))
+        self.log = open(os.path.join(self.dir, "log"), "w+")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CLAW_")}
+        self.proc = subprocess.Popen(
+            lab.sandboxd_argv("serve", "--listen", "unix:" + self.sock, "--state-dir",
+                              os.path.join(self.dir, "state"), "--token", TOKEN, "--config", cfg,
+                              "--net", "proxy", "--total-memory", "0", "--total-cpu", "0",
+                              "--total-pids", "0"),
+            env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        check(wait_for(lambda: os.path.exists(self.sock) or self.proc.poll() is not None, 30)
+              and self.proc.poll() is None, "serve started in the lab")
+
+    def req(self, method, path, body=None, headers=None, timeout=60):
+        import json
+        c = netlab.UnixHTTP(self.sock, timeout=timeout)
+        h = {"Authorization": "Bearer " + TOKEN, "X-Sandbox-Extended": "1"}
+        h.update(headers or {})
+        if body is not None:
+            h["Content-Type"] = "application/json"
+        c.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        try:
+            return r.status, json.loads(data) if data else None, None
+        except ValueError:
+            return r.status, data.decode(errors="replace"), None
+
+    def output(self, whole=False):
+        with open(self.log.name) as f:
+            return f.read()
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            return self.proc.wait(20)
+        except Exception:  # noqa: BLE001
+            self.proc.kill()
+            return self.proc.wait()
+
+
+@S.case
+def no_sessions_network_rules_reach_the_next():
+    # A session's own rules (POST /runtime/network) and its egress end with
+    # it: the next session of another clone, and of the same clone and name,
+    # each on a sandbox of the pool, gets the operator's policy from its
+    # first packet (the first command connects at once).
+    targets = ["%s,80" % netlab.PUBLIC, "%s,80" % netlab.METADATA, "dns:www.public.test,0"]
+
+    def probe(d, clone):
+        out = {}
+        b = run(d, clone, ["python3", "-c", netlab.PROBE_CONNECT] + targets)
+        for line in b["stdout"].splitlines():
+            arg, _, res = line.partition(" ")
+            out[arg] = res
+        return out
+
+    lab = netlab.Lab().__enter__()
+    d = None
+    try:
+        d = LabDaemon(lab, "net")
+        start(d, "warm")
+        stop(d, "warm")
+        hit_start(d, "n1")
+        first = probe(d, "n1")
+        check(first[targets[0]].startswith("ok") and not first[targets[1]].startswith("ok"),
+              "public reached, metadata refused from the first command", first)
+        st, b, _ = d.req("POST", "/runtime/network", {"sessionID": "s", "deny": [netlab.PUBLIC]},
+                         headers=hdr("n1"))
+        check(st == 200, "n1's own rule", (st, b))
+        check(not probe(d, "n1")[targets[0]].startswith("ok"), "n1 denies public now")
+        stop(d, "n1")
+        for clone in ("n2", "n1"):
+            hit_start(d, clone)
+            got = probe(d, clone)
+            print("  %s after n1's rule: %s" % (clone, got))
+            check(got == first, "%s judges as n1 did before its rule" % clone, (got, first))
+            stop(d, clone)
+    finally:
+        if d:
+            check(d.stop() == 0, "the lab daemon stops cleanly", d.output()[-3000:])
+        lab.__exit__(None, None, None)
 
 
 D.stop()

@@ -29,6 +29,7 @@ Checked:
 Each daemon has a cgroup parent of its own (sbxsa*-PID, removed at the end)."""
 import glob
 import os
+import random
 import re
 import signal
 import sys
@@ -65,14 +66,16 @@ def in_pool_region(i):
     return POOL_FIRST <= i < POOL_FIRST + 2 * RANGE
 
 
-def make_daemon(name, pool="  max_idle: 2\n  sessions: 2\n  idle_timeout: 120s\n", extra=""):
+def make_daemon(name, pool="  max_idle: 2\n  sessions: 2\n  idle_timeout: 120s\n", extra="",
+                base=BASE, total_caps=False):
     parent = "sbxsa%s-%d" % (name, os.getpid())
     PARENTS.append(parent)
     text = ("sandbox:\n  network_policy: none\n  workspace_quota_mode: monitor\n"
             "  cgroup_parent: %s\n  memory_limit: %dm\n  pids_limit: %d\n  cpu_limit: 0.5\n%s"
             "pool:\n%s" % (parent, MEM_MB, PIDS, extra, pool))
-    d = Daemon(os.path.join(TMP, name), TOKEN, config=config_file(TMP, name + ".yaml", text))
-    d.host_id_base = BASE
+    d = Daemon(os.path.join(TMP, name), TOKEN, config=config_file(TMP, name + ".yaml", text),
+               total_caps=total_caps)
+    d.host_id_base = base
     d.parent = parent
     return d.start()
 
@@ -507,6 +510,72 @@ def sigterm_during_session_attaches_leaves_nothing():
         finally:
             d.stop()
 
+
+
+@S.case
+def caps_hold_with_a_large_pool_sessions_and_a_burst_beyond_it():
+    # pool.sessions far above what total_pids and max_active allow: the
+    # ready sandboxes never pass max_active, the processes beneath the
+    # parent never pass total_pids, a burst of starts beyond the pool gets
+    # sessions or JSON errors, and afterwards only the pool's are left.
+    cap = 14
+    d = make_daemon("caps", pool="  max_idle: 2\n  sessions: 40\n  max_total: 40\n"
+                    "  max_active: 4\n  idle_timeout: 120s\n",
+                    extra="  total_pids: %d\n  total_memory: 0\n  total_cpu: 0\n" % cap,
+                    base=random.randrange(1, 85) * 64 * RANGE, total_caps=True)
+    res = []
+    try:
+        start(d, "warm")
+        stop(d, "warm")
+        settle(d, 1)
+        seen = []
+
+        def watch():
+            while len(res) < 12:
+                p = pool(d)
+                seen.append((p["idle"] + p["building"],
+                             int(read(cg(d, "pids"), "pids.current"))))
+                time.sleep(0.02)
+        w = threading.Thread(target=watch)
+        w.start()
+
+        def one(i):
+            st, b, _ = d.req("POST", "/runtime/start", {"sessionID": "s"}, headers=hdr("c%d" % i))
+            res.append((i, st, b))
+        th = [threading.Thread(target=one, args=(i,)) for i in range(12)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join(60)
+        w.join(10)
+        ok = [i for i, st, _ in res if st == 200]
+        print("  started %d of 12, %s; most ready+building %d, most pids %d"
+              % (len(ok), pool(d), max(a for a, _ in seen), max(b for _, b in seen)))
+        check(all(a <= 4 for a, _ in seen), "the pool within max_active", seen)
+        check(all(b <= cap for _, b in seen), "pids within total_pids", seen)
+        for i, st, b in res:
+            check(st == 200 or (st >= 400 and b.get("error", {}).get("message")),
+                  "a session or a JSON error", (st, b))
+        check(ok, "some sessions started", res)
+        for i in ok:
+            # at the cap a task cannot fork: a setup error that says so
+            b = run(d, "c%d" % i, ["true"], ok=False)
+            check(b["exitCode"] == 0 or (b["report"]["outcome"] == "setup_error" and
+                                         "EAGAIN" in b["report"]["message"]),
+                  "the task ran or was refused at the cap", b)
+            stop(d, "c%d" % i)
+        b = run(d, "c%d" % ok[0], ["true"]) if start(d, "c%d" % ok[0]) else None
+        stop(d, "c%d" % ok[0])
+
+        def only_the_pools():
+            p = pool(d)
+            # the spawner's own cgroup aside (it makes them inside the cap)
+            left = [c for c in children(cg(d, "pids")) if not c.startswith("spawner-")]
+            return len(left) == p["idle"] + p["building"]
+        check(wait_for(only_the_pools), "only the pool's sandboxes left",
+              (pool(d), children(cg(d, "pids"))))
+    finally:
+        check(d.stop() == 0, "the capped daemon stops cleanly", d.output())
 
 
 class LabDaemon:

@@ -368,6 +368,22 @@ def limits_hold_though_the_sandbox_was_built_for_bigger_ones():
         check(pool(d)["enabled"], "the daemon still answers")
         run(d, "lim", ["true"])
         stop(d, "lim")
+        # A task sent while its session's sandbox is being taken and
+        # relimited waits for it (or, sent first, runs in a sandbox of its
+        # own): never under the 256 MiB the sandbox was built with.
+        for i in range(4):
+            settle(d, 1)
+            clone = "race%d" % i
+            th = threading.Thread(target=start, args=(d, clone))
+            th.start()
+            time.sleep(0.002 * i)
+            b = run(d, clone, ["python3", "-c", "b = []\nwhile True: b.append(bytearray(1 << 20))"],
+                    ok=False)
+            th.join(60)
+            r = b["report"]
+            check(r["outcome"] == "oom" and r["peakMemoryBytes"] < 128 << 20,
+                  "a task sent during the take ends oom under the session's limit", r)
+            stop(d, clone)
     finally:
         d.stop()
 
@@ -576,6 +592,33 @@ def caps_hold_with_a_large_pool_sessions_and_a_burst_beyond_it():
               (pool(d), children(cg(d, "pids"))))
     finally:
         check(d.stop() == 0, "the capped daemon stops cleanly", d.output())
+
+
+@S.case
+def sigterm_during_a_pooled_sessions_task_leaves_nothing():
+    d = make_daemon("termtask")
+    try:
+        start(d, "warm")
+        stop(d, "warm")
+        hit_start(d, "busy")
+        st, b, _ = d.req("POST", "/runtime/tasks",
+                         {"sessionID": "s", "command": ["/bin/sh", "-c",
+                                                        "sleep 60 & setsid sleep 60 & "
+                                                        "(sleep 60 &) ; sleep 60"]},
+                         headers=hdr("busy"))
+        check(st == 202, "a long task queued", (st, b))
+        name = cgname(d, "busy")
+        check(wait_for(lambda: len(read(cg(d, "pids", name), "cgroup.procs").split()) >= 5),
+              "its processes run", read(cg(d, "pids", name), "cgroup.procs"))
+        rc = d.stop()
+        check(rc == 0, "exit 0 at SIGTERM during the task", (rc, d.output()))
+        check(wait_for(lambda: not procs_under(d.parent), timeout=5),
+              "no process left beneath its parent", procs_under(d.parent))
+        for c in ("memory", "pids", "cpu"):
+            check(not children(cg(d, c)), "no cgroup left in %s/%s" % (c, d.parent),
+                  children(cg(d, c)))
+    finally:
+        d.stop()
 
 
 class LabDaemon:

@@ -4,9 +4,9 @@ init's hold order). A daemon with only two pool host id ranges, so a range
 not given back (or given back twice) shows at once.
 
 Checked:
-- what a session's tasks make in the attached workspace (a setgid directory,
-  hard links, renames, a fifo, a symlink to a host file, chown and mknod
-  attempts) is stored with the clone's host ids, never the pool's, and
+- what a session's tasks make in the attached workspace (hard links,
+  renames, a fifo, a symlink to a host file; set-id modes, chown and mknod
+  refused) is stored with the clone's host ids, never the pool's, and
   another clone's workspace is nowhere to be found;
 - nothing crosses from one session to another, live or ended: /tmp,
   /dev/shm, SysV shared memory, abstract sockets, processes; a task has no
@@ -214,7 +214,9 @@ def files_made_in_a_pooled_session_are_the_clones():
           host_range(D, "files"))
     script = r"""
 cd /workspace
-mkdir d sg && { chmod 2775 sg 2>/dev/null || true; } && touch sg/in && mkdir sg/sub
+mkdir d sg && touch sg/in && mkdir sg/sub
+chmod 2775 sg 2>/dev/null && echo SETGID
+chmod u+s sg/in 2>/dev/null && echo SETUID
 echo a > f && ln f hard && mv f renamed && mv renamed d/moved && ln d/moved d/hard2
 mkfifo fifo && ln -s /etc/shadow shadowlink && ln -s / rootlink
 chown 0:0 d/moved 2>/dev/null && echo CHOWNED
@@ -231,7 +233,7 @@ echo done
         out = sh(D, "files", script)
     finally:
         stop(D, "files")
-    for bad in ("CHOWNED", "CHGRP0", "MKNOD", "HOSTLINK", "prime-secret"):
+    for bad in ("SETGID", "SETUID", "CHOWNED", "CHGRP0", "MKNOD", "HOSTLINK", "prime-secret"):
         check(bad not in out, "refused or not found: %s" % bad, out)
     check(out.strip().endswith("done"), "the script ran", out)
     ws = os.path.join(D.state, "workspaces", "sa", "files", "work")
@@ -247,6 +249,8 @@ echo done
     for must in ("d", "sg", "sg/in", "sg/sub", "hard", "d/moved", "d/hard2", "fifo",
                  "shadowlink", "late"):
         check(must in seen, "made: " + must, sorted(seen))
+    setid = [k for k in seen if os.lstat(os.path.join(ws, k)).st_mode & 0o6000]
+    check(not setid, "no set-id mode in the workspace (docs/security.md)", setid)
     bad = {k: v for k, v in seen.items() if v != (root.st_uid, root.st_gid)}
     check(not bad, "every file is the clone's runner's, none the pool's", bad)
     # the planted symlink through the files API: never the host's file

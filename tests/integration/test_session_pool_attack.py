@@ -67,12 +67,12 @@ def in_pool_region(i):
 
 
 def make_daemon(name, pool="  max_idle: 2\n  sessions: 2\n  idle_timeout: 120s\n", extra="",
-                base=BASE, total_caps=False):
+                base=BASE, total_caps=False, quota="monitor"):
     parent = "sbxsa%s-%d" % (name, os.getpid())
     PARENTS.append(parent)
-    text = ("sandbox:\n  network_policy: none\n  workspace_quota_mode: monitor\n"
+    text = ("sandbox:\n  network_policy: none\n  workspace_quota_mode: %s\n"
             "  cgroup_parent: %s\n  memory_limit: %dm\n  pids_limit: %d\n  cpu_limit: 0.5\n%s"
-            "pool:\n%s" % (parent, MEM_MB, PIDS, extra, pool))
+            "pool:\n%s" % (quota, parent, MEM_MB, PIDS, extra, pool))
     d = Daemon(os.path.join(TMP, name), TOKEN, config=config_file(TMP, name + ".yaml", text),
                total_caps=total_caps)
     d.host_id_base = base
@@ -621,6 +621,57 @@ def sigterm_during_a_pooled_sessions_task_leaves_nothing():
         for c in ("memory", "pids", "cpu"):
             check(not children(cg(d, c)), "no cgroup left in %s/%s" % (c, d.parent),
                   children(cg(d, c)))
+    finally:
+        d.stop()
+
+
+def loops_of(state):
+    out = []
+    for f in glob.glob("/sys/block/loop*/loop/backing_file"):
+        try:
+            with open(f) as fh:
+                if fh.read().strip().startswith(state):
+                    out.append(f)
+        except OSError:
+            pass
+    return out
+
+
+@S.case
+def a_pooled_session_on_a_loop_image_stores_the_clones_ids_and_leaves_nothing():
+    # The default quota mode: each workspace an ext4 image on a loop device,
+    # attached idmapped. Files made are the clone's on the image; an idle
+    # unmount never takes the image from under the live session; at the
+    # daemon's stop no mount or loop device of its state is left.
+    d = make_daemon("loop", quota="loop", extra="  workspace_idle_unmount: 1s\n")
+    try:
+        start(d, "warm")
+        stop(d, "warm")
+        hit_start(d, "img")
+        check(in_pool_region(host_range(d, "img")), "a pool range")
+        sh(d, "img", "mkdir -p /workspace/d && echo x > /workspace/d/f && ln /workspace/d/f "
+           "/workspace/h")
+        time.sleep(2.5)  # past workspace_idle_unmount, the session idle
+        out = sh(d, "img", "cat /workspace/d/f; echo y >> /workspace/d/f; cat /workspace/h")
+        check(out.split() == ["x", "x", "y"], "the image is still the session's", out)
+        ws = os.path.join(d.state, "workspaces", "sa", "img", "work")
+        with open("/proc/self/mountinfo") as f:
+            check(any(" %s " % ws in line for line in f), "the image is mounted", ws)
+        root = os.lstat(ws)
+        for rel in ("d", "d/f", "h"):
+            st = os.lstat(os.path.join(ws, rel))
+            check((st.st_uid, st.st_gid) == (root.st_uid, root.st_gid) and
+                  not in_pool_region(st.st_uid), "%s is the clone's on the image" % rel,
+                  (st.st_uid, root.st_uid))
+        check(loops_of(d.state), "its loop devices while it runs")
+        stop(d, "img")
+        rc = d.stop()
+        check(rc == 0, "exit 0", (rc, d.output()))
+        with open("/proc/self/mountinfo") as f:
+            left = [line for line in f if d.state in line]
+        check(not left, "no mount of its state left", left)
+        check(wait_for(lambda: not loops_of(d.state)), "no loop device of its state left",
+              loops_of(d.state))
     finally:
         d.stop()
 

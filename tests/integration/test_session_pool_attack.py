@@ -8,6 +8,8 @@ Checked:
   renames, a fifo, a symlink to a host file; set-id modes, chown and mknod
   refused) is stored with the clone's host ids, never the pool's, and
   another clone's workspace is nowhere to be found;
+- a holder's init (which keeps the daemon's sync socket) is out of its
+  tasks' reach: no signal, fd, environment, exe or root of it;
 - nothing crosses from one session to another, live or ended: /tmp,
   /dev/shm, SysV shared memory, abstract sockets, processes; a task has no
   fd above 2, no daemon variable or token, and starts in /workspace;
@@ -21,7 +23,12 @@ Checked:
 - a session outlives the pool's idle timeout (its sandbox is no longer the
   pool's) and its own idle timeout frees its range;
 - the daemon stopped (SIGTERM) during a burst of session starts being
-  attached leaves no process, cgroup or mount;
+  attached, or during a pooled session's task with background and setsid'd
+  processes, leaves no process, cgroup or mount;
+- pool.sessions far above total_pids and max_active: a burst of starts
+  keeps both caps;
+- on a loop image (the default quota mode): the clone's ids on the image,
+  no idle unmount under the live session, no loop device left;
 - (netlab, --net proxy: no packet leaves the machine) a session's own
   network rules end with it: the next session, of another clone or of the
   same one, is judged by the operator's policy from its first command.
@@ -623,6 +630,28 @@ def sigterm_during_a_pooled_sessions_task_leaves_nothing():
                   children(cg(d, c)))
     finally:
         d.stop()
+
+
+@S.case
+def the_holders_init_is_out_of_reach():
+    # A pooled holder's init keeps the daemon's sync socket for the
+    # session's whole life: its tasks can neither signal it, nor reach its
+    # fds, nor read its environment or its exe.
+    hit_start(D, "reach")
+    try:
+        out = sh(D, "reach", "kill -KILL 1 2>/dev/null && echo KILLED; "
+                 "kill -STOP 1 2>/dev/null && echo STOPPED; "
+                 "ls /proc/1/fd 2>/dev/null | grep -q . && echo FDS; "
+                 "cat /proc/1/fd/3 </dev/null >/dev/null 2>&1 && echo SYNC; "
+                 "cat /proc/1/environ 2>/dev/null | grep -q . && echo ENVIRON; "
+                 "cat /proc/1/exe >/dev/null 2>&1 && echo EXE; "
+                 "ls /proc/1/root/ >/dev/null 2>&1 && echo ROOT; echo done")
+        for bad in ("KILLED", "STOPPED", "FDS", "SYNC", "ENVIRON", "EXE", "ROOT"):
+            check(bad not in out, "refused: " + bad, out)
+        check(out.strip().endswith("done"), "the probe ran", out)
+        run(D, "reach", ["true"])  # the session still serves
+    finally:
+        stop(D, "reach")
 
 
 def loops_of(state):

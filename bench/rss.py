@@ -23,51 +23,26 @@ daemon and of its spawner (`sandboxd-spawn`), the daemon's RSS by mapping
 pool's ready sandboxes and the memory they hold (`pool.memoryBytes` of the
 extended /runtime/status, when the binary reports it). The machine's load
 average goes with each row. Needs root. Usage: bench/rss.py [N] [IDLE]"""
-import http.client
-import json
 import os
 import re
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+import benchlib
+from benchlib import load, status_kb
+
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 IDLE = float(sys.argv[2]) if len(sys.argv) > 2 else 3
-TOKEN = "bench-" + "0123456789abcdef0123456789"
 TMP = tempfile.mkdtemp(prefix="sbx-rss-bench-")
-BINS = [("this", os.environ.get("SANDBOXD") or os.path.join(ROOT, "build", "sandboxd"))]
+BINS = [("this", benchlib.SANDBOXD)]
 if os.environ.get("SANDBOXD_BASE"):
     BINS.append(("base", os.environ["SANDBOXD_BASE"]))
 CLONES = 8
 # The daemon gives back SQLite's page cache and its free heap after 10 s
 # without a store write (daemon/serve.c, IDLE_SHRINK_MS).
 SETTLE = 12
-
-
-def load():
-    with open("/proc/loadavg") as f:
-        return f.read().split()[0]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def status_kb(pid, key):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def pss_kb(pid):
@@ -105,82 +80,9 @@ def by_mapping(pid, exe):
     return out
 
 
-def children(pid):
-    kids = []
-    for t in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/children" % (pid, t)) as f:
-                kids += [int(x) for x in f.read().split()]
-        except OSError:
-            pass
-    return kids
-
-
-def spawner_of(pid):
-    for k in children(pid):
-        try:
-            with open("/proc/%d/comm" % k) as f:
-                if f.read().strip() == "sandboxd-spawn":
-                    return k
-        except OSError:
-            pass
-    return None
-
-
-class Daemon:
+class Daemon(benchlib.Daemon):
     def __init__(self, name, binary, config):
-        self.name, self.binary = name, os.path.realpath(binary)
-        self.state = os.path.join(TMP, name)
-        os.makedirs(self.state)
-        args = [self.binary, "serve", "--listen", "127.0.0.1:%d" % free_port(), "--state-dir",
-                self.state, "--token", TOKEN, "--log-level", "warn"]
-        if config is not None:
-            cfg = os.path.join(TMP, name + ".yaml")
-            with open(cfg, "w") as f:
-                f.write(config)
-            args += ["--config", cfg]
-        self.port = int(args[3].rsplit(":", 1)[1])
-        self.log = open(os.path.join(TMP, name + ".log"), "w")
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
-                c.request("GET", "/readyz")
-                if c.getresponse().status == 200:
-                    break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            raise SystemExit("%s: daemon not ready" % name)
-        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-
-    def req(self, method, path, body=None, headers=None):
-        h = {"Authorization": "Bearer " + TOKEN, "X-Sandbox-Extended": "1"}
-        h.update(headers or {})
-        data = json.dumps(body) if body is not None else None
-        if data:
-            h["Content-Type"] = "application/json"
-        for attempt in (0, 1):
-            try:
-                self.conn.request(method, path, body=data, headers=h)
-                r = self.conn.getresponse()
-                return r.status, r.read()
-            except (http.client.RemoteDisconnected, ConnectionError):
-                # the server closes a keep-alive connection idle for long
-                self.conn.close()
-                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-                if attempt:
-                    raise
-
-    def exec(self, body, clone="bench"):
-        st, out = self.req("POST", "/runtime/exec", body, {"X-Clone-Id": clone})
-        if st != 200 or b'"exitCode":0,' not in out:
-            raise SystemExit("%s: bad answer %d %r" % (self.name, st, out[:300]))
-
-    def pool(self):
-        st, out = self.req("GET", "/runtime/status")
-        return json.loads(out).get("pool", {}) if st == 200 else {}
+        super().__init__(os.path.join(TMP, name), binary, config)
 
     def wait_idle(self, n, timeout=30):
         deadline = time.monotonic() + timeout
@@ -189,7 +91,7 @@ class Daemon:
 
     def measure(self, phase):
         pid = self.proc.pid
-        sp = spawner_of(pid)
+        sp = self.spawner()
         m = by_mapping(pid, self.binary)
         p = self.pool()
         mem = p.get("memoryBytes")
@@ -199,15 +101,6 @@ class Daemon:
                 "sp_pss": pss_kb(sp) if sp else None, "map": m,
                 "idle": p.get("idle") if p.get("enabled") else None,
                 "pool_mem": mem, "per": p.get("memoryPerSandboxBytes")}
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
 
 
 POOL = "pool:\n  enabled: true\n  max_idle: 8\n  idle_timeout: 10m\n"
@@ -227,7 +120,7 @@ def run_kind(label, binary, kind, config, body):
         rows.append(d.measure("idle"))
         if config is None:
             for _ in range(N):
-                d.exec(body)
+                d.exec(body, "bench")
         else:
             for c in range(CLONES):
                 d.exec(body, "c%d" % c)

@@ -41,20 +41,18 @@ Needs root, bwrap, gcc. Usage: bench/spawner.py [ROUNDS] [CLIENTS] [SECONDS]
 daemon with `--net proxy`: each sandbox gets its egress, pooled ones ahead; the
 tasks make no connection, so nothing leaves the machine). Prints a markdown
 report."""
-import http.client
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-SBX = os.environ.get("SANDBOXD") or os.path.join(ROOT, "build", "sandboxd")
+import benchlib
+from benchlib import load
+
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 CLIENTS = int(sys.argv[2]) if len(sys.argv) > 2 else 32
 SECONDS = int(sys.argv[3]) if len(sys.argv) > 3 else 8
@@ -62,7 +60,6 @@ NET = os.environ.get("SBX_BENCH_NET", "none")
 if NET not in ("none", "proxy"):
     raise SystemExit("SBX_BENCH_NET: none or proxy, not %r" % NET)
 NEW_CLONES = int(sys.argv[4]) if len(sys.argv) > 4 else 100
-TOKEN = "bench-" + "0123456789abcdef0123456789"
 TMP = tempfile.mkdtemp(prefix="sbx-spawner-bench-")
 WB = os.path.join(TMP, "bwrap-ws")
 os.makedirs(WB, mode=0o755)
@@ -80,115 +77,34 @@ BWRAP = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/u
 BARE_ENV = {"PATH": "/usr/bin:/bin", "HOME": TMP, "LANG": "C.UTF-8"}
 
 
-def load():
-    with open("/proc/loadavg") as f:
-        return f.read().split()[0]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 DAEMONS = []  # every daemon started, stopped at the end whatever happens
 
 
-class Daemon:
+class Daemon(benchlib.Daemon):
     def __init__(self, name, spawner, pool=False, zygote=False, monitor=False):
-        self.name = name
-        self.state = os.path.join(TMP, name)
-        os.makedirs(self.state)
-        cfg = os.path.join(TMP, name + ".yaml")
-        with open(cfg, "w") as f:
-            f.write("server:\n  queue_size: 4096\n  queue_per_tenant: 4096\n"
-                    "pool:\n  spawner: %s\n" % ("true" if spawner else "false"))
-            # the pool is on by default: its defaults, or off
-            f.write("  enabled: %s\n" % ("true" if pool else "false"))
-            if pool:
-                f.write("  idle_timeout: 10m\n")
-            if zygote:
-                f.write("  zygote: true\n")
-            if monitor:
-                f.write("sandbox:\n  workspace_quota_mode: monitor\n")
-        self.port = free_port()
-        self.log = open(os.path.join(TMP, name + ".log"), "w")
-        self.proc = subprocess.Popen(
-            [SBX, "serve", "--config", cfg, "--listen", "127.0.0.1:%d" % self.port,
-             "--state-dir", self.state, "--token", TOKEN, "--net", NET,
-             "--max-concurrent", "32", "--log-level", "warn"],
-            stdout=self.log, stderr=subprocess.STDOUT)
+        cfg = ("server:\n  queue_size: 4096\n  queue_per_tenant: 4096\n"
+               "pool:\n  spawner: %s\n" % ("true" if spawner else "false"))
+        # the pool is on by default: its defaults, or off
+        cfg += "  enabled: %s\n" % ("true" if pool else "false")
+        if pool:
+            cfg += "  idle_timeout: 10m\n"
+        if zygote:
+            cfg += "  zygote: true\n"
+        if monitor:
+            cfg += "sandbox:\n  workspace_quota_mode: monitor\n"
+        super().__init__(os.path.join(TMP, name), config=cfg,
+                         args=("--net", NET, "--max-concurrent", "32"), ready_timeout=20)
         DAEMONS.append(self)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
-                c.request("GET", "/readyz")
-                if c.getresponse().status == 200:
-                    break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            raise SystemExit("%s: daemon not ready" % name)
-        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-
-    def exec(self, body, clone=None):
-        data = json.dumps(body)
-        h = {"Authorization": "Bearer " + TOKEN, "Content-Type": "application/json"}
-        if clone:
-            h["X-Clone-Id"] = clone
-        t0 = time.perf_counter()
-        self.conn.request("POST", "/runtime/exec", body=data, headers=h)
-        r = self.conn.getresponse()
-        out = r.read()
-        dt = (time.perf_counter() - t0) * 1000
-        if r.status != 200 or b'"exitCode":0,' not in out:
-            raise SystemExit("%s: bad answer %d %r" % (self.name, r.status, out[:300]))
-        return dt
-
-    def pool(self):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        c.request("GET", "/runtime/status",
-                  headers={"Authorization": "Bearer " + TOKEN, "X-Sandbox-Extended": "1"})
-        st = json.loads(c.getresponse().read()).get("pool", {})
-        c.close()
-        return st
-
-    def pids(self):
-        kids = []
-        try:
-            with open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)) as f:
-                kids = [int(x) for x in f.read().split()]
-        except OSError:
-            pass
-        return [p for p in kids if comm(p) == "sandboxd-spawn"]
 
     def rss_kib(self, pid=None):
-        with open("/proc/%d/status" % (pid or self.proc.pid)) as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        return 0
+        return benchlib.status_kb(pid or self.proc.pid, "VmRSS")
+
+    def spawner_rss_kib(self):
+        sp = self.spawner()
+        return self.rss_kib(sp) if sp else 0
 
     def cpu_s(self):
-        with open("/proc/%d/stat" % self.proc.pid) as f:
-            v = f.read().rsplit(")", 1)[1].split()
-        return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(30)
-
-
-def comm(pid):
-    try:
-        with open("/proc/%d/comm" % pid) as f:
-            return f.read().strip()
-    except OSError:
-        return ""
+        return benchlib.cpu_s(self.proc.pid)[0]
 
 
 def run_ms(argv, env=None):
@@ -250,7 +166,7 @@ def main():
     zyg = Daemon("zygote-on", True, pool=True, zygote=True)
     time.sleep(1)
     rss_idle = {"on": on.rss_kib(), "off": off.rss_kib(), "pool": pool.rss_kib(),
-                "spawner": sum(on.rss_kib(p) for p in on.pids())}
+                "spawner": on.spawner_rss_kib()}
     true_body = {"command": ["/bin/true"]}
     py_body = {"language": "python", "code": "print(1)"}
     node_body = {"language": "node", "code": "0"}
@@ -289,7 +205,7 @@ def main():
     cpu1 = {"on": on.cpu_s(), "off": off.cpu_s(), "pool": pool.cpu_s()}
     load1 = load()
     rss_after = {"on": on.rss_kib(), "off": off.rss_kib(), "pool": pool.rss_kib(),
-                 "spawner": sum(on.rss_kib(p) for p in on.pids())}
+                 "spawner": on.spawner_rss_kib()}
     print("## Side by side, interleaved (%d rounds, %s)\n" % (ROUNDS, time.strftime("%Y-%m-%d %H:%M")))
     print("Load average before / after: %s / %s (2 cores, shared machine).\n" % (load0, load1))
     print("| what | p50 ms | p90 ms | p99 ms | mean ms |")
@@ -334,19 +250,14 @@ def main():
         for d in (on, off, pool, zyg):
             d.stop()
         return
-    load_bin = os.path.join(TMP, "api_load")
-    subprocess.run(["gcc", "-O2", "-pthread", "-o", load_bin,
-                    os.path.join(HERE, "api_load.c")], check=True)
+    load_bin = benchlib.build(TMP, "api_load.c", "-pthread")
     print("| %d clients, %d s | load avg before | tasks/s | p50 ms | p99 ms | errors | "
           "pool hits / misses |" % (CLIENTS, SECONDS))
     print("|---|---|---|---|---|---|---|")
     for d in (off, on, pool, off, on, pool):
         l0 = load()
         p0 = d.pool() if d is pool else None
-        r = subprocess.run([load_bin, "--port", str(d.port), "--token", TOKEN, "--expect",
-                            '"exitCode":0,', "--clients", str(CLIENTS), "--duration",
-                            str(SECONDS), "--warmup", "2"], capture_output=True, text=True)
-        res = json.loads(r.stdout)
+        res = benchlib.api_load(load_bin, d.port, CLIENTS, SECONDS, 2)
         p1 = d.pool() if d is pool else None
         hm = "%d / %d" % (p1["hits"] - p0["hits"], p1["misses"] - p0["misses"]) if p0 else ""
         print("| %s | %s | %.1f | %.2f | %.2f | %d | %s |" % (

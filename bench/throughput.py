@@ -33,51 +33,16 @@ Needs root, gcc. Usage:
                       [--nets none,proxy] [--yaml LINE] [--floor] [LABEL=PATH ...]
 Prints a markdown report."""
 import argparse
-import http.client
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-TOKEN = "bench-" + "0123456789abcdef0123456789"
-HZ = os.sysconf("SC_CLK_TCK")
-
-
-def load():
-    with open("/proc/loadavg") as f:
-        return f.read().split()[0]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def comm(pid):
-    try:
-        with open("/proc/%d/comm" % pid) as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-def pstat(pid):
-    """(own utime+stime, reaped children's cutime+cstime) in seconds."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            v = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return (0.0, 0.0)
-    return ((int(v[11]) + int(v[12])) / HZ, (int(v[13]) + int(v[14])) / HZ)
+import benchlib
+from benchlib import HZ, load
 
 
 PF_KTHREAD = 0x00200000
@@ -107,76 +72,28 @@ def machine_busy():
     return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / HZ
 
 
-class Daemon:
+class Daemon(benchlib.Daemon):
     def __init__(self, tmp, label, path, net, yaml):
-        self.name = "%s/%s" % (label, net)
-        self.state = os.path.join(tmp, label + "-" + net)
-        os.makedirs(self.state)
-        cfg = self.state + ".yaml"
-        with open(cfg, "w") as f:
-            f.write("server:\n  queue_size: 4096\n  queue_per_tenant: 4096\n")
-            for line in yaml:
-                f.write(line + "\n")
-        self.port = free_port()
-        self.log = open(self.state + ".log", "w")
-        self.proc = subprocess.Popen(
-            [path, "serve", "--config", cfg, "--listen", "127.0.0.1:%d" % self.port,
-             "--state-dir", self.state, "--token", TOKEN, "--net", net,
-             "--max-concurrent", "32", "--log-level", "warn"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
-                c.request("GET", "/readyz")
-                if c.getresponse().status == 200:
-                    break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            raise SystemExit("%s: daemon not ready" % self.name)
-
-    def spawner(self):
-        try:
-            with open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)) as f:
-                kids = [int(x) for x in f.read().split()]
-        except OSError:
-            kids = []
-        for p in kids:
-            if comm(p) == "sandboxd-spawn":
-                return p
-        return None
+        super().__init__(os.path.join(tmp, label + "-" + net), path,
+                         "server:\n  queue_size: 4096\n  queue_per_tenant: 4096\n" +
+                         "".join(line + "\n" for line in yaml),
+                         ("--net", net, "--max-concurrent", "32"), name="%s/%s" % (label, net))
 
     def snap(self):
         sp = self.spawner()
-        d = pstat(self.proc.pid)
-        s = pstat(sp) if sp else (0.0, 0.0)
+        d = benchlib.cpu_s(self.proc.pid)
+        s = benchlib.cpu_s(sp) if sp else (0.0, 0.0)
         return {"daemon": d[0], "spawner": s[0], "sandboxes": s[1] + d[1],
                 "kthreads": kthreads_cpu(), "machine": machine_busy()}
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
 
 
 def run(d, loader, clients, seconds):
     la = load()
     before = d.snap()
     t0 = time.monotonic()
-    out = subprocess.run(
-        [loader, "--port", str(d.port), "--token", TOKEN, "--clients", str(clients),
-         "--duration", str(seconds), "--warmup", "1", "--expect", '"exitCode":0,'],
-        capture_output=True, text=True, timeout=seconds + 120)
+    r = benchlib.api_load(loader, d.port, clients, seconds, 1)
     wall = time.monotonic() - t0
     after = d.snap()
-    if out.returncode != 0:
-        raise SystemExit("%s: api_load failed: %s %s" % (d.name, out.stdout, out.stderr))
-    r = json.loads(out.stdout)
     n = r.get("answered") or 1
     cpu = {k: (after[k] - before[k]) * 1000.0 / n for k in before}
     return {"load": la, "rps": r["per_s"], "p50": r["p50_ms"], "p99": r["p99_ms"],
@@ -206,18 +123,12 @@ def main():
     ap.add_argument("binaries", nargs="*")
     a = ap.parse_args()
     bins = []
-    for b in a.binaries or ["new=" + (os.environ.get("SANDBOXD") or
-                                      os.path.join(ROOT, "build", "sandboxd"))]:
+    for b in a.binaries or ["new=" + benchlib.SANDBOXD]:
         label, _, path = b.partition("=")
         bins.append((label, os.path.abspath(path)))
     tmp = tempfile.mkdtemp(prefix="sbx-thru-bench-")
-    loader = os.path.join(tmp, "api_load")
-    subprocess.run(["gcc", "-O2", "-pthread", "-o", loader,
-                    os.path.join(HERE, "api_load.c")], check=True)
-    floor = os.path.join(tmp, "ns_floor")
-    if a.floor:
-        subprocess.run(["gcc", "-O2", "-o", floor, os.path.join(HERE, "ns_floor.c")],
-                       check=True)
+    loader = benchlib.build(tmp, "api_load.c", "-pthread")
+    floor = benchlib.build(tmp, "ns_floor.c") if a.floor else None
     daemons = []
     try:
         for label, path in bins:

@@ -6,7 +6,9 @@ pkgs=(build-essential cmake pkg-config clang-format libevent-dev libseccomp-dev 
       libhttp-parser-dev libmicrohttpd-dev libssl-dev openssl nftables curl libsqlite3-dev
       libyaml-dev python3 nodejs bubblewrap hyperfine iproute2 e2fsprogs golang-go
       clang libclang-rt-dev busybox-static libarchive-dev systemd
-      docker.io docker-compose podman debootstrap iptables)
+      docker.io docker-compose podman debootstrap iptables pmccabe)
+# pmccabe: the cyclomatic complexity of functions, to find those to split
+# (STYLE.md: functions short enough to read at once).
 # busybox-static: the root filesystem tests/integration/test_environments.py
 # builds its environments and OCI images from.
 # libarchive-dev: sandboxd unpacks environments' OCI images with it.

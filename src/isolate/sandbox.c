@@ -318,23 +318,15 @@ static int unshare_cgroup_ns(sbx_err *err)
 static int recv_fds(int sock, int fds[2], sbx_err *err)
 {
     char byte;
-    union {
-        char buf[CMSG_SPACE(2 * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-    ssize_t n;
-    while ((n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
-        ;
-    if (n != 1)
+    size_t n_got;
+    ssize_t n = sbx_recv_with_fds(sock, &byte, 1, fds, 2, &n_got, 0);
+    if (n == 1 && n_got == 2)
+        return 0;
+    if (n == 0 || (n < 0 && errno != EPROTO))
         _exit(125); /* our creator is gone */
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(2 * sizeof(int)))
-        return sbx_err_at(err, SBX_STAGE_FDS, EPROTO, "expected the init and seccomp fds");
-    memcpy(fds, CMSG_DATA(cm), 2 * sizeof(int));
-    return 0;
+    for (size_t i = 0; i < n_got; i++)
+        close(fds[i]);
+    return sbx_err_at(err, SBX_STAGE_FDS, EPROTO, "expected the init and seccomp fds");
 }
 
 /* Put the fds init inherits at 0..n-1: each is first copied above n, so no
@@ -754,31 +746,6 @@ int sbx_sandbox_spawn(const struct sbx_spec *spec, struct sbx_sandbox *sb, sbx_e
         return -1;
     }
     return 0;
-}
-
-ssize_t sbx_send_with_fds(int sock, const void *buf, size_t len, const int *fds, size_t nfds,
-                          int flags)
-{
-    union {
-        char buf[CMSG_SPACE(SBX_FDS_PASS_MAX * sizeof(int))];
-        struct cmsghdr align;
-    } u = {0};
-    if (nfds > SBX_FDS_PASS_MAX)
-        return errno = E2BIG, -1;
-    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (nfds) {
-        mh.msg_control = u.buf, mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-        memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-    }
-    ssize_t n;
-    while ((n = sendmsg(sock, &mh, flags)) < 0 && errno == EINTR)
-        ;
-    return n;
 }
 
 int sbx_sandbox_send_fds(struct sbx_sandbox *sb, const struct sbx_sandbox_fds *fds, sbx_err *err)

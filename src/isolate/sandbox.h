@@ -244,9 +244,16 @@ int sbx_sandbox_send_command_fds(struct sbx_sandbox *sb, char *const *argv, char
 
 /* One message of len bytes on sock with nfds fds (SCM_RIGHTS, at most
  * SBX_FDS_PASS_MAX; none when nfds is 0), once, EINTR retried: sendmsg's
- * result. */
+ * result. (isolate/fdpass.c, which init is built with too.) */
 #define SBX_FDS_PASS_MAX (SBX_MOUNTS_MAX + 1)
 ssize_t sbx_send_with_fds(int sock, const void *buf, size_t len, const int *fds, size_t nfds,
+                          int flags);
+/* Its counterpart: one message into buf (at most len bytes) and the fds
+ * that came with it into fds, close-on-exec, once, EINTR retried: recvmsg's
+ * result (0: the peer is gone), with *nfds of them, the caller's. More fds
+ * than max (or than SBX_FDS_PASS_MAX: the kernel's MSG_CTRUNC) is -1 EPROTO,
+ * all of them closed. The caller checks the count it expects. */
+ssize_t sbx_recv_with_fds(int sock, void *buf, size_t len, int *fds, size_t max, size_t *nfds,
                           int flags);
 
 /* A clone's workspace and binds as detached mounts for an attach_later

@@ -128,9 +128,30 @@ static size_t count_strv(char *const *v)
     return n;
 }
 
+/* What of spec the request carries (the strings of it in the text). */
+static uint32_t spec_flags(const struct sbx_spec *spec)
+{
+    return (spec->argv ? F_ARGV : 0) | (spec->envp ? F_ENVP : 0) |
+           (spec->workspace ? F_WORKSPACE : 0) | (spec->name ? F_NAME : 0) |
+           (spec->net_rules_arg ? F_NET_ARG : 0) | (spec->cg_host ? F_CG_HOST : 0) |
+           (spec->host_net ? F_HOST_NET : 0) | (spec->session ? F_SESSION : 0) |
+           (spec->host_view ? F_HOST_VIEW : 0) | (spec->host_view_hidden ? F_HIDDEN : 0) |
+           (spec->rootfs ? F_ROOTFS : 0) | (spec->writable_root ? F_WRITABLE_ROOT : 0) |
+           (spec->pooled ? F_POOLED : 0) | (spec->attach_later ? F_ATTACH_LATER : 0);
+}
+
+static int put_strv(struct buf *b, const char *const *v, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (put(b, v[i]) < 0)
+            return -1;
+    return 0;
+}
+
 static int encode(const struct sbx_spec *spec, struct req_head *h, struct buf *b)
 {
     *h = (struct req_head){.magic = MAGIC_REQ,
+                           .flags = spec_flags(spec),
                            .uid = spec->uid,
                            .gid = spec->gid,
                            .host_id_base = spec->host_id_base,
@@ -140,13 +161,6 @@ static int encode(const struct sbx_spec *spec, struct req_head *h, struct buf *b
                            .file_size_bytes = spec->file_size_bytes,
                            .tmp_size_bytes = spec->tmp_size_bytes,
                            .nofile = spec->nofile};
-    h->flags = (spec->argv ? F_ARGV : 0) | (spec->envp ? F_ENVP : 0) |
-               (spec->workspace ? F_WORKSPACE : 0) | (spec->name ? F_NAME : 0) |
-               (spec->net_rules_arg ? F_NET_ARG : 0) | (spec->cg_host ? F_CG_HOST : 0) |
-               (spec->host_net ? F_HOST_NET : 0) | (spec->session ? F_SESSION : 0) |
-               (spec->host_view ? F_HOST_VIEW : 0) | (spec->host_view_hidden ? F_HIDDEN : 0) |
-               (spec->rootfs ? F_ROOTFS : 0) | (spec->writable_root ? F_WRITABLE_ROOT : 0) |
-               (spec->pooled ? F_POOLED : 0) | (spec->attach_later ? F_ATTACH_LATER : 0);
     if (spec->cg_host)
         h->cg_host = *spec->cg_host;
     h->argc = (uint32_t)count_strv(spec->argv);
@@ -154,12 +168,9 @@ static int encode(const struct sbx_spec *spec, struct req_head *h, struct buf *b
     h->n_hidden = (uint32_t)count_strv((char *const *)spec->host_view_hidden);
     if (spec->n_mounts > SBX_MOUNTS_MAX)
         return -1;
-    for (uint32_t i = 0; i < h->argc; i++)
-        if (put(b, spec->argv[i]) < 0)
-            return -1;
-    for (uint32_t i = 0; i < h->envc; i++)
-        if (put(b, spec->envp[i]) < 0)
-            return -1;
+    if (put_strv(b, (const char *const *)spec->argv, h->argc) < 0 ||
+        put_strv(b, (const char *const *)spec->envp, h->envc) < 0)
+        return -1;
     const char *one[] = {spec->workspace, spec->name, spec->net_rules_arg, spec->rootfs};
     for (size_t i = 0; i < SBX_ARRAY_LEN(one); i++)
         if (one[i] && put(b, one[i]) < 0)
@@ -172,10 +183,7 @@ static int encode(const struct sbx_spec *spec, struct req_head *h, struct buf *b
         if (put(b, m->host) < 0 || put(b, m->inside) < 0 || (m->root && put(b, m->root) < 0))
             return -1;
     }
-    for (uint32_t i = 0; i < h->n_hidden; i++)
-        if (put(b, spec->host_view_hidden[i]) < 0)
-            return -1;
-    return 0;
+    return put_strv(b, spec->host_view_hidden, h->n_hidden);
 }
 
 /* ---- the spawner's side ---- */
@@ -535,6 +543,27 @@ size_t sbx_spawner_pending(void)
     return pending;
 }
 
+/* A request (its head, then its text) without waiting: 1 sent, its reply to
+ * come; 0 not, the caller makes it in-process. */
+static int send_request(const void *head, size_t head_len, const struct buf *b)
+{
+    struct iovec iov[2] = {{.iov_base = (void *)head, .iov_len = head_len},
+                           {.iov_base = b->p, .iov_len = b->len}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = b->len ? 2 : 1};
+    ssize_t n;
+    while ((n = sendmsg(spawner_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 && errno == EINTR)
+        ;
+    if (n < 0) {
+        /* Too large, or the socket's buffer is full of requests: this one is
+         * made in-process. Anything else: the spawner is gone. */
+        if (errno != EMSGSIZE && errno != ENOBUFS && errno != EAGAIN && !pending)
+            spawner_lost("is gone");
+        return 0;
+    }
+    pending++;
+    return 1;
+}
+
 int sbx_spawner_request(const struct sbx_spec *spec)
 {
     if (spawner_fd < 0 || spec->join_pidfd >= 0)
@@ -547,25 +576,12 @@ int sbx_spawner_request(const struct sbx_spec *spec)
         counts.fallbacks++;
         return 0;
     }
-    struct iovec iov[2] = {{.iov_base = h, .iov_len = sizeof(*h)},
-                           {.iov_base = b.p, .iov_len = b.len}};
-    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = b.len ? 2 : 1};
-    ssize_t n;
-    while ((n = sendmsg(spawner_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 && errno == EINTR)
-        ;
-    int saved = errno;
+    int sent = send_request(h, sizeof(*h), &b);
     free(h);
     free(b.p);
-    if (n < 0) {
+    if (!sent)
         counts.fallbacks++;
-        /* Too large, or the socket's buffer is full of requests: this one is
-         * made in-process. Anything else: the spawner is gone. */
-        if (saved != EMSGSIZE && saved != ENOBUFS && saved != EAGAIN && !pending)
-            spawner_lost("is gone");
-        return 0;
-    }
-    pending++;
-    return 1;
+    return sent;
 }
 
 /* A sandbox's reply: its fds, 5 or 6 (recv_reply's want). */
@@ -576,34 +592,19 @@ int sbx_spawner_request(const struct sbx_spec *spec)
  * (stopped). */
 static int recv_reply(struct reply *r, int *fds, size_t *nfds, size_t want)
 {
-    union {
-        char buf[CMSG_SPACE(FDS_IN_REPLY_MAX * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct iovec iov = {.iov_base = r, .iov_len = sizeof(*r)};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-    ssize_t n;
-    while ((n = recvmsg(spawner_fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT)) < 0 && errno == EINTR)
-        ;
+    ssize_t n =
+        sbx_recv_with_fds(spawner_fd, r, sizeof(*r), fds, FDS_IN_REPLY_MAX, nfds, MSG_DONTWAIT);
     if (n < 0 && errno == EAGAIN)
         return 0;
-    struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
-    *nfds = 0;
-    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-        cm->cmsg_len >= CMSG_LEN(0))
-        *nfds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    if (*nfds > FDS_IN_REPLY_MAX)
-        *nfds = 0;
-    if (*nfds)
-        memcpy(fds, CMSG_DATA(cm), *nfds * sizeof(int));
-    if (n != (ssize_t)sizeof(*r) || r->magic != MAGIC_REP || (mh.msg_flags & MSG_CTRUNC) ||
+    /* -1 EPROTO: a reply with more fds than any has */
+    bool gone = n == 0 || (n < 0 && errno != EPROTO);
+    if (n != (ssize_t)sizeof(*r) || r->magic != MAGIC_REP ||
         (r->rc == 0 && *nfds != (want != WANT_SANDBOX ? want
                                  : r->has_netns       ? N_FDS_MAX
                                                       : N_FDS))) {
         for (size_t i = 0; i < *nfds; i++)
             close(fds[i]);
-        spawner_lost(n <= 0 ? "is gone" : "answered out of turn");
+        spawner_lost(gone ? "is gone" : "answered out of turn");
         return -2;
     }
     pending--;
@@ -684,21 +685,9 @@ int sbx_spawner_request_attach(const struct sbx_attach *a)
         free(b.p);
         return 0;
     }
-    struct iovec iov[2] = {{.iov_base = &h, .iov_len = sizeof(h)},
-                           {.iov_base = b.p, .iov_len = b.len}};
-    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
-    ssize_t n;
-    while ((n = sendmsg(spawner_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 && errno == EINTR)
-        ;
-    int saved = errno;
+    int sent = send_request(&h, sizeof(h), &b);
     free(b.p);
-    if (n < 0) {
-        if (saved != EMSGSIZE && saved != ENOBUFS && saved != EAGAIN && !pending)
-            spawner_lost("is gone");
-        return 0;
-    }
-    pending++;
-    return 1;
+    return sent;
 }
 
 int sbx_spawner_reply_attach(int *fds, size_t n, sbx_err *err)

@@ -1,7 +1,6 @@
 #include "net/egress.h"
 
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <event2/listener.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -9,6 +8,7 @@
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/dl.h"
 #include "base/log.h"
 #include "isolate/stage.h"
 #include "net/synq.h"
@@ -186,23 +187,25 @@ struct nft_api {
 
 static struct nft_api nft;
 
+static const struct sbx_dl_sym nft_syms[] = {
+    {"nft_ctx_new", offsetof(struct nft_api, ctx_new)},
+    {"nft_ctx_free", offsetof(struct nft_api, ctx_free)},
+    {"nft_ctx_buffer_error", offsetof(struct nft_api, buffer_error)},
+    {"nft_ctx_get_error_buffer", offsetof(struct nft_api, get_error)},
+    {"nft_run_cmd_from_buffer", offsetof(struct nft_api, run)},
+};
+
 int sbx_egress_rules_load(sbx_err *err)
 {
     if (nft.run)
         return 0;
-    void *h = dlopen("libnftables.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return sbx_err_at(err, SBX_STAGE_EGRESS, ENOENT, "dlopen libnftables.so.1: %s", dlerror());
-    struct nft_api api;
-    *(void **)&api.ctx_new = dlsym(h, "nft_ctx_new");
-    *(void **)&api.ctx_free = dlsym(h, "nft_ctx_free");
-    *(void **)&api.buffer_error = dlsym(h, "nft_ctx_buffer_error");
-    *(void **)&api.get_error = dlsym(h, "nft_ctx_get_error_buffer");
-    *(void **)&api.run = dlsym(h, "nft_run_cmd_from_buffer");
-    if (!api.ctx_new || !api.ctx_free || !api.buffer_error || !api.get_error || !api.run)
-        return sbx_err_at(err, SBX_STAGE_EGRESS, ENOSYS, "libnftables lacks a symbol");
+    struct nft_api api; /* nft stays empty unless every function is there */
+    sbx_err e = {0};
+    if (sbx_dl_load("libnftables.so.1", "libnftables1", nft_syms, SBX_ARRAY_LEN(nft_syms), &api,
+                    &e) < 0)
+        return sbx_err_at(err, SBX_STAGE_EGRESS, e.errnum, "%s", e.msg);
     nft = api;
-    return 0; /* the handle stays loaded for the life of the process */
+    return 0;
 }
 
 /* The sandbox's rules: a connection to an address the policy denies by

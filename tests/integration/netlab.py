@@ -760,36 +760,6 @@ class Lab:
 # Helpers for the tests
 # =====================================================================================
 
-# A program for a sandbox (python3 -c PROBE_CONNECT HOST,PORT... or dns:NAME,0):
-# one line per argument, the argument then what it got ("ok" and the lab's
-# answer, or the error's name).
-PROBE_CONNECT = r'''
-import errno, socket, sys, time
-for arg in sys.argv[1:]:
-    host, _, port = arg.partition(",")
-    try:
-        if host.startswith("dns:"):
-            res = "ok " + socket.gethostbyname(host[4:])
-        else:
-            s = socket.create_connection((host, int(port)), timeout=5)
-            s.sendall(b"GET /p HTTP/1.0\r\nHost: lab\r\n\r\n")
-            got = b""
-            while True:
-                d = s.recv(4096)
-                if not d:
-                    break
-                got += d
-            res = "ok " + got.decode(errors="replace").strip().splitlines()[-1]
-    except socket.timeout:
-        res = "timeout"
-    except socket.gaierror as e:
-        res = "gaierror"
-    except OSError as e:
-        res = errno.errorcode.get(e.errno, str(e))
-    print("%s %s" % (arg, res), flush=True)
-'''
-
-
 class UnixHTTP(http.client.HTTPConnection):
     """HTTP to a daemon of the lab's daemon namespace listening on a unix socket
     (`serve --listen unix:PATH`)."""
@@ -826,6 +796,55 @@ def facts(output):
                 d[k] = v
         out.append(d)
     return out
+
+
+# A sandbox's connections to the lab, as `python3 -c CONNECT_PROBE TARGET...`.
+# A target is "host,port[,timeout]": a TCP connect() (to a name, after its
+# lookup; an IPv6 literal over IPv6), 5 s unless timeout is given, then an HTTP
+# request; or "dns:name,0": the name's lookup alone. One line a target:
+# "TARGET RESULT SECONDS", RESULT "ok " with the last line of the lab's answer
+# (or the address found), timeout, gaierror or the errno's name; SECONDS times
+# the connect() (or the lookup) alone. probe_results() reads the lines.
+CONNECT_PROBE = r'''
+import errno, socket, sys, time
+for arg in sys.argv[1:]:
+    host, port, *rest = arg.split(",")
+    t0 = time.monotonic()
+    took = None
+    try:
+        if host.startswith("dns:"):
+            res = "ok " + socket.gethostbyname(host[4:])
+        else:
+            s = socket.create_connection((host, int(port)), float(rest[0]) if rest else 5)
+            took = time.monotonic() - t0
+            s.sendall(b"GET /probe HTTP/1.0\r\nHost: lab\r\n\r\n")
+            got = b""
+            while True:
+                d = s.recv(4096)
+                if not d:
+                    break
+                got += d
+            res = "ok " + got.decode(errors="replace").strip().splitlines()[-1]
+    except socket.timeout:
+        res = "timeout"
+    except socket.gaierror:
+        res = "gaierror"
+    except OSError as e:
+        res = errno.errorcode.get(e.errno, str(e))
+    print("%s %s %.3f" % (arg, res, time.monotonic() - t0 if took is None else took), flush=True)
+'''
+
+
+def probe_results(out):
+    """CONNECT_PROBE's output as {target: (result, seconds)}."""
+    if isinstance(out, bytes):
+        out = out.decode("utf-8", "replace")
+    got = {}
+    for line in out.splitlines():
+        parts = line.split(" ")
+        if len(parts) >= 3:
+            got[parts[0]] = (" ".join(parts[1:-1]), float(parts[-1]))
+    return got
 
 
 def workspace(lab=None):

@@ -41,7 +41,6 @@ TOKEN = "sesspool-" + "0123456789abcdef0123456"
 ALL = own_cgroups()
 PARENTS = []
 
-PROBE = netlab.PROBE_CONNECT
 TARGETS = ["%s,80" % PUBLIC, "%s,5432" % INTERNAL, "%s,80" % METADATA, "%s,80" % DAEMON,
            "public.test,443", "dns:www.public.test,0", "dns:private.test,0", "dns:nosuch.test,0"]
 
@@ -167,11 +166,8 @@ def wait_for(pred, timeout=10):
 
 
 def probe(d, clone):
-    out = {}
-    for line in d.exec(clone, ["python3", "-c", PROBE] + TARGETS).splitlines():
-        arg, _, res = line.partition(" ")
-        out[arg] = res
-    return out
+    out = d.exec(clone, ["python3", "-c", netlab.CONNECT_PROBE] + TARGETS)
+    return {arg: res for arg, (res, _) in netlab.probe_results(out).items()}
 
 
 POOL = Daemon("pool", "pool:\n  max_idle: 2\n  sessions: 2\n  idle_timeout: 120s\n")

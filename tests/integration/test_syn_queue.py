@@ -17,7 +17,6 @@ connection is accepted (net/synq.h). In netlab's isolated network only
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,44 +38,10 @@ lab.sh("pub", "nft", "add table inet sbxblackhole; "
        "add chain inet sbxblackhole in { type filter hook input priority 0; }; "
        "add rule inet sbxblackhole in tcp dport %d drop" % BLACKHOLE_PORT)
 
-# Each argument "family,host,port[,timeout]"; prints one line per target:
-# "host port RESULT SECONDS", RESULT ok (the lab's answer to a request
-# follows), timeout, or the errno name; connect() alone is timed.
-PROBE = r'''
-import errno, socket, sys, time
-for arg in sys.argv[1:]:
-    fam, host, port, *rest = arg.split(",")
-    s = socket.socket(socket.AF_INET6 if fam == "6" else socket.AF_INET)
-    s.settimeout(float(rest[0]) if rest else 5)
-    t0 = time.monotonic()
-    try:
-        s.connect((host, int(port)))
-        took = time.monotonic() - t0
-        s.sendall(b"GET /syn HTTP/1.0\r\nHost: lab\r\n\r\n")
-        got = b""
-        while True:
-            d = s.recv(4096)
-            if not d:
-                break
-            got += d
-        res = "ok " + got.decode(errors="replace").strip().splitlines()[-1]
-    except socket.timeout:
-        took, res = time.monotonic() - t0, "timeout"
-    except OSError as e:
-        took, res = time.monotonic() - t0, errno.errorcode.get(e.errno, str(e))
-    print("%s %s %s %.3f" % (host, port, res, took), flush=True)
-'''
+# netlab's connect probe, as a file of the workspace: "host,port[,timeout]"
+# targets, results keyed by them (netlab.CONNECT_PROBE).
 with open(os.path.join(WS, "synprobe.py"), "w") as f:
-    f.write(PROBE)
-
-
-def results(out):
-    got = {}
-    for line in out.splitlines():
-        parts = line.split(" ")
-        if len(parts) >= 4:
-            got[(parts[0], int(parts[1]))] = (" ".join(parts[2:-1]), float(parts[-1]))
-    return got
+    f.write(netlab.CONNECT_PROBE)
 
 
 def probe(*targets, opts=(), timeout=90):
@@ -84,7 +49,7 @@ def probe(*targets, opts=(), timeout=90):
                   workspace=WS, timeout=timeout)
     check(res.report is not None and res.report.get("outcome") == "exited",
           "the probe did not run to its end", res)
-    return results(res.stdout.decode()), res
+    return netlab.probe_results(res.stdout), res
 
 
 def lab_saw(mark, port, local=None):
@@ -94,11 +59,11 @@ def lab_saw(mark, port, local=None):
 
 @suite.case
 def allowed_and_listening_connects_and_relays():
-    targets = ["4,%s,80" % PUBLIC] + (["6,%s,80" % PUBLIC6] if lab.ipv6 else [])
+    targets = ["%s,80" % PUBLIC] + (["%s,80" % PUBLIC6] if lab.ipv6 else [])
     got, res = probe(*targets)
     for host in [PUBLIC] + ([PUBLIC6] if lab.ipv6 else []):
-        r = got.get((host, 80))
-        check(r and r[0].startswith("ok netlab pub %s:80 GET /syn" % host),
+        r = got.get("%s,80" % host)
+        check(r and r[0].startswith("ok netlab pub %s:80 GET /probe" % host),
               "%s:80 reached through the transparent path" % host, res)
     flows = [f for f in (res.report or {}).get("network", {}).get("flows", []) if f.get("port") == 80]
     check(flows and all(f.get("verdict") == "allow" for f in flows),
@@ -108,12 +73,12 @@ def allowed_and_listening_connects_and_relays():
 @suite.case
 def refusing_upstream_is_refused_at_connect():
     mark = lab.mark()
-    targets = ["4,%s,%d" % (PUBLIC, REFUSING_PORT)]
+    targets = ["%s,%d" % (PUBLIC, REFUSING_PORT)]
     if lab.ipv6:
-        targets.append("6,%s,%d" % (PUBLIC6, REFUSING_PORT))
+        targets.append("%s,%d" % (PUBLIC6, REFUSING_PORT))
     got, res = probe(*targets)
     for host in [PUBLIC] + ([PUBLIC6] if lab.ipv6 else []):
-        r = got.get((host, REFUSING_PORT))
+        r = got.get("%s,%d" % (host, REFUSING_PORT))
         check(r and r[0] == "ECONNREFUSED", "%s:%d: connect() refused, not accepted then reset"
               % (host, REFUSING_PORT), res)
         check(r and r[1] < 3, "refused promptly (%.3fs)" % (r[1] if r else -1))
@@ -125,8 +90,9 @@ def refusing_upstream_is_refused_at_connect():
 
 @suite.case
 def unreachable_upstream_times_out():
-    got, res = probe("4,%s,%d,3" % (PUBLIC, BLACKHOLE_PORT))
-    r = got.get((PUBLIC, BLACKHOLE_PORT))
+    target = "%s,%d,3" % (PUBLIC, BLACKHOLE_PORT)
+    got, res = probe(target)
+    r = got.get(target)
     check(r and r[0] == "timeout", "connect() times out as without a proxy (not reset, not "
           "refused)", res)
     check(r and r[1] >= 2.5, "after the client's own timeout (%.3fs)" % (r[1] if r else -1))
@@ -136,26 +102,26 @@ def unreachable_upstream_times_out():
 def denied_destinations_are_refused_at_once():
     cases = [
         # (what, probe target, run options)
-        ("deny-list", "4,%s,5432" % INTERNAL, ()),
-        ("IPv4-mapped deny-list", "6,::ffff:%s,5432" % INTERNAL, ()),
-        ("port rule", "4,%s,443" % PUBLIC, ("--deny", "%s:443" % PUBLIC)),
-        ("default deny", "4,%s,8080" % PUBLIC, ("--default", "deny", "--allow", "%s:80" % PUBLIC)),
-        ("a deny rule by address", "4,%s,80" % PUBLIC, ("--deny", PUBLIC)),
+        ("deny-list", "%s,5432" % INTERNAL, ()),
+        ("IPv4-mapped deny-list", "::ffff:%s,5432" % INTERNAL, ()),
+        ("port rule", "%s,443" % PUBLIC, ("--deny", "%s:443" % PUBLIC)),
+        ("default deny", "%s,8080" % PUBLIC, ("--default", "deny", "--allow", "%s:80" % PUBLIC)),
+        ("a deny rule by address", "%s,80" % PUBLIC, ("--deny", PUBLIC)),
     ]
     if lab.ipv6:
-        cases.append(("NAT64 metadata", "6,%s,80" % NAT64_METADATA, ()))
+        cases.append(("NAT64 metadata", "%s,80" % NAT64_METADATA, ()))
     for what, target, opts in cases:
         mark = lab.mark()
-        host, port = target.split(",")[1], int(target.split(",")[2])
+        host, port = target.split(",")[0], int(target.split(",")[1])
         # An allowed target in the same run shows the policy let the rest through.
-        ok_target = "4,%s,80" % PUBLIC
+        ok_target = "%s,80" % PUBLIC
         got, res = probe(target, *([] if PUBLIC in target and port == 80 else [ok_target]),
                          opts=opts)
-        r = got.get((host, port))
+        r = got.get(target)
         check(r and r[0] == "ECONNREFUSED", "%s: %s refused at connect" % (what, target), res)
         check(r and r[1] < 1, "%s: at once (%.3fs)" % (what, r[1] if r else -1))
         if not (PUBLIC in target and port == 80):
-            ok = got.get((PUBLIC, 80))
+            ok = got.get(ok_target)
             check(ok and ok[0].startswith("ok "), "%s: the allowed target still works" % what,
                   res)
         local = host.replace("::ffff:", "")
@@ -173,7 +139,6 @@ def live_rule_change_applies_to_new_connects():
         f.write("network:\n  limits:\n    max_connections: 3\n  dns:\n    upstream: [\"%s\"]\n" % DNS)
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("CLAW_") and not k.startswith("SANDBOX_")}
-    shutil.copy(os.path.join(WS, "synprobe.py"), tmp)
     log = open(os.path.join(tmp, "log"), "w+")
     p = subprocess.Popen(lab.sandboxd_argv("serve", "--listen", "unix:" + sock, "--state-dir",
                                            os.path.join(tmp, "state"), "--token", token,
@@ -195,18 +160,18 @@ def live_rule_change_applies_to_new_connects():
 
     def connect(*targets):
         st, b = req("POST", "/runtime/exec", {"sessionID": "live", "timeoutSeconds": 30,
-                                              "command": ["python3", "-c", PROBE] +
+                                              "command": ["python3", "-c", netlab.CONNECT_PROBE] +
                                               list(targets)})
         check(st == 200, "exec in the session", (st, b))
-        return results(b["stdout"]), b
+        return netlab.probe_results(b["stdout"]), b
 
-    def until(target, key, want, what):
+    def until(target, want, what):
         # The daemon judges the next SYN by the new rules at once; the sandbox's
         # own nftables sets follow from a helper within moments.
         deadline = time.monotonic() + 10
         while True:
             got, b = connect(target)
-            r = got.get(key)
+            r = got.get(target)
             if (r and r[0].startswith(want)) or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
@@ -220,31 +185,31 @@ def live_rule_change_applies_to_new_connects():
             time.sleep(0.05)
         st, b = req("POST", "/runtime/start", {"sessionID": "live"})
         check(st == 200, "session started", (st, b))
-        pub, internal = "4,%s,80" % PUBLIC, "4,%s,5432" % INTERNAL
+        pub, internal = "%s,80" % PUBLIC, "%s,5432" % INTERNAL
         got, b = connect(pub, internal)
-        check(got.get((PUBLIC, 80), ("",))[0].startswith("ok "), "public allowed at first", b)
-        check(got.get((INTERNAL, 5432), ("",))[0] == "ECONNREFUSED", "internal refused at first",
+        check(got.get(pub, ("",))[0].startswith("ok "), "public allowed at first", b)
+        check(got.get(internal, ("",))[0] == "ECONNREFUSED", "internal refused at first",
               b)
         # Narrowing: a deny rule on an address allowed so far.
         st, b = req("POST", "/runtime/network", {"sessionID": "live", "deny": [PUBLIC]})
         check(st == 200, "denied live", (st, b))
         got, b = connect(pub)
-        r = got.get((PUBLIC, 80))
+        r = got.get(pub)
         check(r and r[0] == "ECONNREFUSED" and r[1] < 1,
               "the next connect to the newly denied address is refused at once", b)
         # Widening: an address of the deny-list, which the sandbox's nftables
         # sets refuse on their own, opened live.
         st, b = req("POST", "/runtime/network", {"sessionID": "live", "allow": [INTERNAL]})
         check(st == 200, "opened live", (st, b))
-        until(internal, (INTERNAL, 5432), "ok netlab priv %s:5432" % INTERNAL,
+        until(internal, "ok netlab priv %s:5432" % INTERNAL,
               "the opened deny-list address is reached")
         got, b = connect(pub)
-        check(got.get((PUBLIC, 80), ("",))[0].startswith("ok "),
+        check(got.get(pub, ("",))[0].startswith("ok "),
               "each change replaces the previous rules: public allowed again", b)
         # And back: refused at connect again.
         st, b = req("POST", "/runtime/network", {"sessionID": "live", "deny": []})
         check(st == 200, "rules reset live", (st, b))
-        r = until(internal, (INTERNAL, 5432), "ECONNREFUSED", "refused again after the reset")
+        r = until(internal, "ECONNREFUSED", "refused again after the reset")
         check(r[1] < 1, "at once (%.3fs)" % r[1])
         # The sandbox's connection limit (network.limits.max_connections: 3) refuses
         # the fourth at connect, not after accepting it.

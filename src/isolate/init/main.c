@@ -168,29 +168,21 @@ static char **unpack_strings(char **at, const char *end, uint32_t n, sbx_err *er
  * the message's length; 0: our creator is gone. */
 static ssize_t recv_command(const struct init_opts *o, sbx_err *err)
 {
-    union {
-        char buf[CMSG_SPACE((SBX_MOUNTS_MAX + 1) * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct iovec iov = {.iov_base = command_msg, .iov_len = sizeof(command_msg) - 1};
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-    ssize_t n;
-    while ((n = recvmsg(SYNC_FD, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
-        ;
-    if (n <= 0)
-        return n;
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
     int fds[SBX_MOUNTS_MAX + 1];
-    size_t nfds = 0;
-    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-        nfds = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    if (nfds > SBX_ARRAY_LEN(fds))
-        nfds = 0;
-    memcpy(fds, cm ? CMSG_DATA(cm) : (unsigned char *)fds, nfds * sizeof(int));
-    if ((mh.msg_flags & MSG_CTRUNC) || nfds != o->n_attach)
+    size_t nfds;
+    ssize_t n = sbx_recv_with_fds(SYNC_FD, command_msg, sizeof(command_msg) - 1, fds,
+                                  SBX_ARRAY_LEN(fds), &nfds, 0);
+    if (n == 0 || (n < 0 && errno != EPROTO))
+        return n;
+    if (n < 0)
+        return sbx_err_at(err, SBX_STAGE_ATTACH, EPROTO, "more than %zu mounts sent for %zu",
+                          SBX_ARRAY_LEN(fds), o->n_attach);
+    if (nfds != o->n_attach) {
+        for (size_t i = 0; i < nfds; i++)
+            close(fds[i]);
         return sbx_err_at(err, SBX_STAGE_ATTACH, EPROTO, "%zu mounts sent for %zu", nfds,
                           o->n_attach);
+    }
     for (size_t i = 0; i < nfds; i++) {
         if (syscall(SYS_move_mount, fds[i], "", AT_FDCWD, o->attach[i], MOVE_MOUNT_F_EMPTY_PATH) <
             0)

@@ -770,12 +770,8 @@ def no_sessions_network_rules_reach_the_next():
     targets = ["%s,80" % netlab.PUBLIC, "%s,80" % netlab.METADATA, "dns:www.public.test,0"]
 
     def probe(d, clone):
-        out = {}
-        b = run(d, clone, ["python3", "-c", netlab.PROBE_CONNECT] + targets)
-        for line in b["stdout"].splitlines():
-            arg, _, res = line.partition(" ")
-            out[arg] = res
-        return out
+        b = run(d, clone, ["python3", "-c", netlab.CONNECT_PROBE] + targets)
+        return {k: v[0] for k, v in netlab.probe_results(b["stdout"]).items()}
 
     lab = netlab.Lab().__enter__()
     d = None

@@ -1277,4 +1277,6 @@ void exec_pool_holder_attached(struct pool_entry *pe, struct pool_holder *h, int
 void sbx_pool_slot_free(int slot)
 {
     exec_pool_slot_put(slot);
+    if (slot >= 0)
+        kick(); /* a refill that found no range free may go on now */
 }

@@ -63,6 +63,12 @@ struct sbx_task {
     char *net_rules_arg;
     struct timespec t0;
     struct sbx_report report;
+    /* A session's task shares the session's memory cgroup: its OOM kills
+     * when the task started (join_oom: counted), so a SIGKILL of the task
+     * while they rose is reported as the OOM killer's. */
+    struct sbx_cgroup join_cg;
+    uint64_t join_oom0;
+    bool join_oom;
 };
 
 static double since(const struct timespec *t0)
@@ -94,8 +100,13 @@ static void build_report(struct sbx_task *t)
     struct sbx_cg_stats st = {0};
     /* A session's task shares its cgroup, its own usage comes from rusage;
      * unless the cgroup it joined is its own (v2: sbx_cgroup_create_sub). */
-    if (!t->sb.joined || t->sb.cg.task_own)
+    if (!t->sb.joined || t->sb.cg.task_own) {
         sbx_cgroup_stats(&t->sb.cg, &st, NULL);
+    } else if (t->join_oom) {
+        struct sbx_cg_stats js = {0};
+        sbx_cgroup_stats(&t->join_cg, &js, NULL);
+        st.oom_kills = js.oom_kills > t->join_oom0;
+    }
     r->wall_s = since(&t->t0);
     r->cgroup_mode = t->sb.cg.mode;
     r->limits.cpu_enforced = t->sb.cg.cpu_enforced;
@@ -782,6 +793,12 @@ struct sbx_task *sbx_task_start(struct event_base *base, const struct sbx_task_o
     l->file_size_bytes = o->spec.file_size_bytes;
     l->output_limit_bytes = o->output_limit;
     clock_gettime(CLOCK_MONOTONIC, &t->t0);
+    if (o->spec.join_pidfd >= 0 && o->spec.join_cg) {
+        struct sbx_cg_stats js = {0};
+        t->join_cg = *o->spec.join_cg;
+        sbx_cgroup_stats(&t->join_cg, &js, NULL);
+        t->join_oom0 = js.oom_kills, t->join_oom = js.have_mem;
+    }
     exec_pool_task_count(1);
     int pooled = exec_pool_take(base, &t->o, &t->sb, t);
     t->o.zygote_argv = t->o.zygote_envp = NULL; /* the caller's, for the take only */

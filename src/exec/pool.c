@@ -1007,6 +1007,16 @@ static void attach_failed(const struct sbx_task_opts *o, const sbx_err *e, bool 
     }
 }
 
+/* A session's holder on v2 with cgroup.kill: its tasks get cgroups of their
+ * own below its, as a cold holder's (sbx_sandbox's creation splits that
+ * one before its init is in it; this one's init moves to the leaf). */
+static int holder_split(struct pool_entry *pe, const struct sbx_spec *s, sbx_err *err)
+{
+    if (pe->sb.cg.mode != SBX_CG_V2 || !s->cg_host || !s->cg_host->v2_kill)
+        return 0;
+    return sbx_cgroup_split(&pe->sb.cg, err);
+}
+
 /* exec_pool_attached's, for a task t or (holder) a session's holder (no
  * command: the order to hold; never an address-set swap, see
  * take_any_clone); made_as gets the sandbox's name. */
@@ -1023,6 +1033,7 @@ static int attach_serve(struct pool_entry *pe, struct sbx_task *t, const struct 
      * task's) */
     int sent =
         rc == 1 && o && !se.msg[0] && still_fresh(pe) && live_limits(pe, &o->spec, &se) == 0 &&
+        (!holder || holder_split(pe, &o->spec, &se) == 0) &&
         (job || bind_net(pe, o, &job, &se) == 0) &&
         (job || sbx_sandbox_send_command_fds(&pe->sb, o->spec.argv, o->spec.envp,
                                              command_limits(pe, &o->spec), fds, n, &se) == 0);

@@ -168,7 +168,8 @@ int sbx_cgroup_relimit(struct sbx_cgroup *cg, const struct sbx_cg_limits *was,
 /* v2: make a fresh cgroup (no process in it yet) a parent of cgroups per
  * task: memory, pids and cpu enabled for its children, and its own processes
  * (a session's init and holder) sent to the leaf <v2_path>/init (v2 allows no
- * process in a cgroup that gives its children controllers). Freezing,
+ * process in a cgroup that gives its children controllers); those already in
+ * it (a pooled sandbox's init, taken for a session) are moved there first. Freezing,
  * cgroup.kill and the stats of v2_path take in the whole subtree.
  * EOPNOTSUPP outside v2 or without cgroup.kill (before 5.14: the kill without
  * it goes through v2_path's own processes only). */

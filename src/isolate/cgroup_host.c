@@ -321,8 +321,7 @@ static pid_t parent_of(pid_t pid)
 
 #define CG_OWN_PROCS_MAX 16 /* us, our spawner, and room: more is not ours alone */
 
-/* The pids of dir/cgroup.procs, at most max (-1 with E2BIG beyond). */
-static int read_procs(const char *dir, pid_t *pids, size_t max, size_t *n, sbx_err *err)
+int cg_read_procs(const char *dir, pid_t *pids, size_t max, size_t *n, sbx_err *err)
 {
     cleanup_free char *procs = NULL;
     if (cg_read(dir, "cgroup.procs", &procs, err) < 0)
@@ -352,7 +351,7 @@ static int v2_leave_own(const char *own, char *why, size_t len)
     pid_t pids[CG_OWN_PROCS_MAX], self = getpid();
     size_t n;
     sbx_err e = {0};
-    if (read_procs(own, pids, SBX_ARRAY_LEN(pids), &n, &e) < 0) {
+    if (cg_read_procs(own, pids, SBX_ARRAY_LEN(pids), &n, &e) < 0) {
         why_set(why, len, "v2: %s: %s", e.msg, strerror(e.errnum));
         return -1;
     }

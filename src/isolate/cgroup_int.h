@@ -47,6 +47,8 @@ int cg_pass_err(sbx_err *err, const sbx_err *e);
 /* A whole (small, pseudo-)file as a NUL-terminated buffer the caller frees. */
 int cg_read_text(const char *path, char **out, sbx_err *err);
 int cg_read(const char *dir, const char *file, char **out, sbx_err *err);
+/* The pids of dir/cgroup.procs, at most max (-1 with E2BIG beyond). */
+int cg_read_procs(const char *dir, pid_t *pids, size_t max, size_t *n, sbx_err *err);
 int cg_read_u64(const char *dir, const char *file, uint64_t *out);
 enum cg_file { CG_REQUIRED, CG_OPTIONAL };
 /* value to dir/file in one write(2), as cgroupfs wants (see cgroup.c). */

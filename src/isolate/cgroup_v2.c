@@ -112,6 +112,9 @@ void cg_stats_v2(const char *dir, struct sbx_cg_stats *st)
         st->oom_kills = v;
 }
 
+/* a pooled sandbox waiting for its command holds init alone */
+#define CG_SPLIT_PROCS_MAX 8
+
 int sbx_cgroup_split(struct sbx_cgroup *cg, sbx_err *err)
 {
     if (!cg)
@@ -123,13 +126,30 @@ int sbx_cgroup_split(struct sbx_cgroup *cg, sbx_err *err)
     char leaf[SBX_CG_PATH_MAX];
     if (sbx_cg_child_path(cg->v2_path, "init", leaf, sizeof(leaf), err) < 0)
         return -1;
-    if (cg_write(cg->v2_path, "cgroup.subtree_control", CG_V2_ENABLE, CG_REQUIRED, err) < 0)
-        return -1;
     if (mkdir(leaf, 0755) < 0)
         return sbx_err_set(err, errno, "cgroup mkdir %s", leaf);
     memcpy(cg->v2_leaf, leaf, sizeof(leaf));
     cg->subs = true;
-    return 0;
+    /* A live sandbox's processes (a pooled one's init, taken for a
+     * session) go to the leaf first: a cgroup that holds processes gives
+     * its children no controller. One that exits meanwhile is ESRCH. */
+    pid_t pids[CG_SPLIT_PROCS_MAX];
+    size_t n;
+    if (cg_read_procs(cg->v2_path, pids, SBX_ARRAY_LEN(pids), &n, err) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        char pid[24];
+        sbx_err e = {0};
+        snprintf(pid, sizeof(pid), "%d", (int)pids[i]);
+        if (cg_write(leaf, "cgroup.procs", pid, CG_REQUIRED, &e) < 0 && e.errnum != ESRCH) {
+            if (err)
+                *err = e;
+            return -1;
+        }
+    }
+    return cg_write(cg->v2_path, "cgroup.subtree_control", CG_V2_ENABLE, CG_REQUIRED, err) < 0
+               ? -1
+               : 0;
 }
 
 int cg_create_sub_v2(const struct sbx_cgroup *parent, const char *name, double cpu_cores,

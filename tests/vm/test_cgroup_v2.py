@@ -210,6 +210,12 @@ def a_timeout_kills_the_tree():
           cg)
 
 
+def is_session(path):
+    """A session's cgroup: split, its init in the leaf init/ (its name is
+    the pool's when its sandbox came from the warm pool)."""
+    return os.path.isdir(os.path.join(path, "init"))
+
+
 @S.case
 def a_session_has_its_cgroup():
     st, b, _ = D.req("POST", "/runtime/start", {"sessionID": "s"}, headers=EXTENDED)
@@ -218,7 +224,7 @@ def a_session_has_its_cgroup():
         "/bin/sh", "-c", "cat /proc/self/cgroup"]}, headers=EXTENDED)
     check(st == 200 and b["exitCode"] == 0, "a task of the session", (st, b))
     check(b["report"]["cgroupMode"] == "v2", "in v2 mode", b["report"])
-    sess = [d for d in task_cgroups() if os.path.basename(d).startswith("session-")]
+    sess = [d for d in task_cgroups() if is_session(d)]
     check(len(sess) == 1, "the session's cgroup", task_cgroups())
     check(read(sess[0], "memory.max") != "max" and read(sess[0], "pids.max") != "max",
           "with the session's memory and pids limits",
@@ -251,12 +257,15 @@ def frozen(path):
 def pause_freezes_the_whole_session():
     """OpenSandbox's pause: cgroup.freeze on the session's cgroup, which takes
     in its leaf init/ and its tasks' cgroups."""
-    before = set(task_cgroups())
+    before = {d for d in task_cgroups() if is_session(d)}  # a pooled one is not yet
     st, b, _ = D.req("POST", "/v1/sandboxes", {"image": {"uri": "python"}, "timeout": 600})
     check(st == 202, "created", (st, b))
     sid = b["id"]
-    new = [d for d in set(task_cgroups()) - before if os.path.basename(d).startswith("session-")]
-    check(len(new) == 1, "its session's cgroup", task_cgroups())
+
+    def new():
+        return [d for d in task_cgroups() if is_session(d) and d not in before]
+    check(wait_for(lambda: len(new()) == 1, 10), "its session's cgroup", task_cgroups())
+    new = new()
     sess = new[0]
     check(D.req("POST", "/v1/sandboxes/%s/pause" % sid)[0] == 202, "paused")
     check(wait_for(lambda: frozen(sess) and frozen(os.path.join(sess, "init")), 10),
@@ -278,7 +287,7 @@ def a_crash_leaves_nothing_after_the_restart():
     submit({"sessionID": "crash", "command": ["/bin/sh", "-c", "sleep 300; : crash"]})
     cg = cgroup_with(": crash")
     sess = os.path.dirname(cg)
-    check(os.path.basename(sess).startswith("session-"), "a task's cgroup in its session's", cg)
+    check(is_session(sess), "a task's cgroup in its session's", cg)
     D.kill9()
     check(os.path.isdir(sess), "the crash left the session's cgroup", sess)
     D.cgroup = os.path.join(D.cgroup, "sandboxd.daemon")

@@ -420,9 +420,14 @@ static void test_v2_session_split(void **state)
 
     pathf(path, sizeof(path), "%s/cgroup.kill", sess);
     write_file(path, "");
+    /* A live one (a pooled sandbox's init taken for a session): its
+     * process goes to the leaf before the controllers are handed down. */
+    pathf(path, sizeof(path), "%s/cgroup.procs", sess);
+    write_file(path, "777\n");
     assert_int_equal(sbx_cgroup_split(&cg, &err), 0);
     assert_string_equal(cg.v2_leaf, leaf);
     assert_true(cg.subs);
+    assert_string_equal(slurp_at(leaf, "cgroup.procs"), "777");
     assert_string_equal(slurp_at(sess, "cgroup.subtree_control"), "+memory +pids +cpu");
     /* Its processes go to the leaf, by clone and by attach. */
     int fd = sbx_cgroup_open_dir(&cg, &err);

@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import netlab  # noqa: E402
 from netlab import DAEMON, DNS, INTERNAL, METADATA, PUBLIC  # noqa: E402
-from sbxtest import Suite, check, own_cgroups, rmdir_cgroup  # noqa: E402
+from sbxtest import Suite, check, own_cgroups, rmdir_cgroup, wait_for  # noqa: E402
 
 S = Suite("session_pool")
 lab = netlab.Lab().__enter__()
@@ -154,15 +154,6 @@ def read(path, name):
 
 def children(path):
     return sorted(e for e in os.listdir(path) if os.path.isdir(os.path.join(path, e)))
-
-
-def wait_for(pred, timeout=10):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def probe(d, clone):

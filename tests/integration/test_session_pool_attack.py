@@ -47,7 +47,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import netlab  # noqa: E402
-from sbxtest import ServeDaemon, Suite, check, config_file, own_cgroups, rmdir_cgroup  # noqa
+from sbxtest import (ServeDaemon, Suite, check, config_file, own_cgroups,  # noqa: E402
+                     rmdir_cgroup, wait_for)
 
 S = Suite("session_pool_attack")
 TOKEN = "sessattack-" + "0123456789abcdef0123456789ab"
@@ -170,15 +171,6 @@ def cgname(d, clone, name="s"):
 def read(path, f):
     with open(os.path.join(path, f)) as fh:
         return fh.read().strip()
-
-
-def wait_for(pred, timeout=10):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def live_ranges(d):

@@ -235,6 +235,36 @@ def a_session_has_its_cgroup():
           sess)
 
 
+def pool_status():
+    return D.req("GET", "/runtime/status", headers=EXTENDED)[1]["pool"]
+
+
+@S.case
+def a_session_from_the_pool_runs_its_tasks():
+    """A session whose holder is a ready sandbox of the pool (built before any
+    session asked, so its cgroup was not split for tasks of their own): its
+    tasks run, each with the session's CPU."""
+    hit = None
+    for i in range(6):
+        before = pool_status()["sessionHits"]
+        sid = "pooled%d" % i
+        st, b, _ = D.req("POST", "/runtime/start", {"sessionID": sid}, headers=EXTENDED)
+        check(st == 200, "session started", (st, b))
+        if pool_status()["sessionHits"] > before:
+            hit = sid
+            break
+        check(D.req("POST", "/runtime/stop", {"sessionID": sid}, headers=EXTENDED)[0] == 200,
+              "stopped")
+        wait_for(lambda: pool_status()["idle"] > 0, WAIT)
+    check(hit, "a session served from the pool", pool_status())
+    st, b, _ = D.req("POST", "/runtime/exec", {"sessionID": hit, "command": [
+        "/bin/sh", "-c", "cat /proc/self/cgroup"]}, headers=EXTENDED)
+    check(st == 200 and b["exitCode"] == 0, "a task of the pooled session runs", (st, b))
+    check(b["report"]["limits"]["cpuEnforced"] is True, "with a CPU quota", b["report"])
+    check(D.req("POST", "/runtime/stop", {"sessionID": hit}, headers=EXTENDED)[0] == 200,
+          "stopped")
+
+
 @S.case
 def a_session_task_oom_is_seen_as_oom():
     st, b, _ = D.req("POST", "/runtime/start", {"sessionID": "big"}, headers=EXTENDED)

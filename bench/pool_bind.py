@@ -14,10 +14,8 @@ tests/integration/netlab.py (nothing leaves the machine), as root:
     SANDBOXD=build/sandboxd SBX_HELPERS=build/helpers bench/pool_bind.py [ROUNDS]
 
 Prints p50 and p90 (ms) per kind and each pool's hits and misses."""
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,37 +29,12 @@ TOKEN = "poolbind-" + "0123456789abcdef0123456789ab"
 TMP = tempfile.mkdtemp(prefix="sbx-pool-bind-")
 
 
-class Daemon:
+class Daemon(netlab.LabDaemon):
     def __init__(self, lab, name, config, net):
-        self.dir = os.path.join(TMP, name)
-        os.makedirs(self.dir)
-        self.sock = os.path.join(self.dir, "api.sock")
-        cfg = os.path.join(self.dir, "config.yaml")
-        with open(cfg, "w") as f:
-            f.write(config)
-        self.log = open(os.path.join(self.dir, "log"), "w+")
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAW_", "SANDBOX_"))}
-        self.proc = subprocess.Popen(
-            lab.sandboxd_argv("serve", "--listen", "unix:" + self.sock, "--state-dir",
-                              os.path.join(self.dir, "state"), "--token", TOKEN, "--config", cfg,
-                              "--net", net, "--total-memory", "0", "--total-cpu", "0",
-                              "--total-pids", "0"),
-            env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while not os.path.exists(self.sock):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                sys.exit("serve did not start: " + open(self.log.name).read()[-2000:])
-            time.sleep(0.05)
+        super().__init__(lab, os.path.join(TMP, name), TOKEN, config, net)
 
     def req(self, method, path, body=None):
-        c = netlab.UnixHTTP(self.sock, timeout=60)
-        h = {"Authorization": "Bearer " + TOKEN, "X-Sandbox-Extended": "1",
-             "X-Tenant-Code": "bench", "X-Clone-Id": "c1", "Content-Type": "application/json"}
-        c.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
-        r = c.getresponse()
-        data = json.loads(r.read() or b"null")
-        c.close()
-        return r.status, data
+        return self.request(method, path, body, {"X-Tenant-Code": "bench", "X-Clone-Id": "c1"})
 
     def pool(self):
         return self.req("GET", "/runtime/status")[1]["pool"]
@@ -82,9 +55,6 @@ class Daemon:
             sys.exit("task failed: %r %r" % (st, b))
         return ms
 
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(20)
 
 
 def pct(xs, q):

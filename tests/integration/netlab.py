@@ -774,6 +774,68 @@ class UnixHTTP(http.client.HTTPConnection):
         self.sock.connect(self.path_)
 
 
+class LabDaemon:
+    """`sandboxd serve --net NET` in the lab's daemon namespace (no packet of
+    its sandboxes leaves the machine), on the unix socket DIR/api.sock, with
+    CONFIG (YAML text) and ARGS; its output in DIR/log. Without the
+    aggregate caps unless ARGS says otherwise."""
+
+    def __init__(self, lab, dir, token, config, net="proxy",
+                 args=("--total-memory", "0", "--total-cpu", "0", "--total-pids", "0")):
+        self.dir, self.token = dir, token
+        os.makedirs(dir)
+        self.sock = os.path.join(dir, "api.sock")
+        cfg = os.path.join(dir, "config.yaml")
+        with open(cfg, "w") as f:
+            f.write(config)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAW_", "SANDBOX_"))}
+        self.log = open(os.path.join(dir, "log"), "w+")
+        self.proc = subprocess.Popen(
+            lab.sandboxd_argv("serve", "--listen", "unix:" + self.sock, "--state-dir",
+                              os.path.join(dir, "state"), "--token", token, "--config", cfg,
+                              "--net", net, *args),
+            env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(self.sock):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError("serve did not start in the lab: " + self.output()[-2000:])
+            time.sleep(0.05)
+
+    def output(self):
+        with open(self.log.name) as f:
+            return f.read()
+
+    def request(self, method, path, body=None, headers=None, timeout=60, raw=False):
+        """(status, the JSON answer or its text); raw: always the text."""
+        c = UnixHTTP(self.sock, timeout=timeout)
+        h = {"Authorization": "Bearer " + self.token, "X-Sandbox-Extended": "1"}
+        h.update(headers or {})
+        if body is not None:
+            h["Content-Type"] = "application/json"
+        c.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        if raw:
+            return r.status, data.decode(errors="replace")
+        try:
+            return r.status, json.loads(data) if data else None
+        except ValueError:
+            return r.status, data.decode(errors="replace")
+
+    def stop(self):
+        """SIGTERM: True when it exited 0 with no sanitizer report."""
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        out = self.output()
+        return self.proc.returncode == 0 and "Sanitizer" not in out and \
+            "runtime error" not in out
+
+
 def facts(output):
     """netprobe's output as a list of dicts: {"kind": first word, key: value, ...}."""
     import shlex

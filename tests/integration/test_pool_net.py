@@ -45,66 +45,21 @@ TMP = tempfile.mkdtemp(prefix="sbx-pool-net-")
 TOKEN = "poolnet-" + "0123456789abcdef0123456789ab"
 
 
-class Daemon:
+class Daemon(netlab.LabDaemon):
     def __init__(self, name, pool):
-        self.dir = os.path.join(TMP, name)
-        os.makedirs(self.dir)
-        self.sock = os.path.join(self.dir, "api.sock")
-        cfg = os.path.join(self.dir, "config.yaml")
-        with open(cfg, "w") as f:
-            f.write("network:\n  limits:\n    max_connections: 2\n"
-                    "  dns:\n    upstream: [\"%s\"]\n" % DNS)
-            f.write("pool:\n  enabled: %s\n  max_idle: 3\n  idle_timeout: 120s\n"
-                    % ("true" if pool else "false"))
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("CLAW_") and not k.startswith("SANDBOX_")}
-        self.log = open(os.path.join(self.dir, "log"), "w+")
-        self.proc = subprocess.Popen(
-            lab.sandboxd_argv("serve", "--listen", "unix:" + self.sock, "--state-dir",
-                              os.path.join(self.dir, "state"), "--token", TOKEN, "--config",
-                              cfg, "--net", "proxy", "--total-memory", "0", "--total-cpu", "0",
-                              "--total-pids", "0"),
-            env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while not os.path.exists(self.sock):
-            check(self.proc.poll() is None and time.monotonic() < deadline,
-                  "serve started", self.output())
-            time.sleep(0.05)
-
-    def output(self):
-        with open(self.log.name) as f:
-            return f.read()
+        super().__init__(lab, os.path.join(TMP, name), TOKEN,
+                         "network:\n  limits:\n    max_connections: 2\n"
+                         "  dns:\n    upstream: [\"%s\"]\n"
+                         "pool:\n  enabled: %s\n  max_idle: 3\n  idle_timeout: 120s\n"
+                         % (DNS, "true" if pool else "false"))
 
     def req(self, method, path, body=None, tenant="pn", clone="c1"):
-        c = netlab.UnixHTTP(self.sock, timeout=60)
-        h = {"Authorization": "Bearer " + TOKEN, "X-Sandbox-Extended": "1",
-             "X-Tenant-Code": tenant, "X-Clone-Id": clone}
-        if body is not None:
-            h["Content-Type"] = "application/json"
-        c.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
-        r = c.getresponse()
-        data = r.read()
-        c.close()
-        try:
-            return r.status, json.loads(data) if data else None
-        except ValueError:
-            return r.status, data.decode(errors="replace")
+        return self.request(method, path, body, {"X-Tenant-Code": tenant, "X-Clone-Id": clone})
 
     def pool(self):
         st, b = self.req("GET", "/runtime/status")
         check(st == 200 and "pool" in b, "status has pool", b)
         return b["pool"]
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        out = self.output()
-        return self.proc.returncode == 0 and "Sanitizer" not in out and \
-            "runtime error" not in out
 
 
 POOL = Daemon("pool", True)
@@ -266,7 +221,7 @@ def a_proxy_task_whose_attach_fails_is_built_cold_with_its_own_rules():
                 "network:\n  dns:\n    upstream: [\"%s\"]\n"
                 "pool:\n  max_idle: 2\n  idle_timeout: 120s\n" % DNS)
     d = Daemon.__new__(Daemon)
-    d.dir = ovl
+    d.dir, d.token = ovl, TOKEN
     d.sock = os.path.join(ovl, "api.sock")
     d.log = open(os.path.join(ovl, "log"), "w+")
     env = {k: v for k, v in os.environ.items()

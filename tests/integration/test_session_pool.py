@@ -18,11 +18,9 @@ requests, same lab (netlab: no packet leaves the machine):
 
 Each daemon has a cgroup parent of its own (sbxsp*-PID, removed at the
 end), so the cgroups looked at are only its own."""
-import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,57 +43,22 @@ TARGETS = ["%s,80" % PUBLIC, "%s,5432" % INTERNAL, "%s,80" % METADATA, "%s,80" %
            "public.test,443", "dns:www.public.test,0", "dns:private.test,0", "dns:nosuch.test,0"]
 
 
-class Daemon:
+class Daemon(netlab.LabDaemon):
     """sandboxd serve in the lab (--net proxy), on a unix socket, its
     sandboxes beneath a cgroup parent of its own."""
 
     def __init__(self, name, pool_yaml, total_pids=0):
-        self.dir = os.path.join(TMP, name)
-        os.makedirs(self.dir)
-        self.sock = os.path.join(self.dir, "api.sock")
         self.parent = "sbxsp%s-%d" % (name, os.getpid())
         PARENTS.append(self.parent)
-        cfg = os.path.join(self.dir, "config.yaml")
-        with open(cfg, "w") as f:
-            f.write("sandbox:\n  workspace_quota: 16m\n  cpu_limit: 0.5\n  cgroup_parent: %s\n"
-                    "  total_memory: 0\n  total_cpu: 0\n  total_pids: %d\n"
-                    % (self.parent, total_pids))
-            f.write("network:\n  dns:\n    upstream: [\"%s\"]\n" % DNS)
-            f.write(pool_yaml)
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("CLAW_") and not k.startswith("SANDBOX_")}
-        self.log = open(os.path.join(self.dir, "log"), "w+")
-        self.proc = subprocess.Popen(
-            lab.sandboxd_argv("serve", "--listen", "unix:" + self.sock, "--state-dir",
-                              os.path.join(self.dir, "state"), "--token", TOKEN, "--config",
-                              cfg, "--net", "proxy"),
-            env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while not os.path.exists(self.sock):
-            check(self.proc.poll() is None and time.monotonic() < deadline,
-                  "serve started", self.output())
-            time.sleep(0.05)
-
-    def output(self):
-        with open(self.log.name) as f:
-            return f.read()
+        super().__init__(lab, os.path.join(TMP, name), TOKEN,
+                         "sandbox:\n  workspace_quota: 16m\n  cpu_limit: 0.5\n"
+                         "  cgroup_parent: %s\n  total_memory: 0\n  total_cpu: 0\n"
+                         "  total_pids: %d\nnetwork:\n  dns:\n    upstream: [\"%s\"]\n%s"
+                         % (self.parent, total_pids, DNS, pool_yaml), args=())
 
     def req(self, method, path, body=None, clone="c1", raw=False):
-        c = netlab.UnixHTTP(self.sock, timeout=60)
-        h = {"Authorization": "Bearer " + TOKEN, "X-Sandbox-Extended": "1",
-             "X-Tenant-Code": "sp", "X-Clone-Id": clone}
-        if body is not None:
-            h["Content-Type"] = "application/json"
-        c.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
-        r = c.getresponse()
-        data = r.read()
-        c.close()
-        if raw:
-            return r.status, data.decode(errors="replace")
-        try:
-            return r.status, json.loads(data) if data else None
-        except ValueError:
-            return r.status, data.decode(errors="replace")
+        return self.request(method, path, body, {"X-Tenant-Code": "sp", "X-Clone-Id": clone},
+                            raw=raw)
 
     def pool(self):
         st, b = self.req("GET", "/runtime/status")
@@ -135,16 +98,6 @@ class Daemon:
     def cg(self, ctrl, cgname=""):
         return os.path.join(ALL[ctrl], self.parent, cgname)
 
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        out = self.output()
-        return self.proc.returncode == 0 and "Sanitizer" not in out and \
-            "runtime error" not in out
 
 
 def read(path, name):
